@@ -1,0 +1,1 @@
+"""Shared, kfp-free library used by every component runtime."""

@@ -1,0 +1,188 @@
+"""The on-disk contract of a sharded kfdist dataset (the `Dataset` artifact).
+
+Layout of a dataset directory::
+
+    metadata.json                              # DatasetMetadata, written last
+    train/shard-00000-of-00004.tfrecord[.gz]   # tf.train.Example records
+    eval/shard-00000-of-00002.tfrecord[.gz]
+
+Every example is in canonical form: exactly one input feature plus an int64
+`label`. The input feature is either
+
+* `image`: raw uint8 pixels as one bytes value (row-major, `shape` e.g. [28, 28]),
+  with `Preprocessing(kind="scale")`; or
+* `features`: a float_list of `shape[0]` values (CSV columns, in `columns` order),
+  with `Preprocessing(kind="standardize", mean=..., std=...)`.
+
+Preprocessing is recorded here, computed once when sharding; training,
+evaluation and the serving signature all apply it from this record.
+`metadata.json` is written after every shard, inside a temporary directory
+that is renamed into place, so a dataset with a metadata file is complete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Dict, List, Optional, Tuple
+
+from kfdist.components.common.errors import InvalidInputError
+
+FORMAT_VERSION = "kfdist.dataset/v1"
+METADATA_FILE = "metadata.json"
+LABEL_KEY = "label"
+IMAGE_KEY = "image"
+FEATURES_KEY = "features"
+SPLITS = ("train", "eval")
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """The one input feature of every example.
+
+    Attributes:
+      key: `image` (raw uint8 bytes) or `features` (float_list).
+      dtype: `uint8` for images, `float32` for feature vectors.
+      shape: Shape of one example's input, e.g. (28, 28) or (13,).
+      columns: Source column names for `features`, in vector order.
+    """
+
+    key: str
+    dtype: str
+    shape: Tuple[int, ...]
+    columns: Optional[Tuple[str, ...]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Preprocessing:
+    """How raw inputs become model inputs: `x * scale + offset` or `(x - mean) / std`.
+
+    Attributes:
+      kind: `scale` or `standardize`.
+      scale: Multiplier for `scale` (1/255 for pixels).
+      offset: Added after scaling for `scale`.
+      mean: Per-column means for `standardize`.
+      std: Per-column standard deviations for `standardize` (zeros replaced by 1).
+    """
+
+    kind: str
+    scale: Optional[float] = None
+    offset: Optional[float] = None
+    mean: Optional[Tuple[float, ...]] = None
+    std: Optional[Tuple[float, ...]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One TFRecord file of a split.
+
+    Attributes:
+      path: Path relative to the dataset root, e.g. `train/shard-00000-of-00004.tfrecord.gz`.
+      num_examples: Records in the file.
+      sha256: Hex SHA-256 of the file's bytes.
+      num_bytes: File size in bytes.
+    """
+
+    path: str
+    num_examples: int
+    sha256: str
+    num_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitInfo:
+    """A split (`train` or `eval`) and its shards."""
+
+    num_examples: int
+    shards: Tuple[ShardInfo, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetMetadata:
+    """Everything downstream steps need to read and preprocess a dataset.
+
+    Attributes:
+      source_uri: Where the examples came from.
+      source_format: `mnist_idx`, `csv` or `tfrecord`.
+      feature: The input feature.
+      num_classes: Number of label classes (labels are 0..num_classes-1).
+      preprocessing: Recorded preprocessing of the input feature.
+      compression: `GZIP` or None.
+      seed: Shuffle seed used.
+      eval_fraction: Fraction of examples hashed into `eval`.
+      splits: `train` and `eval` split infos.
+      class_names: Display names of the classes, index = label.
+    """
+
+    source_uri: str
+    source_format: str
+    feature: FeatureSpec
+    num_classes: int
+    preprocessing: Preprocessing
+    compression: Optional[str]
+    seed: int
+    eval_fraction: float
+    splits: Dict[str, SplitInfo]
+    class_names: Optional[Tuple[str, ...]] = None
+    format_version: str = FORMAT_VERSION
+
+    def shard_paths(self, root: str, split: str) -> List[str]:
+        """Returns the absolute paths of `split`'s shards under dataset `root`."""
+        if split not in self.splits:
+            raise InvalidInputError(f"unknown split {split!r}; the dataset has {sorted(self.splits)}")
+        return [os.path.join(root, s.path) for s in self.splits[split].shards]
+
+    def to_json(self) -> str:
+        """Serialises to the JSON stored in `metadata.json`."""
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "DatasetMetadata":
+        """Parses `metadata.json` text."""
+        d = json.loads(text)
+        if d.get("format_version") != FORMAT_VERSION:
+            raise InvalidInputError(
+                f"dataset format {d.get('format_version')!r} is not {FORMAT_VERSION!r}; "
+                "re-create it with shard_dataset")
+        feature = d["feature"]
+        feature["shape"] = tuple(feature["shape"])
+        if feature.get("columns") is not None:
+            feature["columns"] = tuple(feature["columns"])
+        pre = d["preprocessing"]
+        for k in ("mean", "std"):
+            if pre.get(k) is not None:
+                pre[k] = tuple(pre[k])
+        splits = {
+            name: SplitInfo(num_examples=s["num_examples"],
+                            shards=tuple(ShardInfo(**sh) for sh in s["shards"]))
+            for name, s in d["splits"].items()
+        }
+        return cls(
+            source_uri=d["source_uri"], source_format=d["source_format"],
+            feature=FeatureSpec(**feature), num_classes=d["num_classes"],
+            preprocessing=Preprocessing(**pre), compression=d["compression"],
+            seed=d["seed"], eval_fraction=d["eval_fraction"], splits=splits,
+            class_names=tuple(d["class_names"]) if d.get("class_names") else None,
+            format_version=d["format_version"])
+
+
+def write_metadata(root: str, metadata: DatasetMetadata) -> None:
+    """Writes `metadata.json` under `root` (call it after every shard is closed)."""
+    with open(os.path.join(root, METADATA_FILE), "w") as f:
+        f.write(metadata.to_json())
+
+
+def load_metadata(root: str) -> DatasetMetadata:
+    """Reads the metadata of the dataset at local directory `root`.
+
+    Raises:
+      InvalidInputError: If `root` holds no complete kfdist dataset.
+    """
+    path = os.path.join(root, METADATA_FILE)
+    if not os.path.isfile(path):
+        raise InvalidInputError(
+            f"{root!r} is not a kfdist dataset: {METADATA_FILE} is missing "
+            "(create one with shard_dataset)")
+    with open(path) as f:
+        return DatasetMetadata.from_json(f.read())

@@ -1,0 +1,101 @@
+"""The on-disk contract of a trained kfdist model (the `Model` artifact).
+
+Layout of a model directory::
+
+    saved_model/            # Keras SavedModel; input = *preprocessed* float32 tensor
+    dataset_metadata.json   # the training dataset's metadata (feature, preprocessing, classes)
+    history.json            # per-epoch metrics: {"epochs": [{"epoch": 1, "loss": ..., ...}]}
+    training_report.json    # TrainingReport: strategy, replicas, final metrics, throughput
+
+The chief replica writes all of it; other replicas write only to temporary
+paths that are removed afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Dict, List, Optional
+
+SAVED_MODEL_DIR = "saved_model"
+DATASET_METADATA_FILE = "dataset_metadata.json"
+HISTORY_FILE = "history.json"
+TRAINING_REPORT_FILE = "training_report.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaReport:
+    """What one training replica reports when it ends.
+
+    Attributes:
+      task: `worker:0`, `chief:0`, ...
+      pid: Operating-system process id.
+      num_replicas_in_sync: Replicas the strategy synchronised.
+      weights_sha256: SHA-256 over the final weights (float32 bytes, model order).
+    """
+
+    task: str
+    pid: int
+    num_replicas_in_sync: int
+    weights_sha256: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingReport:
+    """Summary of a finished training job (written by the chief).
+
+    Attributes:
+      backend: `local`, `tfjob` or `mpijob`.
+      strategy: Distribution strategy name.
+      workers: Number of worker processes.
+      model_name: Model trained (`mnist_mlp`, `mnist_cnn` or `module:function`).
+      epochs: Epochs completed.
+      final_loss: Training loss of the last epoch.
+      final_accuracy: Training accuracy of the last epoch.
+      examples_per_second: Training throughput over all workers.
+      wall_seconds: Wall time of `fit`.
+      replicas: One report per replica process.
+    """
+
+    backend: str
+    strategy: str
+    workers: int
+    model_name: str
+    epochs: int
+    final_loss: float
+    final_accuracy: float
+    examples_per_second: float
+    wall_seconds: float
+    replicas: List[ReplicaReport]
+
+    def to_json(self) -> str:
+        """Serialises to JSON."""
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TrainingReport":
+        """Parses JSON written by `to_json`."""
+        d = json.loads(text)
+        d["replicas"] = [ReplicaReport(**r) for r in d["replicas"]]
+        return cls(**d)
+
+
+def read_history(model_dir: str) -> Dict[str, List[float]]:
+    """Returns per-epoch metric lists, e.g. `{"loss": [...], "accuracy": [...]}`."""
+    path = os.path.join(model_dir, HISTORY_FILE)
+    if not os.path.isfile(path):
+        return {}
+    with open(path) as f:
+        epochs = json.load(f)["epochs"]
+    keys = sorted({k for e in epochs for k in e if k != "epoch"})
+    return {k: [e.get(k) for e in epochs] for k in keys}
+
+
+def read_training_report(model_dir: str) -> Optional[TrainingReport]:
+    """Returns the model's training report, or None if it has none."""
+    path = os.path.join(model_dir, TRAINING_REPORT_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return TrainingReport.from_json(f.read())

@@ -1,0 +1,163 @@
+"""Reading and writing local paths and `gs://` URIs.
+
+`gs://` data is moved with google-cloud-storage (which honours
+`STORAGE_EMULATOR_HOST`), never with TensorFlow's own GCS client, which cannot
+be pointed at an emulator. Components stage remote inputs to a local
+directory, work locally, then upload: TensorFlow only ever sees local paths.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shutil
+from typing import List, Tuple
+
+from kfdist.components.common.errors import InvalidInputError
+
+GCS_PREFIX = "gs://"
+
+
+def is_gcs(uri: str) -> bool:
+    """Returns whether `uri` names a Google Cloud Storage object or prefix."""
+    return uri.startswith(GCS_PREFIX)
+
+
+def split_gcs(uri: str) -> Tuple[str, str]:
+    """Splits `gs://bucket/some/key` into `("bucket", "some/key")`.
+
+    Raises:
+      InvalidInputError: If `uri` is not a `gs://bucket/...` URI.
+    """
+    if not is_gcs(uri) or len(uri) <= len(GCS_PREFIX):
+        raise InvalidInputError(f"not a gs:// URI: {uri!r}; expected gs://BUCKET/PATH")
+    bucket, _, key = uri[len(GCS_PREFIX):].partition("/")
+    if not bucket:
+        raise InvalidInputError(f"gs:// URI without a bucket: {uri!r}")
+    return bucket, key
+
+
+def _client():
+    from google.cloud import storage  # imported lazily: only gs:// needs it
+
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(project=os.environ.get("GOOGLE_CLOUD_PROJECT", "kfdist"),
+                              credentials=AnonymousCredentials())
+    return storage.Client()
+
+
+def list_uris(uri: str) -> List[str]:
+    """Lists the files under a directory URI, or the one file it names, sorted.
+
+    A local path may contain glob wildcards in its last component; a `gs://`
+    URI may too (matched with fnmatch against object names).
+
+    Args:
+      uri: A local file or directory, or a `gs://` object or prefix.
+
+    Returns:
+      The matching files' URIs, sorted; empty if nothing matches.
+    """
+    if is_gcs(uri):
+        bucket, key = split_gcs(uri)
+        wildcard = any(ch in key for ch in "*?[")
+        prefix = key.split("*")[0].split("?")[0].split("[")[0] if wildcard else key
+        names = [b.name for b in _client().list_blobs(bucket, prefix=prefix)]
+        if wildcard:
+            names = [n for n in names if fnmatch.fnmatch(n, key)]
+        elif key and key in names:
+            names = [key]
+        else:
+            base = key.rstrip("/") + "/" if key else ""
+            names = [n for n in names if n.startswith(base) and not n.endswith("/")]
+        return sorted(f"{GCS_PREFIX}{bucket}/{n}" for n in names)
+    import glob
+
+    if any(ch in uri for ch in "*?["):
+        return sorted(p for p in glob.glob(uri) if os.path.isfile(p))
+    if os.path.isdir(uri):
+        out = []
+        for root, _, files in os.walk(uri):
+            out.extend(os.path.join(root, f) for f in files)
+        return sorted(out)
+    return [uri] if os.path.isfile(uri) else []
+
+
+def exists(uri: str) -> bool:
+    """Returns whether a file (or, for local paths, a directory) exists at `uri`."""
+    if is_gcs(uri):
+        bucket, key = split_gcs(uri)
+        return _client().bucket(bucket).blob(key).exists()
+    return os.path.exists(uri)
+
+
+def download(uri: str, local_path: str) -> str:
+    """Copies one file from `uri` to `local_path` (streamed, any size).
+
+    Returns:
+      `local_path`.
+    """
+    os.makedirs(os.path.dirname(os.path.abspath(local_path)), exist_ok=True)
+    if is_gcs(uri):
+        bucket, key = split_gcs(uri)
+        _client().bucket(bucket).blob(key).download_to_filename(local_path)
+    else:
+        shutil.copyfile(uri, local_path)
+    return local_path
+
+
+def stage_locally(uri: str, workdir: str) -> str:
+    """Returns a local path holding the data at `uri`.
+
+    Local paths are returned unchanged. A `gs://` file or prefix is downloaded
+    under `workdir`, keeping the object names below the prefix.
+
+    Raises:
+      InvalidInputError: If nothing exists at `uri`.
+    """
+    if not is_gcs(uri):
+        return uri
+    files = list_uris(uri)
+    if not files:
+        raise InvalidInputError(f"no such file or prefix: {uri!r}")
+    _, key = split_gcs(uri)
+    if files == [uri]:
+        return download(uri, os.path.join(workdir, os.path.basename(key)))
+    base = uri.rstrip("/") + "/"
+    target = os.path.join(workdir, "staged")
+    for f in files:
+        rel = f[len(base):] if f.startswith(base) else os.path.basename(f)
+        download(f, os.path.join(target, rel))
+    return target
+
+
+def upload_dir(local_dir: str, uri: str) -> None:
+    """Uploads every file below `local_dir` to the `gs://` prefix `uri`."""
+    bucket_name, key = split_gcs(uri)
+    bucket = _client().bucket(bucket_name)
+    for root, _, files in os.walk(local_dir):
+        for name in files:
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, local_dir).replace(os.sep, "/")
+            bucket.blob(f"{key.rstrip('/')}/{rel}" if key else rel).upload_from_filename(path)
+
+
+def publish_dir(local_dir: str, uri: str) -> None:
+    """Makes `local_dir`'s contents appear at `uri` (a local path or `gs://`).
+
+    Local: atomic rename when `uri` does not exist yet (the directory is moved).
+    `gs://`: uploaded file by file (objects appear as they are written; write a
+    marker file last when readers need to know the upload finished).
+
+    Raises:
+      InvalidInputError: If a local `uri` already exists (nothing is overwritten).
+    """
+    if is_gcs(uri):
+        upload_dir(local_dir, uri)
+        return
+    if os.path.exists(uri):
+        raise InvalidInputError(f"refusing to overwrite existing path {uri!r}")
+    os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
+    os.replace(local_dir, uri)

@@ -1,0 +1,1 @@
+"""The `evaluate_model` component: KFP interface in component.py, runtime beside it."""

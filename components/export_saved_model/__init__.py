@@ -1,0 +1,1 @@
+"""The `export_saved_model` component: KFP interface in component.py, runtime beside it."""

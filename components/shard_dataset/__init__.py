@@ -1,0 +1,1 @@
+"""The `shard_dataset` component: KFP interface in component.py, runtime beside it."""

@@ -1,0 +1,17 @@
+"""kfdist: distributed TensorFlow training as Kubeflow Pipelines components.
+
+Importing kfdist selects legacy Keras (tf-keras) for every TensorFlow import
+that follows: distributed Keras training (MultiWorkerMirrored, ParameterServer,
+Horovod) only works with it in TensorFlow 2.16. A value already set in the
+environment is respected.
+"""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+__version__ = "0.1.0"
+
+#: The component runtime image the compiled pipelines reference (see containers/).
+RUNTIME_IMAGE = f"ghcr.io/kfdist/kfdist-runtime:{__version__}"

@@ -1,0 +1,5 @@
+"""Allows `python -m kfdist`."""
+
+from kfdist.cli import main
+
+raise SystemExit(main())

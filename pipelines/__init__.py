@@ -1,0 +1,1 @@
+"""Pipelines of kfdist; each has its compiled YAML beside it."""

@@ -1,0 +1,61 @@
+"""Shared fixtures: small real datasets made on the fly (nothing is downloaded)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+import kfdist  # noqa: F401  (legacy Keras for every test)
+
+
+def _write_canonical_digits(root: str, num_shards: int = 2) -> str:
+    """Writes the digits sample as a kfdist dataset with a plain TFRecordWriter.
+
+    Deliberately independent of shard_dataset: it exercises the dataset
+    contract of `dataset_spec` from the reader's side.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from kfdist.components.common import dataset_spec as ds
+    from kfdist.sample_data import digits_as_mnist
+
+    images, labels = digits_as_mnist()
+    order = np.random.default_rng(0).permutation(len(labels))
+    images, labels = images[order], labels[order]
+    n_eval = len(labels) // 5
+    splits = {"eval": (images[:n_eval], labels[:n_eval]), "train": (images[n_eval:], labels[n_eval:])}
+    infos = {}
+    for split, (imgs, labs) in splits.items():
+        os.makedirs(os.path.join(root, split), exist_ok=True)
+        shards = []
+        for s in range(num_shards):
+            rel = f"{split}/shard-{s:05d}-of-{num_shards:05d}.tfrecord"
+            path = os.path.join(root, rel)
+            with tf.io.TFRecordWriter(path) as w:
+                for img, lab in zip(imgs[s::num_shards], labs[s::num_shards]):
+                    ex = tf.train.Example(features=tf.train.Features(feature={
+                        ds.IMAGE_KEY: tf.train.Feature(bytes_list=tf.train.BytesList(value=[img.tobytes()])),
+                        ds.LABEL_KEY: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(lab)])),
+                    }))
+                    w.write(ex.SerializeToString())
+            data = open(path, "rb").read()
+            shards.append(ds.ShardInfo(path=rel, num_examples=len(labs[s::num_shards]),
+                                       sha256=hashlib.sha256(data).hexdigest(), num_bytes=len(data)))
+        infos[split] = ds.SplitInfo(num_examples=len(labs), shards=tuple(shards))
+    meta = ds.DatasetMetadata(
+        source_uri="sklearn:digits", source_format="mnist_idx",
+        feature=ds.FeatureSpec(key=ds.IMAGE_KEY, dtype="uint8", shape=(28, 28)),
+        num_classes=10, preprocessing=ds.Preprocessing(kind="scale", scale=1 / 255.0, offset=0.0),
+        compression=None, seed=0, eval_fraction=0.2, splits=infos,
+        class_names=tuple(str(i) for i in range(10)))
+    ds.write_metadata(root, meta)
+    return root
+
+
+@pytest.fixture(scope="session")
+def digits_dataset(tmp_path_factory) -> str:
+    """A kfdist dataset directory of the 1,797 sample digits (2 train, 2 eval shards)."""
+    return _write_canonical_digits(str(tmp_path_factory.mktemp("digits_dataset")))
