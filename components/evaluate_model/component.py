@@ -1,0 +1,61 @@
+"""KFP interface of `evaluate_model`; the work is done by `runtime.evaluate`."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+
+from kfdist import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def evaluate_model(
+    model: dsl.Input[dsl.Model],
+    dataset: dsl.Input[dsl.Dataset],
+    metrics: dsl.Output[dsl.Metrics],
+    classification_metrics: dsl.Output[dsl.ClassificationMetrics],
+    report: dsl.Output[dsl.HTML],
+    summary: dsl.Output[dsl.Markdown],
+    blessing: dsl.Output[dsl.Artifact],
+    accuracy_threshold: float = 0.9,
+) -> NamedTuple("EvaluationOutputs", [("accuracy", float), ("blessed", bool)]):
+    """Evaluates a trained model on the held-out split and decides its blessing.
+
+    Args:
+        model: Model written by `train_distributed`.
+        dataset: The dataset the model was trained on; its `eval` split is used.
+        metrics: Held-out accuracy, loss and example count.
+        classification_metrics: Confusion matrix over the eval split.
+        report: HTML report: metrics, training curves and the confusion matrix.
+        summary: The same headline figures as Markdown.
+        blessing: The verdict: `blessed` is true when accuracy reaches the
+            threshold; its metadata and file give the reason.
+        accuracy_threshold: Minimum held-out accuracy, in [0, 1], for the model
+            to be blessed (and exported).
+
+    Returns:
+        accuracy: Held-out accuracy.
+        blessed: Whether the model reached the threshold.
+    """
+    import json
+    from collections import namedtuple
+
+    from kfdist.components.common import model_artifact
+    from kfdist.components.evaluate_model import runtime
+
+    result = runtime.evaluate(model.path, dataset.path, accuracy_threshold=accuracy_threshold)
+    metrics.log_metric("accuracy", result.accuracy)
+    metrics.log_metric("loss", result.loss)
+    metrics.log_metric("eval_examples", result.num_examples)
+    classification_metrics.log_confusion_matrix(result.class_names, result.confusion_matrix)
+    with open(report.path, "w") as f:
+        f.write(runtime.render_report_html(
+            result, model_artifact.read_history(model.path),
+            model_artifact.read_training_report(model.path)))
+    with open(summary.path, "w") as f:
+        f.write(runtime.render_report_markdown(result))
+    verdict = {"blessed": result.blessed, "reason": result.reason,
+               "accuracy": result.accuracy, "threshold": result.threshold}
+    with open(blessing.path, "w") as f:
+        json.dump(verdict, f)
+    blessing.metadata.update(verdict)
+    return namedtuple("EvaluationOutputs", ["accuracy", "blessed"])(result.accuracy, result.blessed)

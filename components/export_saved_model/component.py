@@ -1,0 +1,57 @@
+"""KFP interface of `export_saved_model`; the work is done by `runtime.export`."""
+
+from typing import NamedTuple, Optional
+
+from kfp import dsl
+
+from kfdist import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def export_saved_model(
+    model: dsl.Input[dsl.Model],
+    blessing: dsl.Input[dsl.Artifact],
+    export_base: str,
+    export: dsl.Output[dsl.Artifact],
+    serving_model_name: str = "mnist",
+    version: Optional[int] = None,
+) -> NamedTuple("ExportOutputs", [("exported", bool), ("export_path", str)]):
+    """Exports a blessed model for TF Serving; records why when it is not blessed.
+
+    The gate lives here (as TFX's Pusher checks a blessing) so the same
+    pipeline runs on kfp.local, which has no `dsl.If`.
+
+    Args:
+        model: Model written by `train_distributed`.
+        blessing: Verdict written by `evaluate_model`.
+        export_base: Local path or gs:// URI under which the TF Serving layout
+            `<export_base>/<serving_model_name>/<version>/` is written.
+        export: Record of the export: metadata `exported`, `path`, `version`, `reason`.
+        serving_model_name: Model name in the TF Serving layout (letters,
+            digits, `-`, `_`, `.`).
+        version: Version number (positive); by default the current Unix time,
+            so the newest export is the one TF Serving loads.
+
+    Returns:
+        exported: Whether a model was written.
+        export_path: The version directory written, or an empty string when
+            the model was not blessed.
+    """
+    import json
+    from collections import namedtuple
+
+    from kfdist.components.export_saved_model import runtime
+
+    with open(blessing.path) as f:
+        verdict = json.load(f)
+    result = runtime.export(
+        model.path, export_base, serving_model_name=serving_model_name,
+        blessed=bool(verdict["blessed"]), blessing_reason=verdict.get("reason", ""),
+        version=version)
+    record = {"exported": result.exported, "path": result.path, "version": result.version,
+              "reason": result.reason}
+    with open(export.path, "w") as f:
+        json.dump(record, f)
+    export.metadata.update({k: v for k, v in record.items() if v is not None})
+    outputs = namedtuple("ExportOutputs", ["exported", "export_path"])
+    return outputs(result.exported, result.path or "")

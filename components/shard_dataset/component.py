@@ -1,0 +1,58 @@
+"""KFP interface of `shard_dataset`; the work is done by `runtime.shard`."""
+
+from typing import List, Optional
+
+from kfp import dsl
+
+from kfdist import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def shard_dataset(
+    source_uri: str,
+    dataset: dsl.Output[dsl.Dataset],
+    source_format: str = "auto",
+    label_column: str = "label",
+    num_shards: int = 4,
+    num_eval_shards: Optional[int] = None,
+    eval_fraction: float = 0.2,
+    seed: int = 42,
+    compression: Optional[str] = None,
+    image_shape: Optional[List[int]] = None,
+):
+    """Splits a dataset into train/eval and writes balanced TFRecord shards.
+
+    Args:
+        source_uri: Local path or gs:// URI of the source: a directory of MNIST
+            IDX files (`*-images-idx3-ubyte.gz` with matching `*-labels-idx1-ubyte.gz`),
+            a CSV file with a header, or TFRecord files of tf.train.Example.
+        dataset: Output dataset: `train/` and `eval/` TFRecord shards of
+            tf.train.Example plus `metadata.json` (feature spec, recorded
+            preprocessing, counts and SHA-256 per shard).
+        source_format: `auto` (detected from file names), `mnist_idx`, `csv` or `tfrecord`.
+        label_column: Name of the label column (CSV) or feature (TFRecord).
+        num_shards: Number of train shards (at least 1; at least the number of
+            training workers for per-file sharding).
+        num_eval_shards: Number of eval shards; by default a quarter of
+            `num_shards`, at least 1.
+        eval_fraction: Share of examples put into `eval`, strictly between 0 and 1.
+            The split is a stable hash of each example, so reruns agree.
+        seed: Seed of the shuffle and of the shard assignment.
+        compression: `GZIP` to compress shards; none by default.
+        image_shape: For TFRecord input with a raw-bytes image feature, its
+            shape, e.g. [28, 28].
+    """
+    from kfdist.components.shard_dataset import runtime
+
+    meta = runtime.shard(
+        source_uri, dataset.path, source_format=source_format, label_column=label_column,
+        num_shards=num_shards, num_eval_shards=num_eval_shards, eval_fraction=eval_fraction,
+        seed=seed, compression=compression, image_shape=image_shape)
+    dataset.metadata.update({
+        "train_examples": meta.splits["train"].num_examples,
+        "eval_examples": meta.splits["eval"].num_examples,
+        "train_shards": len(meta.splits["train"].shards),
+        "eval_shards": len(meta.splits["eval"].shards),
+        "feature": meta.feature.key,
+        "num_classes": meta.num_classes,
+    })

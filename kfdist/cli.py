@@ -1,0 +1,111 @@
+"""The `kfdist` command line.
+
+    kfdist sample-data mnist --out DIR    write the bundled sample as MNIST IDX files
+    kfdist run mnist [--workers N] ...    run a pipeline on this machine (kfp.local)
+    kfdist compile [--out-dir DIR]        compile every pipeline to YAML
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import warnings
+from typing import List, Optional
+
+from kfdist.components.common.errors import InvalidInputError, KfdistError
+
+
+def _add_sample_data(sub) -> None:
+    p = sub.add_parser("sample-data", help="write a bundled sample dataset")
+    p.add_argument("name", choices=["mnist"], help="sample to write")
+    p.add_argument("--out", required=True, help="directory to write the files into")
+    p.set_defaults(func=_cmd_sample_data)
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="run a pipeline locally with kfp.local")
+    p.add_argument("pipeline", choices=["mnist"], help="pipeline to run")
+    p.add_argument("--output", default="kfdist-run", help="run directory (default: %(default)s)")
+    p.add_argument("--data", default=None,
+                   help="MNIST IDX directory, local or gs:// (default: the bundled sample digits)")
+    p.add_argument("--export-base", default=None, help="serving export base (default: OUTPUT/serving)")
+    p.add_argument("--workers", type=int, default=2, help="training workers (default: %(default)s)")
+    p.add_argument("--strategy", default="multi_worker_mirrored")
+    p.add_argument("--model", dest="model_name", default="mnist_mlp",
+                   help="mnist_mlp, mnist_cnn or package.module:function")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--batch-size", dest="batch_size_per_replica", type=int, default=64,
+                   help="examples per replica per step")
+    p.add_argument("--learning-rate", type=float, default=0.001)
+    p.add_argument("--num-shards", type=int, default=4)
+    p.add_argument("--eval-fraction", type=float, default=0.2)
+    p.add_argument("--accuracy-threshold", type=float, default=0.9)
+    p.add_argument("--serving-model-name", default="mnist")
+    p.add_argument("--seed", type=int, default=42)
+    p.set_defaults(func=_cmd_run)
+
+
+def _add_compile(sub) -> None:
+    p = sub.add_parser("compile", help="compile every pipeline to YAML")
+    p.add_argument("--out-dir", default=None,
+                   help="directory for <pipeline>.yaml (default: beside the pipeline sources)")
+    p.set_defaults(func=_cmd_compile)
+
+
+def _cmd_sample_data(args) -> int:
+    from kfdist.sample_data import SAMPLES
+
+    written = SAMPLES[args.name](args.out)
+    print(json.dumps(written))
+    return 0
+
+
+def _cmd_run(args) -> int:
+    from kfdist.local_run import MnistRunOptions, run_mnist
+
+    fields = {k: v for k, v in vars(args).items() if k not in ("func", "pipeline", "command")}
+    fields["output_dir"] = fields.pop("output")
+    fields["source_uri"] = fields.pop("data")
+    summary = run_mnist(MnistRunOptions(**fields))
+    print(json.dumps(summary, indent=2, sort_keys=True))
+    return 0
+
+
+def _cmd_compile(args) -> int:
+    from kfdist.pipelines import registry
+
+    out_dir = args.out_dir or registry.PIPELINES_DIR
+    for name in sorted(registry.pipelines()):
+        print(registry.compile_pipeline(name, out_dir))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Returns the argument parser of the `kfdist` command."""
+    parser = argparse.ArgumentParser(prog="kfdist", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_sample_data, _add_run, _add_compile):
+        add(sub)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the `kfdist` command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=".*non-Python base image.*")
+    try:
+        return args.func(args)
+    except InvalidInputError as err:
+        print(f"kfdist: invalid input: {err}", file=sys.stderr)
+        return 2
+    except KfdistError as err:
+        print(f"kfdist: error: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

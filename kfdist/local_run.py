@@ -1,0 +1,134 @@
+"""Runs a shipped pipeline on this machine with kfp.local and summarises it.
+
+Each step runs as a subprocess of this Python (kfp.local's SubprocessRunner);
+the training step starts its replicas as further processes with TF_CONFIG.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Any, Dict, Optional
+
+from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
+
+SUMMARY_FILE = "summary.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class MnistRunOptions:
+    """Parameters of a local `mnist` run (see the pipeline for their meaning)."""
+
+    output_dir: str
+    source_uri: Optional[str] = None
+    export_base: Optional[str] = None
+    workers: int = 2
+    strategy: str = "multi_worker_mirrored"
+    model_name: str = "mnist_mlp"
+    epochs: int = 5
+    batch_size_per_replica: int = 64
+    learning_rate: float = 0.001
+    num_shards: int = 4
+    eval_fraction: float = 0.2
+    accuracy_threshold: float = 0.9
+    serving_model_name: str = "mnist"
+    seed: int = 42
+
+
+def validate_mnist_options(opts: MnistRunOptions) -> None:
+    """Checks every option before anything is written.
+
+    Raises:
+      InvalidInputError: Naming the first bad value and what would be valid.
+    """
+    from kfdist.components.export_saved_model.runtime import validate_export_args
+    from kfdist.components.shard_dataset.runtime import validate_shard_args
+    from kfdist.components.train_distributed.runtime import validate_training_args
+
+    if opts.source_uri is not None and not opts.source_uri.startswith("gs://") \
+            and not os.path.exists(opts.source_uri):
+        raise InvalidInputError(f"--data {opts.source_uri!r} does not exist")
+    validate_shard_args(num_shards=opts.num_shards, eval_fraction=opts.eval_fraction)
+    validate_training_args(
+        backend="local", strategy=opts.strategy, workers=opts.workers, model_name=opts.model_name,
+        epochs=opts.epochs, batch_size_per_replica=opts.batch_size_per_replica,
+        learning_rate=opts.learning_rate, seed=opts.seed)
+    if not 0.0 <= opts.accuracy_threshold <= 1.0:
+        raise InvalidInputError(
+            f"accuracy threshold {opts.accuracy_threshold!r} is outside [0, 1]")
+    validate_export_args(serving_model_name=opts.serving_model_name)
+
+
+def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
+    """Runs the `mnist` pipeline locally and writes `<output_dir>/summary.json`.
+
+    Without `source_uri`, the bundled sample digits are written to
+    `<output_dir>/data/mnist` first. Without `export_base`, models are exported
+    under `<output_dir>/serving`.
+
+    Returns:
+      The summary written to `summary.json`.
+
+    Raises:
+      InvalidInputError: If an option is invalid (nothing is written then).
+      TrainingFailedError: If a pipeline step fails.
+    """
+    validate_mnist_options(opts)
+    from kfp import local
+
+    from kfdist.pipelines.mnist import mnist_pipeline
+    from kfdist.sample_data import write_mnist_sample
+
+    start = time.monotonic()
+    output_dir = os.path.abspath(opts.output_dir)
+    source_uri = opts.source_uri
+    if source_uri is None:
+        source_uri = os.path.join(output_dir, "data", "mnist")
+        write_mnist_sample(source_uri)
+    export_base = opts.export_base or os.path.join(output_dir, "serving")
+    local.init(runner=local.SubprocessRunner(use_venv=False),
+               pipeline_root=os.path.join(output_dir, "pipeline_root"), raise_on_error=True)
+    try:
+        task = mnist_pipeline(
+            source_uri=source_uri, export_base=export_base, backend="local",
+            strategy=opts.strategy, workers=opts.workers, model_name=opts.model_name,
+            epochs=opts.epochs, batch_size_per_replica=opts.batch_size_per_replica,
+            learning_rate=opts.learning_rate, num_shards=opts.num_shards,
+            eval_fraction=opts.eval_fraction, accuracy_threshold=opts.accuracy_threshold,
+            serving_model_name=opts.serving_model_name, seed=opts.seed)
+    except RuntimeError as err:
+        raise TrainingFailedError(f"pipeline 'mnist' failed: {err}") from err
+    summary = _summarise(task.outputs, opts, source_uri, export_base, output_dir,
+                         time.monotonic() - start)
+    with open(os.path.join(output_dir, SUMMARY_FILE), "w") as f:
+        json.dump(summary, f, indent=2, sort_keys=True)
+    return summary
+
+
+def _summarise(outputs, opts: MnistRunOptions, source_uri: str, export_base: str,
+               output_dir: str, wall_seconds: float) -> Dict[str, Any]:
+    with open(outputs["export"].path) as f:
+        export = json.load(f)
+    train_metrics = dict(outputs["training_metrics"].metadata)
+    return {
+        "pipeline": "mnist",
+        "data": source_uri,
+        "output_dir": output_dir,
+        "train": {
+            "backend": "local",
+            "strategy": opts.strategy,
+            "workers": opts.workers,
+            "model_name": opts.model_name,
+            "epochs": opts.epochs,
+            "final_loss": train_metrics.get("final_loss"),
+            "final_accuracy": train_metrics.get("final_accuracy"),
+            "examples_per_second": train_metrics.get("examples_per_second"),
+            "seconds": train_metrics.get("training_seconds"),
+        },
+        "eval": {"accuracy": outputs["accuracy"], "threshold": opts.accuracy_threshold},
+        "blessed": bool(outputs["blessed"]),
+        "export": {"base": export_base, **export},
+        "wall_seconds": round(wall_seconds, 2),
+    }

@@ -1,0 +1,79 @@
+"""The `mnist` pipeline: shard → distributed training → evaluate → export.
+
+The same compiled pipeline runs on a laptop through kfp.local (`kfdist run
+mnist`) and on a Kubeflow Pipelines cluster; only the training backend differs.
+"""
+
+from typing import NamedTuple
+
+from kfp import dsl
+
+from kfdist.components.evaluate_model.component import evaluate_model
+from kfdist.components.export_saved_model.component import export_saved_model
+from kfdist.components.shard_dataset.component import shard_dataset
+from kfdist.components.train_distributed.component import train_distributed
+
+PIPELINE_NAME = "mnist"
+
+
+@dsl.pipeline(
+    name="kfdist-mnist",
+    description="Shards MNIST-format data, trains a Keras model with a distribution "
+                "strategy, evaluates it on a held-out split and exports it for TF Serving "
+                "when it reaches the accuracy threshold.",
+)
+def mnist_pipeline(
+    source_uri: str,
+    export_base: str,
+    backend: str = "local",
+    strategy: str = "multi_worker_mirrored",
+    workers: int = 2,
+    model_name: str = "mnist_mlp",
+    epochs: int = 5,
+    batch_size_per_replica: int = 64,
+    learning_rate: float = 0.001,
+    num_shards: int = 4,
+    eval_fraction: float = 0.2,
+    accuracy_threshold: float = 0.9,
+    serving_model_name: str = "mnist",
+    seed: int = 42,
+) -> NamedTuple("MnistOutputs", [("accuracy", float), ("blessed", bool),
+                                 ("export", dsl.Artifact), ("training_metrics", dsl.Metrics)]):
+    """Shard, train, evaluate and export an MNIST classifier.
+
+    Args:
+        source_uri: Directory (local or gs://) of MNIST IDX files
+            (`*-images-idx3-ubyte.gz` and `*-labels-idx1-ubyte.gz`).
+        export_base: Where to write the TF Serving layout `<export_base>/<serving_model_name>/<version>/`.
+        backend: Training backend: `local` runs the replicas as processes.
+        strategy: Distribution strategy: `multi_worker_mirrored`.
+        workers: Number of training workers.
+        model_name: `mnist_mlp`, `mnist_cnn` or `package.module:function`.
+        epochs: Training epochs.
+        batch_size_per_replica: Examples per replica per step.
+        learning_rate: Adam learning rate.
+        num_shards: Train shards written by the shard step.
+        eval_fraction: Share of examples held out for evaluation.
+        accuracy_threshold: Held-out accuracy needed to export the model.
+        serving_model_name: Model name in the serving layout.
+        seed: Seed for shuffling, shard assignment and initialisation.
+    """
+    from collections import namedtuple
+
+    shard = shard_dataset(source_uri=source_uri, source_format="mnist_idx",
+                          num_shards=num_shards, eval_fraction=eval_fraction, seed=seed)
+    shard.set_display_name("shard")
+    train = train_distributed(
+        dataset=shard.outputs["dataset"], backend=backend, strategy=strategy, workers=workers,
+        model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
+        learning_rate=learning_rate, seed=seed)
+    train.set_display_name("train")
+    evaluate = evaluate_model(model=train.outputs["model"], dataset=shard.outputs["dataset"],
+                              accuracy_threshold=accuracy_threshold)
+    evaluate.set_display_name("evaluate")
+    export = export_saved_model(model=train.outputs["model"], blessing=evaluate.outputs["blessing"],
+                                export_base=export_base, serving_model_name=serving_model_name)
+    export.set_display_name("export")
+    outputs = namedtuple("MnistOutputs", ["accuracy", "blessed", "export", "training_metrics"])
+    return outputs(evaluate.outputs["accuracy"], evaluate.outputs["blessed"],
+                   export.outputs["export"], train.outputs["metrics"])
