@@ -1,6 +1,6 @@
 """KFP interface of `export_saved_model`; the work is done by `runtime.export`."""
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from kfp import dsl
 
@@ -14,7 +14,7 @@ def export_saved_model(
     export_base: str,
     export: dsl.Output[dsl.Artifact],
     serving_model_name: str = "mnist",
-    version: Optional[int] = None,
+    version: int = 0,
 ) -> NamedTuple("ExportOutputs", [("exported", bool), ("export_path", str)]):
     """Exports a blessed model for TF Serving; records why when it is not blessed.
 
@@ -29,8 +29,10 @@ def export_saved_model(
         export: Record of the export: metadata `exported`, `path`, `version`, `reason`.
         serving_model_name: Model name in the TF Serving layout (letters,
             digits, `-`, `_`, `.`).
-        version: Version number (positive); by default the current Unix time,
-            so the newest export is the one TF Serving loads.
+        version: Version number; 0 (the default) means the current Unix time
+            (and above every existing version), so the newest export is the one
+            TF Serving loads. (An integer, not Optional: kfp 2.13's local
+            runner cannot pass None to an integer parameter.)
 
     Returns:
         exported: Whether a model was written.
@@ -47,7 +49,7 @@ def export_saved_model(
     result = runtime.export(
         model.path, export_base, serving_model_name=serving_model_name,
         blessed=bool(verdict["blessed"]), blessing_reason=verdict.get("reason", ""),
-        version=version)
+        version=version or None)
     record = {"exported": result.exported, "path": result.path, "version": result.version,
               "reason": result.reason}
     with open(export.path, "w") as f:

@@ -14,7 +14,7 @@ def shard_dataset(
     source_format: str = "auto",
     label_column: str = "label",
     num_shards: int = 4,
-    num_eval_shards: Optional[int] = None,
+    num_eval_shards: int = 0,
     eval_fraction: float = 0.2,
     seed: int = 42,
     compression: Optional[str] = None,
@@ -33,8 +33,9 @@ def shard_dataset(
         label_column: Name of the label column (CSV) or feature (TFRecord).
         num_shards: Number of train shards (at least 1; at least the number of
             training workers for per-file sharding).
-        num_eval_shards: Number of eval shards; by default a quarter of
-            `num_shards`, at least 1.
+        num_eval_shards: Number of eval shards; 0 (the default) means in
+            proportion to `eval_fraction` (at least 1). (An integer, not Optional:
+            kfp 2.13's local runner cannot pass None to an integer parameter.)
         eval_fraction: Share of examples put into `eval`, strictly between 0 and 1.
             The split is a stable hash of each example, so reruns agree.
         seed: Seed of the shuffle and of the shard assignment.
@@ -46,7 +47,7 @@ def shard_dataset(
 
     meta = runtime.shard(
         source_uri, dataset.path, source_format=source_format, label_column=label_column,
-        num_shards=num_shards, num_eval_shards=num_eval_shards, eval_fraction=eval_fraction,
+        num_shards=num_shards, num_eval_shards=num_eval_shards or None, eval_fraction=eval_fraction,
         seed=seed, compression=compression, image_shape=image_shape)
     dataset.metadata.update({
         "train_examples": meta.splits["train"].num_examples,
