@@ -1,0 +1,175 @@
+"""The evaluation report: one self-contained HTML page and a short Markdown summary.
+
+The HTML page (KFP shows an HTML artifact in an iframe) embeds its pictures
+as base64 PNG data URIs and its styles inline, so it needs nothing else:
+headline metrics and the blessing verdict, training curves, the confusion
+matrix as a heat map, a per-class table and the training summary.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from typing import TYPE_CHECKING, Dict, List, Optional
+
+if TYPE_CHECKING:  # runtime re-exports this module's functions: no import cycle at run time
+    from kfdist.components.common.model_artifact import TrainingReport
+    from kfdist.components.evaluate_model.runtime import EvaluationResult
+
+_CSS = """
+body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#1f2933;
+margin:24px;max-width:1040px}
+h1{font-size:22px;margin:0 0 16px}h2{font-size:17px;margin:28px 0 10px;color:#334e68}
+.verdict{padding:12px 16px;border-radius:6px;font-weight:600;margin-bottom:16px}
+.ok{background:#e3f9e5;color:#0e5814;border:1px solid #91d89b}
+.no{background:#ffe3e3;color:#8a1c1c;border:1px solid #f29b9b}
+.cards{display:flex;flex-wrap:wrap;gap:12px}
+.card{border:1px solid #d9e2ec;border-radius:6px;padding:10px 16px;min-width:130px}
+.card .v{font-size:22px;font-weight:600}.card .k{font-size:12px;color:#627d98}
+table{border-collapse:collapse;font-size:13px}
+td,th{border-bottom:1px solid #e4e7eb;padding:4px 12px;text-align:right}
+th{background:#f5f7fa}td:first-child,th:first-child{text-align:left}
+img{max-width:100%;height:auto}.muted{color:#829ab1}
+.row{display:flex;flex-wrap:wrap;gap:28px;align-items:flex-start}.row img{max-width:620px}
+table.kv td:last-child{text-align:left}
+"""
+
+
+def _png_data_uri(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _curves_png(history: Dict[str, List[float]]) -> Optional[str]:
+    """Loss and accuracy per epoch (training and, when recorded, validation)."""
+    from matplotlib.figure import Figure  # Agg canvas, no pyplot state
+
+    panels = [(m, [k for k in (m, f"val_{m}") if history.get(k)]) for m in ("loss", "accuracy")]
+    panels = [(m, keys) for m, keys in panels if keys]
+    if not panels:
+        return None
+    fig = Figure(figsize=(5 * len(panels), 3.4))
+    for i, (metric, keys) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        for key in keys:
+            points = [(e + 1, v) for e, v in enumerate(history[key]) if v is not None]
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                    label="validation" if key.startswith("val_") else "training")
+        ax.set_title(metric)
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    fig.tight_layout()
+    return _png_data_uri(fig)
+
+
+def _confusion_png(cm: List[List[int]], names: List[str]) -> str:
+    """The confusion matrix as an annotated heat map (rows = true, columns = predicted)."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    counts = np.asarray(cm)
+    k = len(names)
+    side = min(max(4.0, 0.4 * k + 1.5), 14.0)
+    fig = Figure(figsize=(side + 1.2, side))
+    ax = fig.add_subplot(1, 1, 1)
+    im = ax.imshow(counts, cmap="Blues", interpolation="nearest")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    ax.set_xticks(range(k))
+    ax.set_yticks(range(k))
+    ax.set_xticklabels(names, rotation=45 if max(map(len, names), default=0) > 3 else 0)
+    ax.set_yticklabels(names)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title("confusion matrix")
+    if k <= 30:
+        top = counts.max() or 1
+        for t in range(k):
+            for p in range(k):
+                if counts[t, p]:
+                    ax.text(p, t, str(counts[t, p]), ha="center", va="center", fontsize=8,
+                            color="white" if counts[t, p] > top / 2 else "#1f2933")
+    fig.tight_layout()
+    return _png_data_uri(fig)
+
+
+def _pct(x: Optional[float]) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def _card(key: str, value: str) -> str:
+    return f'<div class="card"><div class="v">{html.escape(value)}</div><div class="k">{html.escape(key)}</div></div>'
+
+
+def _rows(rows) -> str:
+    return "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+
+
+def render_report_html(result: EvaluationResult, history: Dict[str, List[float]],
+                       training_report: Optional[TrainingReport]) -> str:
+    """Renders the evaluation as one self-contained HTML page.
+
+    Args:
+      result: The evaluation to report.
+      history: Per-epoch metric lists (`model_artifact.read_history`); may be empty.
+      training_report: The model's training report, or None.
+
+    Returns:
+      The HTML document; pictures are embedded as `data:image/png;base64` URIs.
+    """
+    verdict = "Blessed" if result.blessed else "Not blessed"
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>kfdist evaluation</title>",
+        f"<style>{_CSS}</style></head><body><h1>Model evaluation</h1>",
+        f'<div class="verdict {"ok" if result.blessed else "no"}">{verdict}: '
+        f"{html.escape(result.reason)}</div>",
+        '<div class="cards">', _card("accuracy", _pct(result.accuracy)),
+        _card("loss", f"{result.loss:.4f}"), _card("eval examples", f"{result.num_examples:,}"),
+        _card("threshold", _pct(result.threshold)), "</div>",
+        "<h2>Training curves</h2>",
+    ]
+    curves = _curves_png(history)
+    parts.append(f'<img alt="training curves" src="{curves}">' if curves
+                 else '<p class="muted">No training history was recorded.</p>')
+    parts += ["<h2>Confusion matrix and per-class metrics</h2><div class='row'>",
+              f'<img alt="confusion matrix" src="{_confusion_png(result.confusion_matrix, result.class_names)}">',
+              "<table><tr><th>class</th><th>examples</th><th>precision</th><th>recall</th></tr>",
+              _rows((c.name, c.support, _pct(c.precision), _pct(c.recall)) for c in result.per_class),
+              "</table></div><h2>Training</h2>"]
+    if training_report is None:
+        parts.append('<p class="muted">No training report was recorded.</p>')
+    else:
+        r = training_report
+        parts += ["<table class='kv'>", _rows([
+            ("backend", r.backend), ("strategy", r.strategy), ("workers", r.workers),
+            ("model", r.model_name), ("epochs", r.epochs),
+            ("final training loss", f"{r.final_loss:.4f}"),
+            ("final training accuracy", _pct(r.final_accuracy)),
+            ("throughput", f"{r.examples_per_second:,.0f} examples/s"),
+            ("wall time", f"{r.wall_seconds:.1f} s"), ("replica processes", len(r.replicas)),
+        ]), "</table>"]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def render_report_markdown(result: EvaluationResult) -> str:
+    """Renders a short Markdown summary (for a KFP Markdown visualization)."""
+    lines = [
+        "## Model evaluation",
+        "",
+        f"**{'✅ Blessed' if result.blessed else '❌ Not blessed'}**: {result.reason}",
+        "",
+        "| metric | value |",
+        "| --- | --- |",
+        f"| accuracy | {result.accuracy:.4f} |",
+        f"| loss | {result.loss:.4f} |",
+        f"| eval examples | {result.num_examples} |",
+        f"| threshold | {result.threshold:.4f} |",
+    ]
+    worst = sorted((c for c in result.per_class if c.recall is not None), key=lambda c: c.recall)[:3]
+    if worst:
+        lines += ["", "Lowest recall: " + ", ".join(f"`{c.name}` {_pct(c.recall)}" for c in worst)]
+    return "\n".join(lines) + "\n"

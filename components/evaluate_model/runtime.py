@@ -1,0 +1,244 @@
+"""Runtime of `evaluate_model`: score a trained model on a dataset's `eval` split.
+
+The model artifact's SavedModel takes the *preprocessed* float32 input, so the
+eval shards are parsed and preprocessed with the preprocessing recorded in the
+model's own `dataset_metadata.json` (the one it was trained with). Predicted
+classes are the argmax of the model's output, exactly what the exported
+serving signature returns, so the confusion matrix counts what serving would
+predict. The model is blessed iff its accuracy reaches the threshold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from typing import Callable, List, Optional, Tuple
+
+import numpy as np
+
+import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
+from kfdist.components.common import dataset_spec as ds
+from kfdist.components.common import model_artifact as ma
+from kfdist.components.common import storage
+from kfdist.components.common.errors import InvalidInputError, require
+
+EVAL_SPLIT = "eval"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassMetrics:
+    """Metrics of one class on the eval split (None where undefined: nothing to divide by)."""
+
+    name: str
+    support: int
+    precision: Optional[float]
+    recall: Optional[float]
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationResult:
+    """Outcome of evaluating a model on a dataset's eval split.
+
+    Attributes:
+      accuracy: Fraction of examples whose argmax prediction equals the label.
+      loss: Mean sparse categorical cross-entropy.
+      num_examples: Eval examples scored.
+      confusion_matrix: Counts indexed `[true][predicted]`.
+      class_names: Display names, index = class id.
+      blessed: Whether `accuracy >= threshold`.
+      reason: Human-readable verdict, e.g. `accuracy 0.953 ≥ threshold 0.900`.
+      threshold: The accuracy threshold applied.
+      per_class: Per-class support, precision and recall.
+    """
+
+    accuracy: float
+    loss: float
+    num_examples: int
+    confusion_matrix: List[List[int]]
+    class_names: List[str]
+    blessed: bool
+    reason: str
+    threshold: float
+    per_class: List[ClassMetrics] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> str:
+        """Serialises to JSON (for a Metrics/JSON artifact)."""
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+
+def outputs_are_logits(model) -> bool:
+    """Returns whether a Keras model's last layer emits logits rather than probabilities.
+
+    A final softmax (as an activation, an `Activation` layer or a `Softmax`
+    layer) means probabilities; a final layer with a linear activation means
+    logits. Anything else is taken as probabilities.
+    """
+    import tensorflow as tf
+
+    last = model.layers[-1]
+    if isinstance(last, tf.keras.layers.Softmax):
+        return False
+    activation = getattr(last, "activation", None)
+    return activation is not None and getattr(activation, "__name__", "") == "linear"
+
+
+def _stage(uri: str, workdir: str, what: str) -> str:
+    require(bool(uri), f"{what} is empty; expected a local directory or gs:// prefix")
+    if storage.is_gcs(uri):
+        return storage.stage_locally(uri, os.path.join(workdir, what))
+    if not os.path.isdir(uri):
+        raise InvalidInputError(f"{what} {uri!r} does not exist or is not a directory")
+    return uri
+
+
+def _load(model_dir: str, dataset_dir: str) -> Tuple[object, ds.DatasetMetadata, ds.DatasetMetadata]:
+    """Loads the Keras model, the model's training metadata and the dataset's metadata."""
+    import tensorflow as tf
+
+    saved = os.path.join(model_dir, ma.SAVED_MODEL_DIR)
+    meta_path = os.path.join(model_dir, ma.DATASET_METADATA_FILE)
+    require(os.path.isdir(saved), f"model_dir {model_dir!r} has no {ma.SAVED_MODEL_DIR}/ "
+            "(expected a model artifact written by train_distributed)")
+    require(os.path.isfile(meta_path), f"model_dir {model_dir!r} has no {ma.DATASET_METADATA_FILE}")
+    with open(meta_path) as f:
+        model_meta = ds.DatasetMetadata.from_json(f.read())
+    data_meta = ds.load_metadata(dataset_dir)
+    require(model_meta.feature == data_meta.feature,
+            f"dataset {dataset_dir!r} has input feature {data_meta.feature} but the model was "
+            f"trained on {model_meta.feature}; evaluate on a dataset with the same feature spec")
+    require(model_meta.num_classes == data_meta.num_classes,
+            f"dataset {dataset_dir!r} has {data_meta.num_classes} classes but the model was "
+            f"trained on {model_meta.num_classes}")
+    require(EVAL_SPLIT in data_meta.splits and data_meta.splits[EVAL_SPLIT].num_examples > 0,
+            f"dataset {dataset_dir!r} has no examples in its {EVAL_SPLIT!r} split")
+    model = tf.keras.models.load_model(saved, compile=False)
+    return model, model_meta, data_meta
+
+
+def _predict(model, model_meta, data_meta, dataset_dir: str,
+             batch_size: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Returns `(labels [N], probabilities [N, C])` over the eval split in shard order."""
+    import tensorflow as tf
+
+    from kfdist.components.common import tf_features
+
+    parse = tf_features.parse_fn(data_meta)
+    preprocess = tf_features.preprocess_fn(model_meta)
+    files = data_meta.shard_paths(dataset_dir, EVAL_SPLIT)
+    data = (tf.data.TFRecordDataset(files, compression_type=tf_features.compression_type(data_meta))
+            .batch(batch_size).map(parse).map(lambda x, y: (preprocess(x), y))
+            .prefetch(tf.data.AUTOTUNE))
+    logits = outputs_are_logits(model)
+    labels, probs = [], []
+    for x, y in data:
+        out = model(x, training=False)
+        probs.append((tf.nn.softmax(out) if logits else out).numpy().astype(np.float32))
+        labels.append(y.numpy())
+    labels_arr = np.concatenate(labels).astype(np.int64)
+    probs_arr = np.concatenate(probs)
+    expected = data_meta.splits[EVAL_SPLIT].num_examples
+    require(len(labels_arr) == expected,
+            f"eval split of {dataset_dir!r} holds {len(labels_arr)} records but its metadata "
+            f"says {expected}; the dataset is incomplete or corrupted")
+    require(probs_arr.shape[1] == model_meta.num_classes,
+            f"model outputs {probs_arr.shape[1]} classes but its dataset has {model_meta.num_classes}")
+    bad = labels_arr[(labels_arr < 0) | (labels_arr >= model_meta.num_classes)]
+    require(bad.size == 0, f"eval labels {sorted(set(bad.tolist()))[:5]} are outside "
+            f"0..{model_meta.num_classes - 1}")
+    return labels_arr, probs_arr
+
+
+def predict_classes(model_dir: str, dataset_dir: str, *, batch_size: int = 256) -> np.ndarray:
+    """Returns the predicted class ids (int64 `[N]`) over the eval split, in shard order."""
+    with tempfile.TemporaryDirectory(prefix="kfdist-eval-") as work:
+        model_dir = _stage(model_dir, work, "model_dir")
+        dataset_dir = _stage(dataset_dir, work, "dataset_dir")
+        model, model_meta, data_meta = _load(model_dir, dataset_dir)
+        _, probs = _predict(model, model_meta, data_meta, dataset_dir, batch_size)
+    return probs.argmax(axis=1).astype(np.int64)
+
+
+def _fmt_pair(a: float, b: float) -> Tuple[str, str]:
+    """Formats two numbers with 3 decimals, or more when 3 would make them look equal."""
+    for digits in (3, 6, 9):
+        sa, sb = f"{a:.{digits}f}", f"{b:.{digits}f}"
+        if sa != sb or a == b:
+            return sa, sb
+    return repr(a), repr(b)
+
+
+def validate_evaluation_args(*, accuracy_threshold: float = 0.9, batch_size: int = 256) -> None:
+    """Checks evaluation parameters before any work is done.
+
+    Raises:
+      InvalidInputError: Naming the invalid value and what would be valid.
+    """
+    require(isinstance(accuracy_threshold, (int, float)) and not isinstance(accuracy_threshold, bool)
+            and 0.0 <= float(accuracy_threshold) <= 1.0,
+            f"accuracy_threshold={accuracy_threshold!r} is invalid; expected a number in [0, 1]")
+    require(isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size > 0,
+            f"batch_size={batch_size!r} is invalid; expected a positive integer")
+
+
+def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.9,
+             batch_size: int = 256, log: Callable[[str], None] = print) -> EvaluationResult:
+    """Evaluates a model artifact on a dataset's eval split and decides its blessing.
+
+    Args:
+      model_dir: Model artifact directory (local or `gs://`), see `model_artifact`.
+      dataset_dir: kfdist dataset directory (local or `gs://`) whose `eval` split is scored;
+        its input feature spec must equal the one the model was trained on.
+      accuracy_threshold: Minimum accuracy, in [0, 1], for the model to be blessed.
+      batch_size: Examples per prediction batch.
+      log: Receives progress lines.
+
+    Returns:
+      The metrics, confusion matrix and blessing verdict.
+
+    Raises:
+      InvalidInputError: On a bad threshold or batch size, a missing or incomplete
+        directory, or a dataset that does not match the model.
+    """
+    validate_evaluation_args(accuracy_threshold=accuracy_threshold, batch_size=batch_size)
+    threshold = float(accuracy_threshold)
+    with tempfile.TemporaryDirectory(prefix="kfdist-eval-") as work:
+        model_dir = _stage(model_dir, work, "model_dir")
+        dataset_dir = _stage(dataset_dir, work, "dataset_dir")
+        model, model_meta, data_meta = _load(model_dir, dataset_dir)
+        log(f"evaluating {model_dir} on the {EVAL_SPLIT} split of {dataset_dir} "
+            f"({data_meta.splits[EVAL_SPLIT].num_examples} examples)")
+        labels, probs = _predict(model, model_meta, data_meta, dataset_dir, batch_size)
+
+    num_classes = model_meta.num_classes
+    preds = probs.argmax(axis=1)
+    cm = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(cm, (labels, preds), 1)
+    n = int(len(labels))
+    accuracy = float(np.trace(cm)) / n
+    picked = np.clip(probs[np.arange(n), labels].astype(np.float64), 1e-7, 1.0)
+    loss = float(-np.log(picked).mean())
+    names = list(model_meta.class_names or data_meta.class_names or
+                 [str(i) for i in range(num_classes)])
+    per_class = []
+    for i, name in enumerate(names):
+        support, predicted = int(cm[i].sum()), int(cm[:, i].sum())
+        per_class.append(ClassMetrics(
+            name=name, support=support,
+            precision=float(cm[i, i]) / predicted if predicted else None,
+            recall=float(cm[i, i]) / support if support else None))
+    blessed = accuracy >= threshold
+    sa, st = _fmt_pair(accuracy, threshold)
+    reason = f"accuracy {sa} {'≥' if blessed else '<'} threshold {st}"
+    log(f"accuracy={accuracy:.4f} loss={loss:.4f} over {n} examples; "
+        f"{'blessed' if blessed else 'not blessed'}: {reason}")
+    return EvaluationResult(
+        accuracy=accuracy, loss=loss, num_examples=n, confusion_matrix=cm.tolist(),
+        class_names=names, blessed=blessed, reason=reason, threshold=threshold,
+        per_class=per_class)
+
+
+# The report renderers are part of this runtime's interface (component.py calls them here).
+from kfdist.components.evaluate_model.report import (  # noqa: E402,F401
+    render_report_html, render_report_markdown)

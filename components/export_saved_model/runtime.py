@@ -1,0 +1,212 @@
+"""Runtime of `export_saved_model`: publish a blessed model for TF Serving.
+
+The export is a TF Serving model version, `<export_base>/<name>/<version>/`,
+whose `serving_default` signature takes raw inputs exactly as stored in the
+dataset (e.g. uint8 `image` [None, 28, 28]), applies the recorded
+preprocessing, runs the model and returns `class_ids` (int64 [None]) and
+`probabilities` (float32 [None, num_classes]). Unblessed models are not
+exported: the step succeeds and records why (kfp's local runner has no
+`dsl.If`, so the gate lives here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from typing import Callable, Optional
+
+import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
+from kfdist.components.common import dataset_spec as ds
+from kfdist.components.common import model_artifact as ma
+from kfdist.components.common import storage
+from kfdist.components.common.errors import InvalidInputError, require
+
+EXPORT_INFO_FILE = "kfdist_export.json"
+EXPORT_FORMAT = "kfdist.export/v1"
+_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportResult:
+    """Outcome of an export.
+
+    Attributes:
+      exported: Whether a model version was written.
+      path: The version directory written (local path or `gs://` URI), or None.
+      version: The TF Serving version number written, or None.
+      reason: Why it was (not) exported.
+    """
+
+    exported: bool
+    path: Optional[str]
+    version: Optional[int]
+    reason: str
+
+
+def validate_export_args(*, serving_model_name: str = "mnist", export_base: Optional[str] = None,
+                         version: Optional[int] = None) -> None:
+    """Checks export parameters before anything is written.
+
+    Args:
+      serving_model_name: TF Serving model name: letters, digits, `-`, `_`, `.`.
+      export_base: Local path or `gs://BUCKET/PATH`; None skips this check.
+      version: A positive integer, or None for the default.
+
+    Raises:
+      InvalidInputError: Naming the first invalid value and what would be valid.
+    """
+    require(isinstance(serving_model_name, str) and bool(_NAME_RE.match(serving_model_name))
+            and serving_model_name not in (".", ".."),
+            f"serving_model_name={serving_model_name!r} is invalid; expected a directory name of "
+            "letters, digits, '-', '_' and '.'")
+    require(version is None or (isinstance(version, int) and not isinstance(version, bool) and version > 0),
+            f"version={version!r} is invalid; expected a positive integer or None (current Unix time)")
+    if export_base is not None:
+        require(bool(export_base), "export_base is empty; expected a local directory or gs://BUCKET/PATH")
+        if storage.is_gcs(export_base):
+            storage.split_gcs(export_base)  # validates the bucket part
+
+
+def _existing_versions(model_root: str) -> list:
+    """Numeric version directories under `<export_base>/<name>` (TF Serving ignores the rest)."""
+    if storage.is_gcs(model_root):
+        base = model_root.rstrip("/") + "/"
+        names = {u[len(base):].split("/", 1)[0] for u in storage.list_uris(base) if u.startswith(base)}
+    else:
+        names = set(os.listdir(model_root)) if os.path.isdir(model_root) else set()
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def _serving_module(model, meta: ds.DatasetMetadata):
+    """Wraps the Keras model in a tf.Module whose signature takes raw inputs."""
+    import tensorflow as tf
+
+    from kfdist.components.common import tf_features
+    from kfdist.components.evaluate_model.runtime import outputs_are_logits
+
+    preprocess = tf_features.preprocess_fn(meta)
+    logits = outputs_are_logits(model)
+    module = tf.Module()
+    module.model = model
+
+    @tf.function(input_signature=[tf_features.raw_input_signature(meta)])
+    def serve(raw):
+        out = module.model(preprocess(raw), training=False)
+        probs = tf.cast(tf.nn.softmax(out) if logits else out, tf.float32)
+        return {"class_ids": tf.argmax(probs, axis=-1, output_type=tf.int64), "probabilities": probs}
+
+    module.serve = serve
+    return module, serve
+
+
+def _write_version(model_dir: str, target: str, version: int, name: str, blessing_reason: str,
+                   source: str, out_dir: str) -> None:
+    """Saves the serving SavedModel and its kfdist_export.json into `out_dir`."""
+    import tensorflow as tf
+
+    with open(os.path.join(model_dir, ma.DATASET_METADATA_FILE)) as f:
+        meta = ds.DatasetMetadata.from_json(f.read())
+    model = tf.keras.models.load_model(os.path.join(model_dir, ma.SAVED_MODEL_DIR), compile=False)
+    module, serve = _serving_module(model, meta)
+    tf.saved_model.save(module, out_dir, signatures={"serving_default": serve})
+    info = {
+        "format": EXPORT_FORMAT, "model_source": source, "serving_model_name": name,
+        "version": version, "path": target, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "blessing_reason": blessing_reason,
+        "feature": dataclasses.asdict(meta.feature), "preprocessing": dataclasses.asdict(meta.preprocessing),
+        "num_classes": meta.num_classes,
+        "class_names": list(meta.class_names or [str(i) for i in range(meta.num_classes)]),
+        "signature": {"name": "serving_default", "inputs": {meta.feature.key: {
+            "dtype": meta.feature.dtype, "shape": [None, *meta.feature.shape]}},
+            "outputs": {"class_ids": {"dtype": "int64", "shape": [None]},
+                        "probabilities": {"dtype": "float32", "shape": [None, meta.num_classes]}}},
+    }
+    os.makedirs(os.path.join(out_dir, "assets.extra"), exist_ok=True)
+    with open(os.path.join(out_dir, "assets.extra", EXPORT_INFO_FILE), "w") as f:
+        json.dump(info, f, indent=2)
+
+
+def _upload(local_dir: str, uri: str) -> None:
+    """Uploads a SavedModel with saved_model.pb last, so a complete file set precedes it."""
+    pb = os.path.join(local_dir, "saved_model.pb")
+    with tempfile.TemporaryDirectory(prefix="kfdist-pb-") as last:
+        shutil.move(pb, os.path.join(last, "saved_model.pb"))
+        storage.upload_dir(local_dir, uri)
+        storage.upload_dir(last, uri)
+
+
+def export(model_dir: str, export_base: str, *, serving_model_name: str = "mnist", blessed: bool,
+           blessing_reason: str = "", version: Optional[int] = None,
+           log: Callable[[str], None] = print) -> ExportResult:
+    """Exports a blessed model as a new TF Serving version; skips unblessed ones.
+
+    Args:
+      model_dir: Model artifact directory (local or `gs://`), see `model_artifact`.
+      export_base: TF Serving base path (local or `gs://`); the version is written to
+        `<export_base>/<serving_model_name>/<version>/`.
+      serving_model_name: TF Serving model name: letters, digits, `-`, `_`, `.`.
+      blessed: The evaluation's verdict; nothing is written unless True.
+      blessing_reason: The evaluation's reason, recorded in the result and export info.
+      version: Version number (> 0, above every existing version); default: the current
+        Unix time in seconds, or one above the latest existing version if that is higher.
+      log: Receives progress lines.
+
+    Returns:
+      What was exported, where, and why.
+
+    Raises:
+      InvalidInputError: On an invalid name, version or base, a missing model artifact,
+        or a version that exists already or is not above the latest one.
+    """
+    validate_export_args(serving_model_name=serving_model_name, export_base=export_base, version=version)
+    if not blessed:
+        reason = f"not exported: model not blessed ({blessing_reason or 'no reason given'})"
+        log(reason)
+        return ExportResult(exported=False, path=None, version=None, reason=reason)
+
+    with tempfile.TemporaryDirectory(prefix="kfdist-export-") as work:
+        local_model = model_dir
+        if storage.is_gcs(model_dir):
+            local_model = storage.stage_locally(model_dir, os.path.join(work, "model"))
+        for entry in (ma.SAVED_MODEL_DIR, ma.DATASET_METADATA_FILE):
+            require(os.path.exists(os.path.join(local_model, entry)),
+                    f"model_dir {model_dir!r} has no {entry} (expected a model artifact from train_distributed)")
+        model_root = export_base.rstrip("/") + "/" + serving_model_name
+        existing = _existing_versions(model_root)
+        latest = existing[-1] if existing else 0
+        if version is None:
+            version = max(int(time.time()), latest + 1)
+        require(version not in existing,
+                f"version {version} already exists under {model_root!r}; refusing to overwrite it "
+                "(choose a new version or leave version unset)")
+        require(version > latest, f"version {version} is not above the latest version {latest} under "
+                f"{model_root!r}; TF Serving would keep serving {latest}")
+        target = f"{model_root}/{version}"
+        log(f"exporting {model_dir} to {target}")
+        if storage.is_gcs(target):
+            out = os.path.join(work, str(version))
+            _write_version(local_model, target, version, serving_model_name, blessing_reason, model_dir, out)
+            require(not storage.list_uris(target + "/"), f"{target!r} appeared during the export; not overwriting it")
+            _upload(out, target)
+        else:
+            os.makedirs(model_root, exist_ok=True)
+            # Next to the target (same filesystem, so the rename is atomic); TF Serving
+            # ignores the non-numeric name while it is written.
+            out = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=model_root)
+            try:
+                _write_version(local_model, target, version, serving_model_name, blessing_reason,
+                               model_dir, out)
+                if os.path.exists(target):
+                    raise InvalidInputError(f"{target!r} appeared during the export; not overwriting it")
+                os.chmod(out, 0o755)  # mkdtemp made it private; servers must read it
+                os.rename(out, target)
+            finally:
+                shutil.rmtree(out, ignore_errors=True)
+    reason = f"exported version {version}: {blessing_reason or 'model blessed'}"
+    log(f"{reason} -> {target}")
+    return ExportResult(exported=True, path=target, version=version, reason=reason)

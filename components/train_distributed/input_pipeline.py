@@ -1,0 +1,156 @@
+"""The per-worker tf.data input pipeline for `distribute_datasets_from_function`.
+
+Each worker reads its own part of the split, so the pipeline shards itself
+and switches tf.data auto-sharding off:
+
+* by file, when the split has at least as many shard files as there are
+  input pipelines (workers): pipeline `i` of `n` reads files `i, i+n, ...`;
+* by record otherwise: every pipeline reads all files and keeps every n-th record.
+
+Then: interleave the TFRecord files in parallel, cache the serialized records
+when they fit in memory, shuffle (seeded), repeat, batch to the per-replica
+batch, parse the whole batch at once, apply the recorded preprocessing,
+prefetch. The stream is infinite; `steps_per_epoch` bounds an epoch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, List, Optional
+
+import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+import tensorflow as tf
+
+from kfdist.components.common import tf_features
+from kfdist.components.common.dataset_spec import DatasetMetadata
+from kfdist.components.common.errors import InvalidInputError
+
+BY_FILE = "file"
+BY_RECORD = "record"
+#: Cache a pipeline's serialized records in memory when they fit in this budget.
+CACHE_LIMIT_BYTES = 256 * 1024 * 1024
+#: Assumed expansion of GZIP shards when estimating their in-memory size.
+GZIP_EXPANSION = 4
+SHUFFLE_BUFFER = 10_000
+INTERLEAVE_CYCLE = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardPlan:
+    """What one input pipeline reads.
+
+    Attributes:
+      mode: `file` (its own files) or `record` (every n-th record of all files).
+      files: The TFRecord files it opens.
+      num_pipelines: Input pipelines (workers) in the job.
+      pipeline_id: This pipeline's index.
+      estimated_bytes: Estimated in-memory size of the records it keeps.
+    """
+
+    mode: str
+    files: List[str]
+    num_pipelines: int
+    pipeline_id: int
+    estimated_bytes: int
+
+    def describe(self) -> str:
+        """A one-line summary for the step log."""
+        how = ("by file" if self.mode == BY_FILE
+               else f"by record: fewer files ({len(self.files)}) than pipelines")
+        return (f"input pipeline {self.pipeline_id} of {self.num_pipelines}: sharded {how}; "
+                f"reading {len(self.files)} file(s)")
+
+
+def plan_shards(meta: DatasetMetadata, dataset_dir: str, split: str,
+                num_pipelines: int, pipeline_id: int) -> ShardPlan:
+    """Decides how pipeline `pipeline_id` of `num_pipelines` shards `split`.
+
+    Raises:
+      InvalidInputError: If the split is unknown or has no shards.
+    """
+    paths = meta.shard_paths(dataset_dir, split)
+    infos = meta.splits[split].shards
+    if not paths:
+        raise InvalidInputError(f"split {split!r} of dataset {dataset_dir!r} has no shards")
+    expansion = GZIP_EXPANSION if meta.compression else 1
+    if len(paths) >= num_pipelines:
+        mine = list(range(pipeline_id, len(paths), num_pipelines))
+        size = sum(infos[i].num_bytes for i in mine) * expansion
+        return ShardPlan(BY_FILE, [paths[i] for i in mine], num_pipelines, pipeline_id, size)
+    size = sum(s.num_bytes for s in infos) * expansion // num_pipelines
+    return ShardPlan(BY_RECORD, paths, num_pipelines, pipeline_id, size)
+
+
+def steps_per_epoch(meta: DatasetMetadata, global_batch_size: int, split: str = "train") -> int:
+    """Full global batches in one pass over `split`.
+
+    Raises:
+      InvalidInputError: If the split is smaller than one global batch.
+    """
+    examples = meta.splits[split].num_examples
+    steps = examples // global_batch_size
+    if steps < 1:
+        raise InvalidInputError(
+            f"the {split!r} split has {examples} examples, fewer than one global batch of "
+            f"{global_batch_size}; lower batch_size_per_replica or the number of workers")
+    return steps
+
+
+def _records(plan: ShardPlan, compression: str) -> tf.data.Dataset:
+    """The serialized records `plan` keeps, files read in parallel."""
+    files = tf.data.Dataset.from_tensor_slices(plan.files)
+    if plan.mode == BY_RECORD:
+        records = tf.data.TFRecordDataset(files, compression_type=compression,
+                                          num_parallel_reads=min(len(plan.files), INTERLEAVE_CYCLE))
+        return records.shard(plan.num_pipelines, plan.pipeline_id)
+    return files.interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
+        cycle_length=min(len(plan.files), INTERLEAVE_CYCLE),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_replica: int,
+                  seed: int, split: str = "train",
+                  log: Optional[Callable[[str], None]] = None
+                  ) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+    """Returns the `dataset_fn` for `strategy.distribute_datasets_from_function`.
+
+    Args:
+      meta: The dataset's metadata.
+      dataset_dir: Local dataset directory.
+      batch_size_per_replica: Examples per replica per step.
+      seed: Shuffle seed.
+      split: Split to read.
+      log: Receives one line describing the sharding.
+
+    Returns:
+      A function of an `InputContext` giving an infinite dataset of
+      `(preprocessed float32 inputs, int64 labels)` per-replica batches.
+    """
+    parse = tf_features.parse_fn(meta)
+    preprocess = tf_features.preprocess_fn(meta)
+    compression = tf_features.compression_type(meta)
+
+    def parse_batch(serialized):
+        raw, label = parse(serialized)
+        return preprocess(raw), label
+
+    def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        plan = plan_shards(meta, dataset_dir, split, input_context.num_input_pipelines,
+                           input_context.input_pipeline_id)
+        cached = plan.estimated_bytes <= CACHE_LIMIT_BYTES
+        if log is not None:
+            log(plan.describe() + ("; cached in memory" if cached else "; not cached"))
+        records = _records(plan, compression)
+        if cached:
+            records = records.cache()
+        dataset = (records.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+                   .repeat()
+                   .batch(batch_size_per_replica, drop_remainder=True)
+                   .map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
+                   .prefetch(tf.data.AUTOTUNE))
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        return dataset.with_options(options)
+
+    return dataset_fn

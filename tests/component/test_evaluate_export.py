@@ -1,0 +1,255 @@
+"""evaluate_model and export_saved_model runtimes, with real TensorFlow.
+
+The model artifact comes from `model_fixture` (a small Keras MLP trained on
+`digits_dataset`), so these tests do not depend on the trainer component.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
+from kfdist.components.common import dataset_spec as ds
+from kfdist.components.common import model_artifact as ma
+from kfdist.components.common import storage
+from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.evaluate_model.runtime import (
+    evaluate, predict_classes, render_report_html, render_report_markdown)
+from kfdist.components.export_saved_model.runtime import EXPORT_INFO_FILE, export
+from gcs_emulator import gcs_emulator  # noqa: F401  (fixture)
+from model_fixture import trained_model  # noqa: F401  (fixture)
+
+QUIET = dict(log=lambda line: None)
+DATA_URI = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium") or "",
+                             shutil.which("chromium-browser") or "") if p and os.path.exists(p)), None)
+
+
+def _raw_eval(dataset_dir):
+    """Raw eval inputs and labels, in shard order, read without the runtime."""
+    import tensorflow as tf
+
+    from kfdist.components.common import tf_features
+
+    meta = ds.load_metadata(dataset_dir)
+    data = tf.data.TFRecordDataset(meta.shard_paths(dataset_dir, "eval")).batch(10_000)
+    x, y = next(iter(data.map(tf_features.parse_fn(meta))))
+    return x.numpy(), y.numpy()
+
+
+def _confusion(labels, preds, k=10):
+    cm = np.zeros((k, k), dtype=np.int64)
+    np.add.at(cm, (labels, preds), 1)
+    return cm.tolist()
+
+
+def _tree_digest(root):
+    out = {}
+    for d, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(d, name)
+            out[os.path.relpath(path, root)] = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope="module")
+def evaluation(trained_model, digits_dataset):
+    return evaluate(trained_model, digits_dataset, accuracy_threshold=0.5, **QUIET)
+
+
+# ---------------------------------------------------------------- evaluate
+
+
+def test_metrics_match_numpy_recomputation(evaluation, trained_model, digits_dataset):
+    import tensorflow as tf
+
+    raw, labels = _raw_eval(digits_dataset)
+    preds = predict_classes(trained_model, digits_dataset)
+    assert preds.shape == labels.shape and preds.dtype == np.int64
+    assert evaluation.num_examples == len(labels) == ds.load_metadata(digits_dataset).splits["eval"].num_examples
+    assert evaluation.accuracy == float(np.mean(preds == labels))
+    cm = np.asarray(evaluation.confusion_matrix)
+    assert cm.sum() == evaluation.num_examples
+    assert np.trace(cm) / cm.sum() == evaluation.accuracy
+    assert evaluation.confusion_matrix == _confusion(labels, preds)
+    model = tf.keras.models.load_model(os.path.join(trained_model, ma.SAVED_MODEL_DIR))
+    probs = model.predict(raw.astype(np.float32) / 255.0, verbose=0)
+    expected_loss = float(tf.keras.losses.sparse_categorical_crossentropy(labels, probs).numpy().mean())
+    assert evaluation.loss == pytest.approx(expected_loss, rel=1e-4)
+    assert evaluation.class_names == [str(i) for i in range(10)]
+    for i, c in enumerate(evaluation.per_class):
+        assert c.support == cm[i].sum()
+        assert c.recall == pytest.approx(cm[i, i] / cm[i].sum())
+        assert c.precision == pytest.approx(cm[i, i] / cm[:, i].sum())
+    assert evaluation.accuracy > 0.8  # the small MLP learns the digits
+    assert json.loads(evaluation.to_json())["confusion_matrix"] == evaluation.confusion_matrix
+
+
+def test_threshold_decides_blessing(evaluation, trained_model, digits_dataset):
+    acc = evaluation.accuracy
+    assert evaluation.blessed and "≥ threshold 0.500" in evaluation.reason
+    above = evaluate(trained_model, digits_dataset, accuracy_threshold=min(1.0, acc + 0.01), **QUIET)
+    assert not above.blessed and " < threshold " in above.reason and above.accuracy == acc
+    exact = evaluate(trained_model, digits_dataset, accuracy_threshold=acc, **QUIET)
+    assert exact.blessed
+
+
+@pytest.mark.parametrize("threshold", [-0.1, 1.5, "0.9", True])
+def test_invalid_threshold(threshold, trained_model, digits_dataset):
+    with pytest.raises(InvalidInputError, match="accuracy_threshold"):
+        evaluate(trained_model, digits_dataset, accuracy_threshold=threshold, **QUIET)
+
+
+def test_missing_dirs_and_mismatched_dataset(trained_model, digits_dataset, tmp_path):
+    with pytest.raises(InvalidInputError, match="no-such-model"):
+        evaluate(str(tmp_path / "no-such-model"), digits_dataset, **QUIET)
+    with pytest.raises(InvalidInputError, match="no-such-data"):
+        evaluate(trained_model, str(tmp_path / "no-such-data"), **QUIET)
+    other = tmp_path / "other"
+    shutil.copytree(digits_dataset, other)
+    meta = json.loads((other / ds.METADATA_FILE).read_text())
+    meta["feature"]["shape"] = [14, 56]
+    (other / ds.METADATA_FILE).write_text(json.dumps(meta))
+    with pytest.raises(InvalidInputError, match="feature"):
+        evaluate(trained_model, str(other), **QUIET)
+
+
+def test_html_report_embeds_pngs(evaluation, trained_model, tmp_path):
+    from PIL import Image
+
+    page = render_report_html(evaluation, ma.read_history(trained_model),
+                              ma.read_training_report(trained_model))
+    pngs = [base64.b64decode(m, validate=True) for m in DATA_URI.findall(page)]
+    assert len(pngs) == 2  # training curves and confusion matrix
+    for png in pngs:
+        assert png.startswith(b"\x89PNG\r\n\x1a\n")
+        img = Image.open(io.BytesIO(png))
+        img.verify()
+        assert min(img.size) > 200
+    for text in ("Blessed", evaluation.reason, "MirroredStrategy", "examples/s", "precision"):
+        assert text in page
+    assert "http://" not in page and "https://" not in page  # self-contained
+
+    rejected = dataclasses.replace(evaluation, blessed=False, reason="accuracy 0.5 < threshold 0.9")
+    bare = render_report_html(rejected, {}, None)
+    assert len(DATA_URI.findall(bare)) == 1 and "No training history" in bare
+    assert "Not blessed: accuracy 0.5 &lt; threshold 0.9" in bare
+
+    md = render_report_markdown(evaluation)
+    assert evaluation.reason in md and f"{evaluation.accuracy:.4f}" in md
+
+    if CHROMIUM is None:
+        return  # the visual check needs a browser; everything above still ran
+    html_path, shot = tmp_path / "report.html", tmp_path / "report.png"
+    html_path.write_text(page, encoding="utf-8")
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--screenshot={shot}", "--window-size=1100,1800", html_path.as_uri()],
+                   check=True, capture_output=True, timeout=60)
+    img = np.asarray(Image.open(shot).convert("L"))
+    assert img.shape == (1800, 1100)
+    assert img.std() > 10  # something was drawn, not a blank page
+
+
+# ---------------------------------------------------------------- export
+
+
+@pytest.fixture(scope="module")
+def exported(trained_model, tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("serving"))
+    result = export(trained_model, base, blessed=True, blessing_reason="accuracy ok", version=3, **QUIET)
+    return base, result
+
+
+def test_serving_signature_matches_evaluation(exported, evaluation, digits_dataset):
+    import tensorflow as tf
+
+    base, result = exported
+    assert result.exported and result.version == 3 and result.path == os.path.join(base, "mnist", "3")
+    assert sorted(os.listdir(os.path.join(base, "mnist"))) == ["3"]  # no temporary left behind
+    assert os.stat(result.path).st_mode & 0o755 == 0o755  # readable by a serving process
+    serve = tf.saved_model.load(result.path).signatures["serving_default"]
+    _, inputs = serve.structured_input_signature
+    assert inputs["image"].dtype == tf.uint8 and inputs["image"].shape.as_list() == [None, 28, 28]
+    raw, labels = _raw_eval(digits_dataset)
+    out = serve(image=tf.constant(raw, tf.uint8))
+    assert out["class_ids"].dtype == tf.int64 and out["probabilities"].dtype == tf.float32
+    probs = out["probabilities"].numpy()
+    assert probs.shape == (len(labels), 10)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+    assert _confusion(labels, out["class_ids"].numpy()) == evaluation.confusion_matrix
+    info = json.load(open(os.path.join(result.path, "assets.extra", EXPORT_INFO_FILE)))
+    assert info["class_names"] == [str(i) for i in range(10)] and info["version"] == 3
+    assert info["feature"]["key"] == "image" and info["preprocessing"]["kind"] == "scale"
+
+
+def test_existing_version_is_refused_and_untouched(exported, trained_model):
+    base, result = exported
+    before = _tree_digest(result.path)
+    with pytest.raises(InvalidInputError, match="already exists"):
+        export(trained_model, base, blessed=True, version=3, **QUIET)
+    with pytest.raises(InvalidInputError, match="latest version 3"):
+        export(trained_model, base, blessed=True, version=2, **QUIET)
+    assert _tree_digest(result.path) == before
+    assert sorted(os.listdir(os.path.join(base, "mnist"))) == ["3"]
+
+
+def test_not_blessed_writes_nothing(trained_model, tmp_path):
+    base = tmp_path / "serving"
+    result = export(trained_model, str(base), blessed=False,
+                    blessing_reason="accuracy 0.412 < threshold 0.900", **QUIET)
+    assert not result.exported and result.path is None and result.version is None
+    assert "accuracy 0.412 < threshold 0.900" in result.reason
+    assert not base.exists()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(serving_model_name="a/b"), "serving_model_name"),
+    (dict(serving_model_name=""), "serving_model_name"),
+    (dict(serving_model_name=".."), "serving_model_name"),
+    (dict(version=0), "version=0"),
+    (dict(version=-5), "version=-5"),
+    (dict(export_base=""), "export_base"),
+])
+def test_export_rejects_invalid_arguments(kwargs, match, trained_model, tmp_path):
+    args = dict(export_base=str(tmp_path / "serving"), blessed=True)
+    args.update(kwargs)
+    with pytest.raises(InvalidInputError, match=match):
+        export(trained_model, args.pop("export_base"), **args, **QUIET)
+    assert not (tmp_path / "serving").exists()
+    with pytest.raises(InvalidInputError, match="no-model"):
+        export(str(tmp_path / "no-model"), str(tmp_path / "serving"), blessed=True, **QUIET)
+
+
+# ---------------------------------------------------------------- gs://
+
+
+def test_export_to_gcs(gcs_emulator, trained_model, evaluation, digits_dataset, tmp_path):
+    import tensorflow as tf
+
+    gcs_emulator.create_bucket("evaluate-export-models")
+    base = "gs://evaluate-export-models/serving"
+    result = export(trained_model, base, serving_model_name="digits", blessed=True, version=7, **QUIET)
+    assert result.exported and result.path == f"{base}/digits/7"
+    names = storage.list_uris(base)
+    assert f"{base}/digits/7/saved_model.pb" in names
+    assert f"{base}/digits/7/assets.extra/{EXPORT_INFO_FILE}" in names
+    local = storage.stage_locally(result.path, str(tmp_path))
+    serve = tf.saved_model.load(local).signatures["serving_default"]
+    raw, labels = _raw_eval(digits_dataset)
+    preds = serve(image=tf.constant(raw))["class_ids"].numpy()
+    assert _confusion(labels, preds) == evaluation.confusion_matrix
+    with pytest.raises(InvalidInputError, match="already exists"):
+        export(trained_model, base, serving_model_name="digits", blessed=True, version=7, **QUIET)
+    later = export(trained_model, base, serving_model_name="digits", blessed=False, **QUIET)
+    assert not later.exported and storage.list_uris(base) == names

@@ -1,0 +1,167 @@
+"""Pure checks of train_distributed: TF_CONFIG layout, sharding plans, argument validation."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from kfdist.components.common import dataset_spec as ds
+from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.train_distributed import config, local_backend, models, runtime, tf_config
+from kfdist.components.train_distributed.tf_config import Task
+
+
+def _workers(n):
+    return tf_config.worker_cluster([f"localhost:{4000 + i}" for i in range(n)])
+
+
+def test_single_worker_gets_no_tf_config():
+    assert tf_config.tf_configs(_workers(1)) == [(Task("worker", 0), None)]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_workers_get_operator_layout(n):
+    configs = tf_config.tf_configs(_workers(n))
+    hosts = [f"localhost:{4000 + i}" for i in range(n)]
+    assert [task for task, _ in configs] == [Task("worker", i) for i in range(n)]
+    for i, (_, value) in enumerate(configs):
+        assert value == {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}}
+        assert json.loads(tf_config.to_env_value(value)) == value
+
+
+def test_chief_is_worker_0_or_the_chief_replica():
+    workers = _workers(2)
+    assert tf_config.chief_task(workers) == Task("worker", 0)
+    assert tf_config.is_chief(tf_config.tf_config_for(workers, Task("worker", 0)))
+    assert not tf_config.is_chief(tf_config.tf_config_for(workers, Task("worker", 1)))
+    assert tf_config.is_chief(None)
+    mixed = tf_config.build_cluster({"worker": ["w:1"], "chief": ["c:1"], "ps": ["p:1"]})
+    assert list(mixed) == ["chief", "worker", "ps"]
+    assert tf_config.chief_task(mixed) == Task("chief", 0)
+    assert not tf_config.is_chief(tf_config.tf_config_for(mixed, Task("worker", 0)))
+
+
+def test_tf_config_round_trips_through_the_environment():
+    value = tf_config.tf_config_for(_workers(3), Task("worker", 2))
+    parsed = tf_config.parse_env({"TF_CONFIG": tf_config.to_env_value(value)})
+    assert tf_config.current_task(parsed) == Task("worker", 2)
+    assert tf_config.parse_env({}) is None
+    with pytest.raises(InvalidInputError, match="malformed TF_CONFIG"):
+        tf_config.parse_env({"TF_CONFIG": '{"cluster": {}}'})
+
+
+def test_unknown_replica_type_and_foreign_task_are_rejected():
+    with pytest.raises(InvalidInputError, match="'master'"):
+        tf_config.build_cluster({"master": ["m:1"]})
+    with pytest.raises(InvalidInputError, match="worker:5"):
+        tf_config.tf_config_for(_workers(2), Task("worker", 5))
+
+
+def test_replica_env(monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"stale": true}')
+    monkeypatch.syspath_prepend("/some/user/dir")
+    single = local_backend.replica_env(None)
+    assert "TF_CONFIG" not in single
+    assert single["TF_USE_LEGACY_KERAS"] == "1"
+    assert "/some/user/dir" in single["PYTHONPATH"].split(os.pathsep)
+    value = tf_config.tf_config_for(_workers(2), Task("worker", 1))
+    assert json.loads(local_backend.replica_env(value)["TF_CONFIG"]) == value
+
+
+def test_free_ports_are_distinct():
+    ports = local_backend.free_ports(3)
+    assert len(set(ports)) == 3 and all(p > 0 for p in ports)
+
+
+DEFAULTS = dict(backend="local", strategy="multi_worker_mirrored", workers=2, model_name="mnist_mlp",
+                epochs=5, batch_size_per_replica=64, learning_rate=0.001, seed=42)
+
+
+def test_defaults_are_valid():
+    runtime.validate_training_args(**DEFAULTS)
+
+
+@pytest.mark.parametrize("change,named", [
+    ({"workers": 0}, "workers must be an integer >= 1, got 0"),
+    ({"workers": -3}, "got -3"),
+    ({"workers": 1000}, "workers=1000"),
+    ({"epochs": 0}, "epochs must be an integer >= 1, got 0"),
+    ({"batch_size_per_replica": 0}, "batch_size_per_replica"),
+    ({"learning_rate": float("nan")}, "learning_rate"),
+    ({"seed": -1}, "seed"),
+    ({"backend": "slurm"}, "unknown backend 'slurm'; valid backends: ['local']"),
+    ({"strategy": "horovod"}, "strategy 'horovod' is not supported by the 'local' backend; "
+                              "valid strategies: ['multi_worker_mirrored']"),
+    ({"model_name": "resnet"}, "unknown model 'resnet'"),
+    ({"model_name": "no_such_pkg_xyz.models:build"}, "module 'no_such_pkg_xyz.models' does not import"),
+    ({"model_name": "json:no_such_function"}, "module 'json' has no function 'no_such_function'"),
+    ({"model_name": "json:"}, "'package.module:function'"),
+])
+def test_invalid_arguments_are_named(change, named):
+    with pytest.raises(InvalidInputError) as error:
+        runtime.validate_training_args(**{**DEFAULTS, **change})
+    assert named in str(error.value)
+
+
+def test_unknown_model_lists_valid_names():
+    with pytest.raises(InvalidInputError, match=r"\['mnist_cnn', 'mnist_mlp'\] or a user model"):
+        models.resolve_model("lenet")
+
+
+def test_user_module_import_error_is_reported(tmp_path, monkeypatch):
+    (tmp_path / "broken_user_models.py").write_text("import does_not_exist_abc\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(InvalidInputError, match="does_not_exist_abc"):
+        models.resolve_model("broken_user_models:build")
+    sys.modules.pop("broken_user_models", None)
+
+
+def _meta(shape=(28, 28), key=ds.IMAGE_KEY, shards=2):
+    infos = tuple(ds.ShardInfo(f"train/s{i}", 10, "0", 100) for i in range(shards))
+    return ds.DatasetMetadata(
+        source_uri="x", source_format="csv", feature=ds.FeatureSpec(key, "uint8", shape),
+        num_classes=10, preprocessing=ds.Preprocessing("scale", 1 / 255, 0.0), compression=None,
+        seed=0, eval_fraction=0.2, splits={"train": ds.SplitInfo(10 * shards, infos)})
+
+
+def test_mnist_models_need_28x28_images():
+    models.check_compatible("mnist_mlp", _meta())
+    with pytest.raises(InvalidInputError, match=r"'mnist_cnn' needs a 28x28 'image'.*\[13\]"):
+        models.check_compatible("mnist_cnn", _meta(shape=(13,), key=ds.FEATURES_KEY))
+
+
+def test_shard_plans_by_file_then_by_record():
+    from kfdist.components.train_distributed import input_pipeline
+
+    by_file = input_pipeline.plan_shards(_meta(shards=4), "/d", "train", 2, 1)
+    assert by_file.mode == "file" and by_file.files == ["/d/train/s1", "/d/train/s3"]
+    by_record = input_pipeline.plan_shards(_meta(shards=2), "/d", "train", 3, 2)
+    assert by_record.mode == "record" and len(by_record.files) == 2
+    assert "by record" in by_record.describe()
+    with pytest.raises(InvalidInputError, match="fewer than one global batch"):
+        input_pipeline.steps_per_epoch(_meta(shards=1), 64)
+
+
+def test_job_config_round_trips(tmp_path):
+    job = config.JobConfig("/d", "/m", "/w",
+                           config.TrainingConfig("mnist_mlp", 5, 64, 0.001, 42, "multi_worker_mirrored"),
+                           config.JobSpec("local", 2), dump_weights=True)
+    job.write(str(tmp_path / "job.json"))
+    assert config.JobConfig.read(str(tmp_path / "job.json")) == job
+
+
+def test_train_validates_before_starting(digits_dataset, tmp_path):
+    (tmp_path / "model" / "old").mkdir(parents=True)
+    with pytest.raises(InvalidInputError, match="is not empty"):
+        runtime.train(digits_dataset, str(tmp_path / "model"), log=lambda line: None)
+    with pytest.raises(InvalidInputError, match="metadata.json is missing"):
+        runtime.train(str(tmp_path / "nothing"), str(tmp_path / "m2"), log=lambda line: None)
+    with pytest.raises(InvalidInputError, match="fewer than one global batch"):
+        runtime.train(digits_dataset, str(tmp_path / "m3"), batch_size_per_replica=1000,
+                      log=lambda line: None)
+    with pytest.raises(InvalidInputError, match="workers must be"):
+        runtime.train(digits_dataset, str(tmp_path / "m4"), workers=0, log=lambda line: None)
+    assert not (tmp_path / "m2").exists() and not (tmp_path / "m4").exists()
