@@ -35,7 +35,7 @@ def _add_run(sub) -> None:
     p.add_argument("--strategy", default="multi_worker_mirrored")
     p.add_argument("--model", dest="model_name", default="mnist_mlp",
                    help="mnist_mlp, mnist_cnn or package.module:function")
-    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--batch-size", dest="batch_size_per_replica", type=int, default=64,
                    help="examples per replica per step")
     p.add_argument("--learning-rate", type=float, default=0.001)

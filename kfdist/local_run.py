@@ -27,7 +27,7 @@ class MnistRunOptions:
     workers: int = 2
     strategy: str = "multi_worker_mirrored"
     model_name: str = "mnist_mlp"
-    epochs: int = 5
+    epochs: int = 10
     batch_size_per_replica: int = 64
     learning_rate: float = 0.001
     num_shards: int = 4
@@ -43,21 +43,30 @@ def validate_mnist_options(opts: MnistRunOptions) -> None:
     Raises:
       InvalidInputError: Naming the first bad value and what would be valid.
     """
+    from kfdist.components.common import storage
+    from kfdist.components.evaluate_model.runtime import validate_evaluation_args
     from kfdist.components.export_saved_model.runtime import validate_export_args
-    from kfdist.components.shard_dataset.runtime import validate_shard_args
+    from kfdist.components.shard_dataset import readers
+    from kfdist.components.shard_dataset.options import validate_options
+    from kfdist.components.shard_dataset.runtime import DEFAULT_SHUFFLE_BUFFER
+    from kfdist.components.shard_dataset.source import ReaderOptions
     from kfdist.components.train_distributed.runtime import validate_training_args
 
-    if opts.source_uri is not None and not opts.source_uri.startswith("gs://") \
-            and not os.path.exists(opts.source_uri):
-        raise InvalidInputError(f"--data {opts.source_uri!r} does not exist")
-    validate_shard_args(num_shards=opts.num_shards, eval_fraction=opts.eval_fraction)
+    validate_options(
+        source_format="mnist_idx", label_column="label", num_shards=opts.num_shards,
+        num_eval_shards=None, eval_fraction=opts.eval_fraction, seed=opts.seed,
+        compression=None, image_shape=None, shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER)
+    if opts.source_uri is not None:
+        if storage.is_gcs(opts.source_uri):
+            if not storage.list_uris(opts.source_uri):
+                raise InvalidInputError(f"--data {opts.source_uri!r}: nothing exists there")
+        else:  # headers, counts and gzip integrity, read before anything is written
+            readers.open_source(opts.source_uri, "mnist_idx", ReaderOptions())
     validate_training_args(
         backend="local", strategy=opts.strategy, workers=opts.workers, model_name=opts.model_name,
         epochs=opts.epochs, batch_size_per_replica=opts.batch_size_per_replica,
         learning_rate=opts.learning_rate, seed=opts.seed)
-    if not 0.0 <= opts.accuracy_threshold <= 1.0:
-        raise InvalidInputError(
-            f"accuracy threshold {opts.accuracy_threshold!r} is outside [0, 1]")
+    validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold)
     validate_export_args(serving_model_name=opts.serving_model_name)
 
 

@@ -29,7 +29,7 @@ def mnist_pipeline(
     strategy: str = "multi_worker_mirrored",
     workers: int = 2,
     model_name: str = "mnist_mlp",
-    epochs: int = 5,
+    epochs: int = 10,
     batch_size_per_replica: int = 64,
     learning_rate: float = 0.001,
     num_shards: int = 4,

@@ -6,6 +6,7 @@ Layout of a model directory::
     dataset_metadata.json   # the training dataset's metadata (feature, preprocessing, classes)
     history.json            # per-epoch metrics: {"epochs": [{"epoch": 1, "loss": ..., ...}]}
     training_report.json    # TrainingReport: strategy, replicas, final metrics, throughput
+    checkpoints/            # the chief's latest weights checkpoint (overwritten each epoch)
 
 The chief replica writes all of it; other replicas write only to temporary
 paths that are removed afterwards.

@@ -1,0 +1,117 @@
+"""Fast serialization of canonical `tf.train.Example`s.
+
+A canonical example has two map entries, the input feature and the int64
+`label`. Every example of a dataset has the same input size, so everything
+but the input bytes and the label is the same: the encoder precomputes the
+protobuf framing once per label value and writes each record as
+`head[label] + input bytes + tail[label]`. The bytes are exactly those of
+`tf.train.Example.SerializeToString(deterministic=True)` (map keys sorted),
+which the tests check, at a fraction of the cost of building protos.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from kfdist.components.common.dataset_spec import IMAGE_KEY, LABEL_KEY
+
+# Field numbers of tensorflow/core/example/{example,feature}.proto.
+_EXAMPLE_FEATURES = 1      # Example.features
+_FEATURES_MAP = 1          # Features.feature (map<string, Feature>)
+_MAP_KEY, _MAP_VALUE = 1, 2
+_BYTES_LIST, _FLOAT_LIST, _INT64_LIST = 1, 2, 3   # Feature.kind oneof
+_LIST_VALUE = 1            # {Bytes,Float,Int64}List.value (numeric ones packed)
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative integer."""
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _length_delimited(field: int, payload_size: int) -> bytes:
+    """Tag and length of a length-delimited field whose payload follows."""
+    return _varint(field << 3 | 2) + _varint(payload_size)
+
+
+def _map_entry_prefix(key: str, feature_size: int) -> bytes:
+    """Bytes of a `Features.feature` map entry up to its Feature's payload."""
+    key_bytes = key.encode()
+    key_field = _length_delimited(_MAP_KEY, len(key_bytes)) + key_bytes
+    value_tag = _length_delimited(_MAP_VALUE, feature_size)
+    entry_size = len(key_field) + len(value_tag) + feature_size
+    return _length_delimited(_FEATURES_MAP, entry_size) + key_field + value_tag
+
+
+class CanonicalExampleEncoder:
+    """Serializes `(input, label)` pairs of one feature layout as canonical Examples.
+
+    Args:
+      feature_key: `image` (input stored as one bytes value) or `features`
+        (input stored as a packed float_list).
+      input_bytes: Size of one input in bytes (pixels, or 4 × number of floats).
+    """
+
+    def __init__(self, feature_key: str, input_bytes: int):
+        self._feature_key = feature_key
+        self._input_bytes = input_bytes
+        kind = _BYTES_LIST if feature_key == IMAGE_KEY else _FLOAT_LIST
+        list_prefix = _length_delimited(_LIST_VALUE, input_bytes)
+        feature_prefix = _length_delimited(kind, len(list_prefix) + input_bytes) + list_prefix
+        feature_size = len(feature_prefix) + input_bytes
+        self._input_entry_prefix = _map_entry_prefix(feature_key, feature_size) + feature_prefix
+        self._input_entry_size = len(self._input_entry_prefix) + input_bytes
+        self._framing: Dict[int, Tuple[bytes, bytes]] = {}
+
+    def _label_entry(self, label: int) -> bytes:
+        value = _varint(label)
+        int64_list = _length_delimited(_LIST_VALUE, len(value)) + value
+        feature = _length_delimited(_INT64_LIST, len(int64_list)) + int64_list
+        return _map_entry_prefix(LABEL_KEY, len(feature)) + feature
+
+    def framing(self, label: int) -> Tuple[bytes, bytes]:
+        """`(head, tail)` around the input bytes of an example with `label` (cached)."""
+        if label not in self._framing:
+            label_entry = self._label_entry(label)
+            features_size = self._input_entry_size + len(label_entry)
+            example_head = _length_delimited(_EXAMPLE_FEATURES, features_size)
+            if self._feature_key < LABEL_KEY:   # deterministic order: keys sorted
+                head, tail = example_head + self._input_entry_prefix, label_entry
+            else:
+                head = example_head + label_entry + self._input_entry_prefix
+                tail = b""
+            self._framing[label] = (head, tail)
+        return self._framing[label]
+
+    def encode(self, inputs: np.ndarray, labels: np.ndarray) -> List[bytes]:
+        """Serializes a block of examples.
+
+        Args:
+          inputs: `[B, ...]` uint8 images or float feature vectors (cast to
+            little-endian float32).
+          labels: `[B]` non-negative class ids.
+
+        Returns:
+          One serialized `tf.train.Example` per row.
+        """
+        if self._feature_key != IMAGE_KEY:
+            inputs = inputs.astype("<f4", copy=False)
+        raw = np.ascontiguousarray(inputs).tobytes()
+        size = self._input_bytes
+        if len(raw) != size * len(labels):
+            raise ValueError(f"inputs hold {len(raw)} bytes for {len(labels)} examples; "
+                             f"expected {size} bytes each")
+        out = []
+        for i, label in enumerate(labels.tolist()):
+            head, tail = self.framing(label)
+            out.append(head + raw[i * size:(i + 1) * size] + tail)
+        return out

@@ -1,0 +1,91 @@
+"""The settings of `shard_dataset.runtime.shard`, checked before anything is read or written."""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Optional, Sequence, Tuple
+
+from kfdist.components.common.errors import require
+from kfdist.components.shard_dataset import readers
+
+COMPRESSIONS = ("GZIP",)
+#: Upper bound on shards per split (every shard of both splits is open while writing).
+MAX_SHARDS = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardOptions:
+    """Validated settings of one `shard` call (`runtime.shard` documents each).
+
+    Attributes:
+      source_format: `auto`, `mnist_idx`, `csv` or `tfrecord`.
+      label_column: Label column (CSV) or feature (TFRecord).
+      num_shards: Train shards.
+      num_eval_shards: Eval shards (the default already resolved).
+      eval_fraction: Share of hash buckets that go to `eval`.
+      seed: Shuffle and shard-assignment seed.
+      compression: `GZIP` or None.
+      image_shape: Shape of raw images in a TFRecord bytes feature, or None.
+      shuffle_buffer_size: Examples held per split while shuffling.
+    """
+
+    source_format: str
+    label_column: str
+    num_shards: int
+    num_eval_shards: int
+    eval_fraction: float
+    seed: int
+    compression: Optional[str]
+    image_shape: Optional[Tuple[int, ...]]
+    shuffle_buffer_size: int
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def normalize_compression(compression: Optional[str]) -> Optional[str]:
+    """Maps None, ``, `NONE` to None and `gzip`/`GZIP` to `GZIP`; rejects the rest."""
+    if compression is None:
+        return None
+    name = compression.strip().upper() if isinstance(compression, str) else None
+    require(name in ("", "NONE", *COMPRESSIONS),
+            f"unknown compression {compression!r}; expected None or 'GZIP'")
+    return None if name in ("", "NONE") else name
+
+
+def validate_options(*, source_format: str, label_column: str, num_shards: int,
+                     num_eval_shards: Optional[int], eval_fraction: float, seed: int,
+                     compression: Optional[str], image_shape: Optional[Sequence[int]],
+                     shuffle_buffer_size: int) -> ShardOptions:
+    """Checks every setting of `shard`; the default `num_eval_shards` is proportional.
+
+    Raises:
+      InvalidInputError: Naming the first bad setting and what is valid.
+    """
+    readers.check_source_format(source_format)
+    require(isinstance(label_column, str) and label_column.strip() != "",
+            f"label_column must be a non-empty column name, got {label_column!r}")
+    require(_is_int(num_shards) and 1 <= num_shards <= MAX_SHARDS,
+            f"num_shards must be an integer from 1 to {MAX_SHARDS}, got {num_shards!r}")
+    require(isinstance(eval_fraction, (int, float)) and not isinstance(eval_fraction, bool)
+            and 0.0 < eval_fraction < 1.0,
+            f"eval_fraction must be a number strictly between 0 and 1, got {eval_fraction!r}")
+    if num_eval_shards is None:
+        num_eval_shards = max(1, round(num_shards * eval_fraction / (1.0 - eval_fraction)))
+    require(_is_int(num_eval_shards) and 1 <= num_eval_shards <= MAX_SHARDS,
+            f"num_eval_shards must be an integer from 1 to {MAX_SHARDS}, got {num_eval_shards!r}")
+    require(_is_int(seed), f"seed must be an integer, got {seed!r}")
+    if image_shape is not None:
+        require(isinstance(image_shape, (list, tuple)) and len(image_shape) > 0
+                and all(_is_int(d) and d > 0 for d in image_shape),
+                f"image_shape must be a non-empty list of positive integers, got {image_shape!r}")
+    require(_is_int(shuffle_buffer_size) and shuffle_buffer_size >= 1,
+            f"shuffle_buffer_size must be a positive integer, got {shuffle_buffer_size!r}")
+    return ShardOptions(
+        source_format=source_format, label_column=label_column, num_shards=int(num_shards),
+        num_eval_shards=int(num_eval_shards), eval_fraction=float(eval_fraction), seed=int(seed),
+        compression=normalize_compression(compression),
+        image_shape=tuple(int(d) for d in image_shape) if image_shape is not None else None,
+        shuffle_buffer_size=int(shuffle_buffer_size))

@@ -1,0 +1,206 @@
+"""The `shard_dataset` runtime: validate, scan, write shards, publish atomically.
+
+`shard` turns a source (MNIST IDX, CSV or TFRecord; local or `gs://`) into a
+kfdist dataset (see `common/dataset_spec.py`) in two streaming passes:
+
+1. validate and scan every example: split counts, classes, statistics;
+2. write the shards into a temporary directory beside `output_dir`, then
+   `metadata.json`, then rename the directory into place (for `gs://`, upload
+   the shards and `metadata.json` last).
+
+Every user error is raised as `InvalidInputError` before anything is written,
+and a failure while writing removes the temporary directory, so a directory
+with `metadata.json` at `output_dir` is always a complete dataset.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from typing import Callable, Dict, Optional, Sequence, TypeVar
+
+import numpy as np
+
+from kfdist.components.common import storage
+from kfdist.components.common.dataset_spec import (
+    IMAGE_KEY, DatasetMetadata, Preprocessing, SplitInfo, write_metadata)
+from kfdist.components.common.errors import InvalidInputError, KfdistError, require
+from kfdist.components.shard_dataset import readers
+from kfdist.components.shard_dataset.options import ShardOptions, validate_options
+from kfdist.components.shard_dataset.scan import ScanResult, eval_mask, eval_threshold, scan_source
+from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
+from kfdist.components.shard_dataset.source import ReaderOptions, Source
+from kfdist.components.shard_dataset.writer import SplitWriter
+
+DEFAULT_SHUFFLE_BUFFER = 10_000
+PROGRESS_EVERY = 50_000
+T = TypeVar("T")
+
+
+class SourceChangedError(KfdistError, RuntimeError):
+    """The source held different examples in the writing pass than in the scan."""
+
+
+def call_reporting_missing_bucket(uri: str, call: Callable[[], T]) -> T:
+    """Runs `call`, turning "no such bucket" of a `gs://` `uri` into `InvalidInputError`."""
+    if not storage.is_gcs(uri):
+        return call()
+    from google.api_core.exceptions import NotFound
+
+    try:
+        return call()
+    except NotFound as e:
+        bucket, _ = storage.split_gcs(uri)
+        raise InvalidInputError(f"the bucket {bucket!r} of {uri!r} does not exist "
+                                "(or these credentials cannot see it)") from e
+
+
+def check_output_dir_free(output_dir: str) -> None:
+    """Raises `InvalidInputError` if `output_dir` holds anything (nothing is overwritten)."""
+    require(isinstance(output_dir, str) and output_dir.strip() != "",
+            f"output_dir must be a path or gs:// URI, got {output_dir!r}")
+    if storage.is_gcs(output_dir):
+        taken = bool(call_reporting_missing_bucket(
+            output_dir, lambda: storage.list_uris(output_dir)))
+    else:
+        taken = os.path.exists(output_dir) and not (
+            os.path.isdir(output_dir) and not os.listdir(output_dir))
+    require(not taken, f"output_dir {output_dir!r} already exists and is not empty; "
+                       "choose a new directory (existing data is never overwritten)")
+
+
+def check_split_sizes(scan: ScanResult, options: ShardOptions) -> None:
+    """Raises `InvalidInputError` if a split has fewer examples than shards."""
+    for split, count, shards, knob in (("train", scan.num_train, options.num_shards, "num_shards"),
+                                       ("eval", scan.num_eval, options.num_eval_shards,
+                                        "num_eval_shards")):
+        require(count >= shards,
+                f"the {split} split gets {count} of {scan.num_examples} examples "
+                f"(eval_fraction={options.eval_fraction}) but {knob}={shards}; every shard "
+                f"needs an example: lower {knob}, change eval_fraction or add data")
+
+
+def write_splits(source: Source, options: ShardOptions, root: str,
+                 log: Callable[[str], None]) -> Dict[str, SplitInfo]:
+    """The writing pass: every example into its split's shuffled, balanced shards."""
+    threshold = eval_threshold(options.eval_fraction)
+    feature = source.feature
+    item_bytes = 1 if feature.dtype == "uint8" else 4
+    encoder = CanonicalExampleEncoder(feature.key, item_bytes * int(np.prod(feature.shape)))
+
+    def open_writer(split: str, num_shards: int) -> SplitWriter:
+        return SplitWriter(root, split, num_shards, compression=options.compression,
+                           seed=options.seed, shuffle_buffer_size=options.shuffle_buffer_size,
+                           log=log)
+
+    written, next_report = 0, PROGRESS_EVERY
+    with open_writer("train", options.num_shards) as train, \
+            open_writer("eval", options.num_eval_shards) as evaluation:
+        for batch in source.batches():
+            in_eval = eval_mask(batch, threshold)
+            for writer, mask in ((train, ~in_eval), (evaluation, in_eval)):
+                writer.write(encoder.encode(batch.inputs[mask], batch.labels[mask]))
+            written += len(batch.labels)
+            if written >= next_report:
+                log(f"wrote {written:,} examples")
+                next_report += PROGRESS_EVERY
+        return {"train": train.finish(), "eval": evaluation.finish()}
+
+
+def build_metadata(source_uri: str, source: Source, scan: ScanResult, options: ShardOptions,
+                   splits: Dict[str, SplitInfo]) -> DatasetMetadata:
+    """The dataset's `metadata.json` content."""
+    if source.feature.key == IMAGE_KEY:
+        preprocessing = Preprocessing(kind="scale", scale=1.0 / 255.0, offset=0.0)
+    else:
+        preprocessing = Preprocessing(kind="standardize", mean=scan.mean, std=scan.std)
+    num_classes = len(source.class_names) if source.class_names else scan.num_classes
+    return DatasetMetadata(
+        source_uri=source_uri, source_format=source.source_format, feature=source.feature,
+        num_classes=num_classes, preprocessing=preprocessing, compression=options.compression,
+        seed=options.seed, eval_fraction=options.eval_fraction, splits=splits,
+        class_names=source.class_names)
+
+
+def publish(build_dir: str, output_dir: str, metadata: DatasetMetadata, workdir: str) -> None:
+    """Writes `metadata.json` last and moves (local) or uploads (`gs://`) the dataset."""
+    if storage.is_gcs(output_dir):
+        storage.upload_dir(build_dir, output_dir)
+        metadata_dir = os.path.join(workdir, "metadata-only")
+        os.makedirs(metadata_dir)
+        write_metadata(metadata_dir, metadata)
+        storage.upload_dir(metadata_dir, output_dir)
+        return
+    write_metadata(build_dir, metadata)
+    if os.path.isdir(output_dir):
+        os.rmdir(output_dir)  # empty (checked up front); the rename needs the name free
+    storage.publish_dir(build_dir, output_dir)
+
+
+def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
+          label_column: str = "label", num_shards: int = 4, num_eval_shards: Optional[int] = None,
+          eval_fraction: float = 0.2, seed: int = 42, compression: Optional[str] = None,
+          image_shape: Optional[Sequence[int]] = None,
+          shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER,
+          log: Callable[[str], None] = print) -> DatasetMetadata:
+    """Shards a source into a kfdist dataset at `output_dir`.
+
+    Args:
+      source_uri: Local or `gs://` file, directory/prefix or glob of the source.
+      output_dir: Local or `gs://` directory to create (absent or empty).
+      source_format: `auto` (by file names), `mnist_idx`, `csv` or `tfrecord`.
+      label_column: Label column (CSV) or int64 label feature (TFRecord).
+      num_shards: Shards of the train split.
+      num_eval_shards: Shards of the eval split; default in proportion to
+        `eval_fraction` (at least 1).
+      eval_fraction: Share of examples hashed into `eval`, in (0, 1).
+      seed: Seed of the shuffle and of the shard assignment (not of the split,
+        which depends on example content only).
+      compression: None or `GZIP`.
+      image_shape: Shape of raw uint8 images held in a TFRecord bytes feature.
+      shuffle_buffer_size: Examples held per split for shuffling (bounds memory).
+      log: Receives progress messages.
+
+    Returns:
+      The metadata written to `output_dir/metadata.json`.
+
+    Raises:
+      InvalidInputError: If a setting or the source is invalid (nothing is written).
+    """
+    started = time.monotonic()
+    options = validate_options(
+        source_format=source_format, label_column=label_column, num_shards=num_shards,
+        num_eval_shards=num_eval_shards, eval_fraction=eval_fraction, seed=seed,
+        compression=compression, image_shape=image_shape, shuffle_buffer_size=shuffle_buffer_size)
+    check_output_dir_free(output_dir)
+    with tempfile.TemporaryDirectory(prefix="kfdist-shard-") as workdir:
+        local_source = call_reporting_missing_bucket(
+            source_uri, lambda: storage.stage_locally(source_uri, workdir))
+        source = readers.open_source(local_source, options.source_format, ReaderOptions(
+            label_column=options.label_column, image_shape=options.image_shape))
+        log(f"source {source_uri}: {source.source_format}, {len(source.files)} file(s), "
+            f"feature {source.feature.key} {list(source.feature.shape)}")
+        scan = scan_source(source, options.eval_fraction, log)
+        check_split_sizes(scan, options)
+        log(f"{scan.num_examples:,} examples: {scan.num_train:,} train in {options.num_shards} "
+            f"shards, {scan.num_eval:,} eval in {options.num_eval_shards} shards")
+        if storage.is_gcs(output_dir):
+            build_dir = os.path.join(workdir, "dataset")
+        else:
+            build_dir = f"{os.path.abspath(output_dir).rstrip(os.sep)}.tmp-{uuid.uuid4().hex[:12]}"
+        try:
+            splits = write_splits(source, options, build_dir, log)
+            for split, count in (("train", scan.num_train), ("eval", scan.num_eval)):
+                if splits[split].num_examples != count:
+                    raise SourceChangedError(
+                        f"wrote {splits[split].num_examples} {split} examples but the scan "
+                        f"counted {count}: the source changed while it was being read")
+            metadata = build_metadata(source_uri, source, scan, options, splits)
+            publish(build_dir, output_dir, metadata, workdir)
+        finally:
+            shutil.rmtree(build_dir, ignore_errors=True)
+    log(f"dataset written to {output_dir} in {time.monotonic() - started:.1f}s")
+    return metadata

@@ -1,0 +1,134 @@
+"""What every source reader of shard_dataset produces: a `Source` of `ExampleBatch`es.
+
+A reader validates its files when it is opened and then streams the examples
+as numpy blocks (raw inputs plus int64 labels) as often as asked, so the
+sharder can make several passes over a source without holding it in memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import os
+import zlib
+from typing import BinaryIO, Callable, Iterator, Optional, Tuple
+
+import numpy as np
+
+from kfdist.components.common.dataset_spec import FeatureSpec
+from kfdist.components.common.errors import InvalidInputError
+
+#: Examples per `ExampleBatch` (bounds the memory of one read step).
+BATCH_SIZE = 1024
+GZIP_MAGIC = b"\x1f\x8b"
+#: Labels must be below this: a larger id is almost surely not a class id.
+MAX_NUM_CLASSES = 100_000
+
+
+@dataclasses.dataclass(frozen=True)
+class ExampleBatch:
+    """A block of consecutive examples of one source file.
+
+    Attributes:
+      inputs: Raw inputs `[B, *feature.shape]`: uint8 images or float32 features.
+      labels: int64 class ids `[B]`.
+      origin: The file the examples came from (for messages).
+    """
+
+    inputs: np.ndarray
+    labels: np.ndarray
+    origin: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ReaderOptions:
+    """User settings that shape how a source is read.
+
+    Attributes:
+      label_column: Name of the label column (CSV) or feature (TFRecord).
+      image_shape: Shape of raw uint8 images stored as one bytes feature
+        (TFRecord); for IDX files, the shape they must have.
+    """
+
+    label_column: str = "label"
+    image_shape: Optional[Tuple[int, ...]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """A validated source, ready to be streamed.
+
+    Attributes:
+      source_format: `mnist_idx`, `csv` or `tfrecord`.
+      files: The local files read, in reading order.
+      feature: The canonical input feature the examples become.
+      class_names: Class display names (index = label) when the source names
+        its classes, else None.
+      read_batches: Starts a new pass over every example, in a fixed order.
+    """
+
+    source_format: str
+    files: Tuple[str, ...]
+    feature: FeatureSpec
+    class_names: Optional[Tuple[str, ...]]
+    read_batches: Callable[[], Iterator[ExampleBatch]]
+
+    def batches(self) -> Iterator[ExampleBatch]:
+        """Streams every example of the source once, in blocks."""
+        return self.read_batches()
+
+
+def is_gzip_file(path: str) -> bool:
+    """Returns whether the file at `path` starts with the gzip magic bytes."""
+    with open(path, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+def open_binary(path: str) -> BinaryIO:
+    """Opens `path` for reading, decompressing it on the fly if it is gzip."""
+    if is_gzip_file(path):
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def read_fully(path: str, chunk_bytes: int = 1 << 20) -> int:
+    """Reads (and for gzip, decompresses and CRC-checks) a whole file.
+
+    Args:
+      path: A local file, plain or gzip-compressed.
+      chunk_bytes: Read size; memory use does not depend on the file size.
+
+    Returns:
+      The number of (decompressed) bytes in the file.
+
+    Raises:
+      InvalidInputError: If the file is a corrupt or truncated gzip file.
+    """
+    total = 0
+    try:
+        with open_binary(path) as f:
+            while True:
+                chunk = f.read(chunk_bytes)
+                if not chunk:
+                    return total
+                total += len(chunk)
+    except (OSError, EOFError, zlib.error) as e:  # BadGzipFile (CRC), bad deflate data, truncation
+        raise InvalidInputError(
+            f"corrupt gzip file {path!r} ({type(e).__name__}: {e}); "
+            "replace it with an intact copy") from e
+
+
+def check_labels(labels: np.ndarray, origin: str) -> None:
+    """Checks that labels are class ids in [0, MAX_NUM_CLASSES).
+
+    Raises:
+      InvalidInputError: Naming the first bad label and its file.
+    """
+    if labels.size == 0:
+        return
+    low, high = int(labels.min()), int(labels.max())
+    if low < 0 or high >= MAX_NUM_CLASSES:
+        bad = low if low < 0 else high
+        raise InvalidInputError(
+            f"label {bad} in {os.path.basename(origin)!r} is not a class id; "
+            f"labels must be integers in [0, {MAX_NUM_CLASSES})")

@@ -1,0 +1,135 @@
+"""Writing one split into balanced, shuffled TFRecord shards.
+
+Records pass through a bounded, seeded shuffle buffer (memory does not grow
+with the dataset), then go to shards in blocks: every block of `num_shards`
+consecutive records is spread over a seeded random permutation of the shards,
+so shard sizes never differ by more than one record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from typing import Callable, Iterator, List, Optional, Tuple
+
+from kfdist.components.common.dataset_spec import ShardInfo, SplitInfo
+
+SHARD_SUFFIX = ".tfrecord"
+GZIP_SUFFIX = ".gz"
+
+
+def shard_relpath(split: str, index: int, num_shards: int, compression: Optional[str]) -> str:
+    """Path of a shard relative to the dataset root, e.g. `train/shard-00000-of-00004.tfrecord.gz`."""
+    suffix = SHARD_SUFFIX + (GZIP_SUFFIX if compression == "GZIP" else "")
+    return f"{split}/shard-{index:05d}-of-{num_shards:05d}{suffix}"
+
+
+def file_digest(path: str, chunk_bytes: int = 1 << 20) -> Tuple[str, int]:
+    """Returns `(sha256 hex, size in bytes)` of a file, read in chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(chunk_bytes), b""):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+class ShuffleBuffer:
+    """A bounded random shuffle of a stream (like `tf.data.Dataset.shuffle`)."""
+
+    def __init__(self, capacity: int, rng: random.Random):
+        self._capacity = max(1, capacity)
+        self._rng = rng
+        self._items: List[bytes] = []
+
+    def push(self, item: bytes) -> Optional[bytes]:
+        """Adds `item`; once the buffer is full, returns a random earlier item."""
+        if len(self._items) < self._capacity:
+            self._items.append(item)
+            return None
+        i = self._rng.randrange(self._capacity)
+        out, self._items[i] = self._items[i], item
+        return out
+
+    def drain(self) -> Iterator[bytes]:
+        """Yields the remaining items in random order, emptying the buffer."""
+        items, self._items = self._items, []
+        self._rng.shuffle(items)
+        yield from items
+
+
+class BalancedShardAssigner:
+    """Picks a shard per record: each block of N records covers all N shards once."""
+
+    def __init__(self, num_shards: int, rng: random.Random):
+        self._num_shards = num_shards
+        self._rng = rng
+        self._block: List[int] = []
+
+    def next_shard(self) -> int:
+        """The shard of the next record."""
+        if not self._block:
+            self._block = self._rng.sample(range(self._num_shards), self._num_shards)
+        return self._block.pop()
+
+
+class SplitWriter:
+    """Writes the records of one split into `num_shards` TFRecord files under `root`.
+
+    Use as a context manager; `finish()` closes the files and returns the
+    split's `SplitInfo`. On an exception the files are closed and left for the
+    caller to delete with the rest of its temporary directory.
+    """
+
+    def __init__(self, root: str, split: str, num_shards: int, *, compression: Optional[str],
+                 seed: int, shuffle_buffer_size: int, log: Callable[[str], None] = print):
+        import tensorflow as tf
+
+        rng = random.Random(f"kfdist.shard_dataset:{seed}:{split}")
+        self._root = root
+        self._log = log
+        self._buffer = ShuffleBuffer(shuffle_buffer_size, rng)
+        self._assigner = BalancedShardAssigner(num_shards, rng)
+        self._paths = [shard_relpath(split, i, num_shards, compression) for i in range(num_shards)]
+        self._counts = [0] * num_shards
+        os.makedirs(os.path.join(root, split), exist_ok=True)
+        options = tf.io.TFRecordOptions(compression_type=compression or "")
+        self._writers = [tf.io.TFRecordWriter(os.path.join(root, p), options)
+                         for p in self._paths]
+
+    def __enter__(self) -> "SplitWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._close_files()
+
+    def write(self, records: List[bytes]) -> None:
+        """Adds serialized examples of this split (they are shuffled on the way)."""
+        for record in records:
+            out = self._buffer.push(record)
+            if out is not None:
+                self._write_one(out)
+
+    def _write_one(self, record: bytes) -> None:
+        shard = self._assigner.next_shard()
+        self._writers[shard].write(record)
+        self._counts[shard] += 1
+
+    def _close_files(self) -> None:
+        for w in self._writers:
+            w.close()
+        self._writers = []
+
+    def finish(self) -> SplitInfo:
+        """Flushes the shuffle buffer, closes every shard and describes them."""
+        for record in self._buffer.drain():
+            self._write_one(record)
+        self._close_files()
+        shards = []
+        for rel, count in zip(self._paths, self._counts):
+            sha256, size = file_digest(os.path.join(self._root, rel))
+            shards.append(ShardInfo(path=rel, num_examples=count, sha256=sha256, num_bytes=size))
+            self._log(f"wrote {rel}: {count:,} examples, {size:,} bytes")
+        return SplitInfo(num_examples=sum(self._counts), shards=tuple(shards))
