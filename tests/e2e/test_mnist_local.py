@@ -73,7 +73,7 @@ def test_export_predicts_the_classes_evaluation_counted(mnist_run):
     np.testing.assert_allclose(outputs["probabilities"].numpy().sum(axis=1), 1.0, rtol=1e-5)
 
     evaluated = _step_output(out, "evaluate-model")["artifacts"]["classification_metrics"]
-    rows = evaluated["artifacts"][0]["metadata"]["confusionMatrix"]["struct"]["rows"]
+    rows = evaluated["artifacts"][0]["metadata"]["confusionMatrix"]["rows"]
     counted = np.array([r["row"] for r in rows], dtype=np.int64)
     served_matrix = np.zeros((meta.num_classes, meta.num_classes), dtype=np.int64)
     np.add.at(served_matrix, (labels.numpy(), predicted), 1)
