@@ -133,6 +133,53 @@ def stage_locally(uri: str, workdir: str) -> str:
     return target
 
 
+def upload_file(local_path: str, uri: str) -> None:
+    """Copies one local file to `uri` (a `gs://` object or a local path)."""
+    if is_gcs(uri):
+        bucket, key = split_gcs(uri)
+        _client().bucket(bucket).blob(key).upload_from_filename(local_path)
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
+    shutil.copyfile(local_path, uri)
+
+
+def copy_dir_to(local_dir: str, uri: str) -> None:
+    """Copies every file below `local_dir` to `uri`: a `gs://` prefix or a
+    directory on a shared filesystem (e.g. a mounted PVC), merging into it."""
+    if is_gcs(uri):
+        upload_dir(local_dir, uri)
+        return
+    shutil.copytree(local_dir, uri, dirs_exist_ok=True)
+
+
+def copy_dir_from(uri: str, local_dir: str) -> str:
+    """Copies every file below `uri` (a `gs://` prefix or a directory) into
+    `local_dir`, keeping relative paths, and returns `local_dir`.
+
+    Raises:
+      InvalidInputError: If nothing exists at `uri`.
+    """
+    if not is_gcs(uri):
+        if not os.path.isdir(uri):
+            raise InvalidInputError(f"no such directory: {uri!r}")
+        shutil.copytree(uri, local_dir, dirs_exist_ok=True)
+        return local_dir
+    files = list_uris(uri)
+    if not files:
+        raise InvalidInputError(f"nothing exists under {uri!r}")
+    base = uri.rstrip("/") + "/"
+    for f in files:
+        download(f, os.path.join(local_dir, f[len(base):]))
+    return local_dir
+
+
+def join(uri: str, *parts: str) -> str:
+    """Joins path parts onto a local path or a `gs://` URI."""
+    if is_gcs(uri):
+        return "/".join([uri.rstrip("/"), *(p.strip("/") for p in parts)])
+    return os.path.join(uri, *parts)
+
+
 def upload_dir(local_dir: str, uri: str) -> None:
     """Uploads every file below `local_dir` to the `gs://` prefix `uri`."""
     bucket_name, key = split_gcs(uri)

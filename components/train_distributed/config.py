@@ -26,10 +26,12 @@ from kfdist.components.common.errors import InvalidInputError, require
 
 MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
 LOCAL_BACKEND = "local"
+TFJOB_BACKEND = "tfjob"
 
 #: Strategies each backend can run, by backend name.
 STRATEGIES_BY_BACKEND: Dict[str, Tuple[str, ...]] = {
     LOCAL_BACKEND: (MULTI_WORKER_MIRRORED,),
+    TFJOB_BACKEND: (MULTI_WORKER_MIRRORED,),
 }
 BACKENDS: Tuple[str, ...] = tuple(STRATEGIES_BY_BACKEND)
 

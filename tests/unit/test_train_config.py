@@ -92,7 +92,7 @@ def test_defaults_are_valid():
     ({"batch_size_per_replica": 0}, "batch_size_per_replica"),
     ({"learning_rate": float("nan")}, "learning_rate"),
     ({"seed": -1}, "seed"),
-    ({"backend": "slurm"}, "unknown backend 'slurm'; valid backends: ['local']"),
+    ({"backend": "slurm"}, "unknown backend 'slurm'; valid backends: ['local', 'tfjob']"),
     ({"strategy": "horovod"}, "strategy 'horovod' is not supported by the 'local' backend; "
                               "valid strategies: ['multi_worker_mirrored']"),
     ({"model_name": "resnet"}, "unknown model 'resnet'"),
