@@ -1,0 +1,584 @@
+"""`kfdist submit`: runs a compiled pipeline on a Kubeflow Pipelines cluster.
+
+    kfdist submit pipelines/mnist.yaml --host https://kfp.example.com/pipeline \\
+        --param source_uri=gs://bucket/mnist --param export_base=gs://bucket/serving \\
+        --param workers=4 --experiment ci --wait --timeout 3600
+
+Made for CI: every input is checked *before* any request reaches the cluster
+(the file is a compiled KFP pipeline spec, every `--param` names a declared
+pipeline input and parses to its declared type, every required input is
+given), then the run is created through `kfp.Client` and, with `--wait`,
+followed until it finishes.
+
+Output: progress lines (the run id and UI link as soon as the run exists, each
+state change, the final state) go to stderr; one JSON object
+`{"run_id", "state", "url"}` goes to stdout at the end.
+
+Exit status:
+  0  the run was created (without --wait) or SUCCEEDED (with --wait)
+  1  the run ended FAILED, CANCELED or SKIPPED; or the cluster refused a request
+  2  invalid input (nothing was sent to the cluster)
+  3  --timeout passed before the run finished (the run keeps going)
+
+Authentication: `--existing-token`, else the `KF_PIPELINES_TOKEN` environment
+variable, is sent as `Authorization: Bearer <token>` (prefer the variable: a
+command-line argument shows in process listings). The UI link is built from
+`KF_PIPELINES_UI_ENDPOINT` when set, else from `--host`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+import sys
+import time
+import urllib.parse
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import yaml
+
+from kfdist.components.common.errors import InvalidInputError, KfdistError
+
+#: Environment variable read for the bearer token when --existing-token is not given.
+TOKEN_ENV = "KF_PIPELINES_TOKEN"
+#: Environment variable kfp.Client reads for the UI address (default: the host).
+UI_ENDPOINT_ENV = "KF_PIPELINES_UI_ENDPOINT"
+
+EXIT_SUCCEEDED = 0
+EXIT_RUN_FAILED = 1
+EXIT_INVALID_INPUT = 2
+EXIT_TIMEOUT = 3
+
+#: Run states after which a run never changes again.
+TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELED", "SKIPPED"})
+#: Seconds between two polls of the run while waiting (default).
+DEFAULT_POLL_INTERVAL_S = 10.0
+#: While waiting, a "still <STATE>" line is logged this often when nothing changes.
+HEARTBEAT_S = 300.0
+#: Seconds the first request (the health check) may take.
+HEALTH_TIMEOUT_S = 30.0
+#: Consecutive transient errors (connection errors, HTTP 5xx) tolerated while polling.
+MAX_POLL_ERRORS = 5
+
+_SUPPORTED_TYPES = ("STRING", "NUMBER_INTEGER", "NUMBER_DOUBLE", "BOOLEAN", "LIST", "STRUCT")
+_TRUE = ("true", "1", "yes", "y", "on")
+_FALSE = ("false", "0", "no", "n", "off")
+
+_logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class SubmitResult:
+    """What `submit_pipeline` did.
+
+    Attributes:
+      run_id: The id of the created run.
+      state: The last state seen: the state at creation without `wait`, the
+        final state (SUCCEEDED, FAILED, CANCELED, SKIPPED) after waiting, or the
+        state when the timeout passed.
+      url: The run's page in the Kubeflow Pipelines UI.
+    """
+
+    run_id: str
+    state: str
+    url: str
+
+    @property
+    def finished(self) -> bool:
+        """Whether `state` is terminal."""
+        return self.state in TERMINAL_STATES
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether the run SUCCEEDED."""
+        return self.state == "SUCCEEDED"
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineInput:
+    """One declared parameter input of a compiled pipeline."""
+
+    name: str
+    parameter_type: str
+    required: bool
+    default: Any = None
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def load_pipeline_spec(package_path: str) -> Dict[str, Any]:
+    """Reads a compiled KFP pipeline YAML and returns its PipelineSpec document.
+
+    Raises:
+      InvalidInputError: If the file is missing, not YAML, or not a compiled
+        KFP v2 pipeline spec.
+    """
+    if not package_path.endswith((".yaml", ".yml")):
+        raise InvalidInputError(
+            f"{package_path!r} is not a compiled pipeline YAML: the file name must end in "
+            ".yaml or .yml (compile pipelines with `kfdist compile`)")
+    if not os.path.isfile(package_path):
+        raise InvalidInputError(f"pipeline file {package_path!r} does not exist")
+    try:
+        with open(package_path, "r", encoding="utf-8") as f:
+            docs = [d for d in yaml.safe_load_all(f) if d is not None]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise InvalidInputError(f"cannot read pipeline file {package_path!r}: {err}") from None
+    spec = docs[0] if docs else None
+    if (not isinstance(spec, dict) or not isinstance(spec.get("pipelineInfo"), dict)
+            or not isinstance(spec.get("root"), dict)):
+        raise InvalidInputError(
+            f"{package_path!r} is not a compiled KFP pipeline spec (it needs top-level "
+            "`pipelineInfo` and `root`; compile pipelines with `kfdist compile`)")
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    try:  # the same parse kfp.Client does before uploading
+        json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+        for extra in docs[1:]:
+            json_format.ParseDict(extra, pipeline_spec_pb2.PlatformSpec())
+    except (json_format.ParseError, TypeError, AttributeError) as err:
+        raise InvalidInputError(
+            f"{package_path!r} is not a valid KFP pipeline spec: {err}") from None
+    return spec
+
+
+def pipeline_inputs(spec: Mapping[str, Any]) -> Dict[str, PipelineInput]:
+    """The parameter inputs the pipeline declares, by name."""
+    params = ((spec.get("root") or {}).get("inputDefinitions") or {}).get("parameters") or {}
+    inputs = {}
+    for name, decl in params.items():
+        decl = decl or {}
+        has_default = "defaultValue" in decl
+        inputs[name] = PipelineInput(
+            name=name,
+            parameter_type=decl.get("parameterType", "STRING"),
+            required=not has_default and not decl.get("isOptional", False),
+            default=decl.get("defaultValue"),
+        )
+    return inputs
+
+
+def _artifact_inputs(spec: Mapping[str, Any]) -> List[str]:
+    return sorted(((spec.get("root") or {}).get("inputDefinitions") or {}).get("artifacts") or {})
+
+
+def parse_param_value(name: str, value: Any, parameter_type: str) -> Any:
+    """Converts `value` (a command-line string, or a Python value) to `parameter_type`.
+
+    STRING stays text; NUMBER_INTEGER becomes an int; NUMBER_DOUBLE a finite
+    float; BOOLEAN accepts true/false, 1/0, yes/no, on/off; LIST and STRUCT take
+    JSON (`[1, 2]`, `{"a": 1}`).
+
+    Raises:
+      InvalidInputError: If the value does not parse to the type.
+    """
+    def bad(what: str) -> InvalidInputError:
+        return InvalidInputError(
+            f"parameter {name!r} is {parameter_type} and needs {what}; got {value!r}")
+
+    if parameter_type == "STRING":
+        if not isinstance(value, str):
+            raise bad("a string")
+        return value
+    if parameter_type == "NUMBER_INTEGER":
+        if isinstance(value, bool):
+            raise bad("an integer such as 4")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value.strip(), 10)
+            except ValueError:
+                pass
+        raise bad("an integer such as 4")
+    if parameter_type == "NUMBER_DOUBLE":
+        number = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                pass
+        if number is None or not math.isfinite(number):
+            raise bad("a finite number such as 0.5")
+        return number
+    if parameter_type == "BOOLEAN":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            text = value.strip().lower()
+            if text in _TRUE:
+                return True
+            if text in _FALSE:
+                return False
+        raise bad("true or false")
+    if parameter_type in ("LIST", "STRUCT"):
+        want, what = (list, "a JSON list such as [1, 2]") if parameter_type == "LIST" else (
+            dict, 'a JSON object such as {"key": 1}')
+        parsed = value
+        if isinstance(value, str):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                raise bad(what) from None
+        if not isinstance(parsed, want):
+            raise bad(what)
+        try:
+            json.dumps(parsed, allow_nan=False)
+        except (TypeError, ValueError):
+            raise bad(what) from None
+        return parsed
+    raise InvalidInputError(
+        f"parameter {name!r} has type {parameter_type!r}, which kfdist submit cannot set; "
+        f"supported types: {', '.join(_SUPPORTED_TYPES)}")
+
+
+def parse_param_args(pairs: Sequence[str]) -> Dict[str, str]:
+    """Turns `--param key=value` strings into a dict (values stay text).
+
+    Raises:
+      InvalidInputError: On a pair without `=`, an empty key or a repeated key.
+    """
+    params: Dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InvalidInputError(f"--param needs KEY=VALUE; got {pair!r}")
+        if key in params:
+            raise InvalidInputError(f"--param {key} is given more than once")
+        params[key] = value
+    return params
+
+
+def resolve_arguments(spec: Mapping[str, Any], params: Mapping[str, Any]) -> Dict[str, Any]:
+    """Checks `params` against the pipeline's declared inputs and types them.
+
+    Returns:
+      The arguments to send, converted to their declared types (inputs left
+      out take their defaults on the server).
+
+    Raises:
+      InvalidInputError: On an unknown parameter (the message lists the valid
+        ones), a value that does not parse to its type, or a required
+        parameter left out.
+    """
+    inputs = pipeline_inputs(spec)
+    artifacts = _artifact_inputs(spec)
+
+    def listing() -> str:
+        if not inputs:
+            return "the pipeline declares no parameters"
+        return "valid parameters: " + ", ".join(
+            f"{i.name} ({i.parameter_type}{', required' if i.required else ''})"
+            for i in sorted(inputs.values(), key=lambda i: i.name))
+
+    unknown = sorted(k for k in params if k not in inputs)
+    if unknown:
+        for key in unknown:
+            if key in artifacts:
+                raise InvalidInputError(
+                    f"{key!r} is an artifact input of the pipeline and cannot be set "
+                    f"with --param; {listing()}")
+        raise InvalidInputError(
+            f"unknown pipeline parameter{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))}; {listing()}")
+    arguments = {k: parse_param_value(k, v, inputs[k].parameter_type) for k, v in params.items()}
+    missing = sorted(i.name for i in inputs.values() if i.required and i.name not in params)
+    if missing:
+        raise InvalidInputError(
+            "missing required pipeline parameter"
+            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}: pass "
+            + " ".join(f"--param {m}=..." for m in missing))
+    return arguments
+
+
+def _check_host(host: str) -> str:
+    parts = urllib.parse.urlsplit(host or "")
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InvalidInputError(
+            f"--host must be the KFP API address as an http:// or https:// URL "
+            f"(such as https://kubeflow.example.com/pipeline); got {host!r}")
+    return host.rstrip("/")
+
+
+def _check_optional_name(flag: str, value: Optional[str]) -> Optional[str]:
+    if value is not None and not value.strip():
+        raise InvalidInputError(f"{flag} must not be empty")
+    return value
+
+
+# --------------------------------------------------------------------------- talking to KFP
+
+
+def _describe_api_error(err: Exception, host: str, action: str) -> KfdistError:
+    """A KfdistError for a failed request, saying what the server answered."""
+    import kfp_server_api
+    import urllib3
+
+    if isinstance(err, kfp_server_api.ApiException):
+        body = err.body.decode("utf-8", "replace") if isinstance(err.body, bytes) else err.body
+        detail = ""
+        if body:
+            try:
+                parsed = json.loads(body)
+                detail = parsed.get("message") or parsed.get("error") or body
+            except (ValueError, AttributeError):
+                detail = body
+            detail = ": " + " ".join(str(detail).split())[:500]
+        hint = ""
+        if err.status in (401, 403):
+            hint = f" (check the token: --existing-token or ${TOKEN_ENV})"
+        elif err.status == 404:
+            hint = " (check --host: it must be the address the KFP API answers on)"
+        return KfdistError(
+            f"{action} failed: the KFP API at {host} answered HTTP {err.status} "
+            f"{err.reason or ''}{detail}{hint}".rstrip())
+    if isinstance(err, urllib3.exceptions.HTTPError):
+        return KfdistError(f"{action} failed: cannot reach the KFP API at {host}: {err}")
+    if isinstance(err, TimeoutError):  # kfp.Client's healthz retries ran out
+        return KfdistError(
+            f"{action} failed: the KFP API at {host} did not answer its health check "
+            f"(check --host and the token)")
+    return KfdistError(f"{action} failed: {type(err).__name__}: {err}")
+
+
+def _is_transient(err: Exception) -> bool:
+    import kfp_server_api
+    import urllib3
+
+    if isinstance(err, kfp_server_api.ApiException):
+        return err.status in (0, 429) or (err.status or 0) >= 500
+    return isinstance(err, urllib3.exceptions.HTTPError)
+
+
+def _api_errors():
+    import kfp_server_api
+    import urllib3
+
+    return (kfp_server_api.ApiException, urllib3.exceptions.HTTPError, TimeoutError)
+
+
+def _check_health(host: str, token: Optional[str]) -> bool:
+    """One GET of the API's healthz; returns whether the deployment is multi-user.
+
+    kfp.Client asks healthz too, but retries any refusal five times, 5 s apart,
+    and then reports only "Failed getting healthz endpoint": this check turns a
+    wrong --host or token into a clear error at once.
+    """
+    import kfp_server_api
+
+    config = kfp_server_api.Configuration(host=host)
+    if token:
+        config.api_key["authorization"] = token
+        config.api_key_prefix["authorization"] = "Bearer"
+    try:
+        with kfp_server_api.ApiClient(config) as api_client:
+            response = kfp_server_api.HealthzServiceApi(api_client).healthz_service_get_healthz(
+                _request_timeout=HEALTH_TIMEOUT_S, _preload_content=False)
+            body = response.data
+            content_type = response.headers.get("Content-Type") or "an unknown content type"
+    except _api_errors() as err:
+        raise _describe_api_error(err, host, "checking the KFP API") from None
+    try:
+        health = json.loads(body)
+    except ValueError:
+        health = None
+    if not isinstance(health, dict):
+        # What an authenticating proxy in front of Kubeflow answers (after a
+        # redirect) to a request without a valid token: its login page.
+        raise KfdistError(
+            f"checking the KFP API failed: {host}/apis/v2beta1/healthz answered "
+            f"{content_type}, not the KFP API's JSON (a login page? check the token "
+            f"and that --host is the KFP API address)")
+    return health.get("multi_user") is True
+
+
+def _wait(client, run_id: str, initial_state: str, timeout: Optional[float],
+          poll_interval: float, log: Callable[[str], None], host: str) -> str:
+    """Polls the run until it reaches a terminal state or `timeout` passes.
+
+    Returns the last state seen.
+    """
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    state, last_line, errors = initial_state, start, 0
+    while True:
+        try:
+            run = client.get_run(run_id)
+            errors = 0
+        except _api_errors() as err:
+            errors += 1
+            if not _is_transient(err) or errors > MAX_POLL_ERRORS:
+                raise _describe_api_error(err, host, f"checking run {run_id}") from None
+            log(f"run {run_id}: could not check its state ({errors}/{MAX_POLL_ERRORS}): "
+                f"{_describe_api_error(err, host, 'polling')}")
+        else:
+            now = time.monotonic()
+            new_state = run.state or "RUNTIME_STATE_UNSPECIFIED"
+            if new_state != state:
+                log(f"run {run_id}: {state} -> {new_state} ({now - start:.0f}s)")
+                state, last_line = new_state, now
+            elif now - last_line >= HEARTBEAT_S:
+                log(f"run {run_id}: still {state} ({now - start:.0f}s)")
+                last_line = now
+            if state in TERMINAL_STATES:
+                if state != "SUCCEEDED" and run.error is not None and run.error.message:
+                    log(f"run {run_id}: error: {run.error.message}")
+                return state
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            log(f"run {run_id}: timed out after {timeout:g}s waiting; it is {state} "
+                "and keeps going on the cluster")
+            return state
+        time.sleep(poll_interval if deadline is None else max(0.0, min(poll_interval,
+                                                                       deadline - now)))
+
+
+def submit_pipeline(
+    package_path: str,
+    host: str,
+    params: Optional[Mapping[str, Any]] = None,
+    experiment: Optional[str] = None,
+    run_name: Optional[str] = None,
+    namespace: Optional[str] = None,
+    wait: bool = False,
+    timeout: Optional[float] = None,
+    token: Optional[str] = None,
+    log: Optional[Callable[[str], None]] = None,
+    *,
+    poll_interval: float = DEFAULT_POLL_INTERVAL_S,
+) -> SubmitResult:
+    """Creates a run of a compiled pipeline on Kubeflow Pipelines.
+
+    Everything is validated before the first request. Then the experiment is
+    looked up by name and created when missing, the run is created from the
+    package, and, with `wait`, polled until it finishes or `timeout` passes.
+
+    Args:
+      package_path: A compiled pipeline YAML (`kfdist compile`).
+      host: The KFP API address, such as `https://kubeflow.example.com/pipeline`.
+      params: Pipeline arguments by name: command-line strings (parsed to the
+        declared types) or Python values of the declared types.
+      experiment: Experiment name (default: kfp's, `Default`).
+      run_name: Run name (default: kfp's, the file name and the time).
+      namespace: Kubernetes namespace of a multi-user deployment.
+      wait: Whether to wait until the run finishes.
+      timeout: Seconds to wait at most (None: no limit); only with `wait`.
+      token: Bearer token for the API (None: no Authorization header).
+      log: Receives one progress line at a time (default: this module's logger).
+      poll_interval: Seconds between polls while waiting.
+
+    Returns:
+      A SubmitResult. After waiting, `finished` is False when the timeout
+      passed; `succeeded` tells whether the run SUCCEEDED.
+
+    Raises:
+      InvalidInputError: On invalid input; nothing has been sent then.
+      KfdistError: When the cluster cannot be reached or refuses a request.
+    """
+    log = log or _logger.info
+    host = _check_host(host)
+    arguments = resolve_arguments(load_pipeline_spec(package_path), params or {})
+    experiment = _check_optional_name("--experiment", experiment)
+    run_name = _check_optional_name("--run-name", run_name)
+    namespace = _check_optional_name("--namespace", namespace)
+    if timeout is not None and not (timeout > 0):
+        raise InvalidInputError(f"--timeout must be a positive number of seconds; got {timeout}")
+    if not (poll_interval > 0):
+        raise InvalidInputError(f"--poll-interval must be positive; got {poll_interval}")
+
+    import kfp
+
+    multi_user = _check_health(host, token)
+    client_kwargs: Dict[str, Any] = {"host": host, "existing_token": token or None}
+    if namespace:
+        client_kwargs["namespace"] = namespace
+    log(f"submitting {package_path} to {host}"
+        + (f" (experiment {experiment})" if experiment else ""))
+    # kfp.Client prints its own "Experiment details"/"Run details" lines: keep
+    # stdout for our result.
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            client = kfp.Client(**client_kwargs)
+            created = client.create_run_from_pipeline_package(
+                package_path, arguments=arguments, run_name=run_name,
+                experiment_name=experiment, namespace=namespace)
+        except _api_errors() as err:
+            error = _describe_api_error(err, host, "submitting the run")
+            if multi_user and not namespace:
+                error = KfdistError(f"{error} (the deployment is multi-user: pass --namespace)")
+            raise error from None
+    run_id = created.run_id
+    ui_base = (os.environ.get(UI_ENDPOINT_ENV) or host).rstrip("/")
+    url = f"{ui_base}/#/runs/details/{run_id}"
+    state = created.run_info.state or "RUNTIME_STATE_UNSPECIFIED"
+    log(f"run {run_id} created ({state}): {url}")
+    if wait:
+        state = _wait(client, run_id, state, timeout, poll_interval, log, host)
+        log(f"run {run_id} finished: {state}" if state in TERMINAL_STATES
+            else f"run {run_id} did not finish in time: {state}")
+    return SubmitResult(run_id=run_id, state=state, url=url)
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def add_submit_parser(subparsers) -> argparse.ArgumentParser:
+    """Adds the `submit` command to the `kfdist` subparsers; returns its parser."""
+    p = subparsers.add_parser(
+        "submit", help="run a compiled pipeline on a Kubeflow Pipelines cluster (for CI)",
+        description="Run a compiled pipeline on a Kubeflow Pipelines cluster and, with "
+                    "--wait, follow it to the end.",
+        epilog="Exit status: 0 created or SUCCEEDED, 1 the run FAILED/was CANCELED/SKIPPED "
+               "or the cluster refused a request, 2 invalid input, 3 --timeout passed.")
+    p.add_argument("package", metavar="PIPELINE.yaml", help="compiled pipeline (kfdist compile)")
+    p.add_argument("--host", required=True,
+                   help="KFP API address, such as https://kubeflow.example.com/pipeline")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="pipeline argument; repeat for several (parsed to the declared type)")
+    p.add_argument("--experiment", default=None, help="experiment name (created when missing)")
+    p.add_argument("--run-name", default=None, help="run name (default: file name and time)")
+    p.add_argument("--namespace", default=None,
+                   help="Kubernetes namespace (multi-user deployments)")
+    p.add_argument("--wait", action="store_true",
+                   help="wait for the run to finish; exit non-zero unless it SUCCEEDED")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="with --wait: give up waiting after this long (exit 3); default: no limit")
+    p.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL_S,
+                   metavar="SECONDS", help="with --wait: seconds between polls "
+                                           "(default: %(default)s)")
+    p.add_argument("--existing-token", default=None, metavar="TOKEN",
+                   help=f"bearer token for the API (default: ${TOKEN_ENV}; prefer the variable)")
+    p.set_defaults(func=_cmd_submit)
+    return p
+
+
+def _cmd_submit(args) -> int:
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    params = parse_param_args(args.param)
+    token = args.existing_token or os.environ.get(TOKEN_ENV) or None
+    if args.timeout is not None and not args.wait:
+        raise InvalidInputError("--timeout only applies with --wait")
+    result = submit_pipeline(
+        args.package, args.host, params, experiment=args.experiment, run_name=args.run_name,
+        namespace=args.namespace, wait=args.wait, timeout=args.timeout, token=token, log=log,
+        poll_interval=args.poll_interval)
+    print(json.dumps(dataclasses.asdict(result), sort_keys=True), flush=True)
+    if not args.wait or result.succeeded:
+        return EXIT_SUCCEEDED
+    if not result.finished:
+        return EXIT_TIMEOUT
+    print(f"kfdist: error: run {result.run_id} ended {result.state}: {result.url}",
+          file=sys.stderr)
+    return EXIT_RUN_FAILED
