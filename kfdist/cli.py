@@ -3,6 +3,7 @@
     kfdist sample-data mnist --out DIR    write the bundled sample as MNIST IDX files
     kfdist run mnist [--workers N] ...    run a pipeline on this machine (kfp.local)
     kfdist compile [--out-dir DIR]        compile every pipeline to YAML
+    kfdist render --backend tfjob|mpijob ...  print the training job a step would create
     kfdist submit PIPELINE.yaml --host URL [--param k=v]... [--wait]   run it on a KFP cluster
 """
 
@@ -87,9 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     """Returns the argument parser of the `kfdist` command."""
     parser = argparse.ArgumentParser(prog="kfdist", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    from kfdist.render_cmd import add_render_parser
     from kfdist.submit import add_submit_parser
 
-    for add in (_add_sample_data, _add_run, _add_compile, add_submit_parser):
+    for add in (_add_sample_data, _add_run, _add_compile, add_render_parser, add_submit_parser):
         add(sub)
     return parser
 

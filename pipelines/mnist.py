@@ -4,9 +4,11 @@ The same compiled pipeline runs on a laptop through kfp.local (`kfdist run
 mnist`) and on a Kubeflow Pipelines cluster; only the training backend differs.
 """
 
-from typing import NamedTuple
+from typing import Dict, NamedTuple, Optional
 
-from kfp import dsl
+from kfp import dsl, kubernetes
+
+from kfdist import RUNTIME_IMAGE
 
 from kfdist.components.evaluate_model.component import evaluate_model
 from kfdist.components.export_saved_model.component import export_saved_model
@@ -37,6 +39,16 @@ def mnist_pipeline(
     accuracy_threshold: float = 0.9,
     serving_model_name: str = "mnist",
     seed: int = 42,
+    image: str = RUNTIME_IMAGE,
+    namespace: Optional[str] = None,
+    work_uri: Optional[str] = None,
+    pvc_name: Optional[str] = None,
+    gpus_per_worker: int = 0,
+    cpu_per_worker: Optional[str] = None,
+    memory_per_worker: Optional[str] = None,
+    node_selector: Optional[Dict[str, str]] = None,
+    service_account: Optional[str] = None,
+    timeout_seconds: int = 86400,
 ) -> NamedTuple("MnistOutputs", [("accuracy", float), ("blessed", bool),
                                  ("export", dsl.Artifact), ("training_metrics", dsl.Metrics)]):
     """Shard, train, evaluate and export an MNIST classifier.
@@ -45,7 +57,8 @@ def mnist_pipeline(
         source_uri: Directory (local or gs://) of MNIST IDX files
             (`*-images-idx3-ubyte.gz` and `*-labels-idx1-ubyte.gz`).
         export_base: Where to write the TF Serving layout `<export_base>/<serving_model_name>/<version>/`.
-        backend: Training backend: `local` runs the replicas as processes.
+        backend: Training backend: `local` runs the replicas as processes on the
+            step's machine; `tfjob` creates a TFJob on the cluster.
         strategy: Distribution strategy: `multi_worker_mirrored`.
         workers: Number of training workers.
         model_name: `mnist_mlp`, `mnist_cnn` or `package.module:function`.
@@ -57,6 +70,17 @@ def mnist_pipeline(
         accuracy_threshold: Held-out accuracy needed to export the model.
         serving_model_name: Model name in the serving layout.
         seed: Seed for shuffling, shard assignment and initialisation.
+        image: Cluster backends: image of the training replicas.
+        namespace: Cluster backends: namespace of the job (default: the step's).
+        work_uri: Cluster backends: `gs://` prefix or shared-volume path where
+            the step and the replicas exchange job, dataset and model.
+        pvc_name: Cluster backends: PVC mounted into the replicas at /mnt/kfdist.
+        gpus_per_worker: Cluster backends: `nvidia.com/gpu` per worker.
+        cpu_per_worker: Cluster backends: CPU per worker, e.g. `4`.
+        memory_per_worker: Cluster backends: memory per worker, e.g. `8Gi`.
+        node_selector: Cluster backends: node labels the replicas require.
+        service_account: Cluster backends: service account of the replica pods.
+        timeout_seconds: Cluster backends: deadline of the training job.
     """
     from collections import namedtuple
 
@@ -66,8 +90,19 @@ def mnist_pipeline(
     train = train_distributed(
         dataset=shard.outputs["dataset"], backend=backend, strategy=strategy, workers=workers,
         model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
-        learning_rate=learning_rate, seed=seed)
+        learning_rate=learning_rate, seed=seed, image=image, namespace=namespace,
+        work_uri=work_uri, pvc_name=pvc_name, gpus_per_worker=gpus_per_worker,
+        cpu_per_worker=cpu_per_worker, memory_per_worker=memory_per_worker,
+        node_selector=node_selector, service_account=service_account,
+        timeout_seconds=timeout_seconds, run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
     train.set_display_name("train")
+    # The launcher names its pod as the job's owner, so deleting the run's
+    # pods garbage-collects any job left behind.
+    for env_name, field_path in (("KFP_POD_NAME", "metadata.name"),
+                                 ("KFP_POD_UID", "metadata.uid"),
+                                 ("KFP_NAMESPACE", "metadata.namespace")):
+        kubernetes.use_field_path_as_env(train, env_name=env_name, field_path=field_path)
     evaluate = evaluate_model(model=train.outputs["model"], dataset=shard.outputs["dataset"],
                               accuracy_threshold=accuracy_threshold)
     evaluate.set_display_name("evaluate")

@@ -1,5 +1,7 @@
 """KFP interface of `train_distributed`; the work is done by `runtime.train`."""
 
+from typing import Dict, Optional
+
 from kfp import dsl
 
 from kfdist import RUNTIME_IMAGE
@@ -18,19 +20,34 @@ def train_distributed(
     batch_size_per_replica: int = 64,
     learning_rate: float = 0.001,
     seed: int = 42,
+    image: str = RUNTIME_IMAGE,
+    namespace: Optional[str] = None,
+    work_uri: Optional[str] = None,
+    pvc_name: Optional[str] = None,
+    gpus_per_worker: int = 0,
+    cpu_per_worker: Optional[str] = None,
+    memory_per_worker: Optional[str] = None,
+    node_selector: Optional[Dict[str, str]] = None,
+    service_account: Optional[str] = None,
+    chief: bool = False,
+    timeout_seconds: int = 86400,
+    run_id: Optional[str] = None,
+    task_name: Optional[str] = None,
 ):
     """Trains a Keras model on a sharded dataset with a distribution strategy.
 
-    The `local` backend starts one process per replica on this machine with the
-    TF_CONFIG the Kubeflow Training Operator would inject, and streams each
-    replica's log into this step's log with a `[worker-i]` prefix.
+    With `backend=local` the replicas are processes on this machine, given the
+    TF_CONFIG the Kubeflow Training Operator would inject. With `backend=tfjob`
+    the step creates a TFJob, streams its chief's log here, and fails with the
+    operator's reason when the job fails; terminating the run deletes the job.
 
     Args:
         dataset: Sharded dataset written by `shard_dataset`.
         model: Output model: `saved_model/` (written by the chief replica only),
             the dataset metadata, per-epoch history and a training report.
         metrics: Final training loss and accuracy, examples per second, workers.
-        backend: Where replicas run: `local` (processes on this machine).
+        backend: Where replicas run: `local` (processes on this machine) or
+            `tfjob` (a TFJob on this cluster).
         strategy: Distribution strategy: `multi_worker_mirrored` (synchronous
             all-reduce across workers).
         workers: Number of worker replicas (at least 1).
@@ -42,13 +59,38 @@ def train_distributed(
             is this times the number of replicas.
         learning_rate: Adam learning rate.
         seed: Seed of weight initialisation and input shuffling.
+        image: Cluster only: image of the replicas (kfdist installed; a pinned tag).
+        namespace: Cluster only: namespace of the job (default: this step's).
+        work_uri: Cluster only: `gs://` prefix or shared-volume directory where
+            this step and the replicas exchange job, dataset and model (default:
+            beside the dataset when the pipeline root is on `gs://`).
+        pvc_name: Cluster only: PersistentVolumeClaim mounted into the replicas
+            at /mnt/kfdist (use with a `work_uri` under that path).
+        gpus_per_worker: Cluster only: `nvidia.com/gpu` per worker (0 for CPU).
+        cpu_per_worker: Cluster only: CPU per worker, e.g. `4` or `500m`.
+        memory_per_worker: Cluster only: memory per worker, e.g. `8Gi`.
+        node_selector: Cluster only: node labels the replicas require.
+        service_account: Cluster only: service account of the replica pods.
+        chief: Cluster only: run a separate Chief replica besides the workers.
+        timeout_seconds: Cluster only: the job is deleted and the step fails
+            after this many seconds.
+        run_id: The KFP run id (the pipeline passes it); names the job so a
+            retried step re-attaches to it.
+        task_name: The KFP task name (the pipeline passes it).
     """
     from kfdist.components.train_distributed import runtime
+    from kfdist.components.train_distributed.cluster_options import ClusterOptions
 
+    cluster = ClusterOptions(
+        image=image, namespace=namespace, work_uri=work_uri, pvc_name=pvc_name,
+        gpus_per_worker=gpus_per_worker, cpu_per_worker=cpu_per_worker,
+        memory_per_worker=memory_per_worker, node_selector=dict(node_selector or {}),
+        service_account=service_account, chief=chief, timeout_seconds=float(timeout_seconds),
+        run_id=run_id, task_name=task_name)
     report = runtime.train(
         dataset.path, model.path, backend=backend, strategy=strategy, workers=workers,
         model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
-        learning_rate=learning_rate, seed=seed)
+        learning_rate=learning_rate, seed=seed, cluster=cluster, dataset_uri=dataset.uri)
     metrics.log_metric("final_loss", report.final_loss)
     metrics.log_metric("final_accuracy", report.final_accuracy)
     metrics.log_metric("examples_per_second", report.examples_per_second)

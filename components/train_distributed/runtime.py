@@ -20,17 +20,14 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Callable, Dict, Optional
+from typing import Callable, Optional
 
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.common.errors import TrainingFailedError, require
 from kfdist.components.train_distributed import config, local_backend, models, tf_config
+from kfdist.components.train_distributed.cluster_options import ClusterOptions
 
 JOB_CONFIG_FILE = "job.json"
-
-#: `run_job(job, config_path, log)` of each backend.
-BackendRunner = Callable[[config.JobConfig, str, Callable[[str], None]], None]
-BACKEND_RUNNERS: Dict[str, BackendRunner] = {config.LOCAL_BACKEND: local_backend.run_job}
 
 
 def validate_training_args(*, backend: str = "local", strategy: str = "multi_worker_mirrored",
@@ -114,7 +111,8 @@ def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
           strategy: str = "multi_worker_mirrored", workers: int = 2, model_name: str = "mnist_mlp",
           epochs: int = 5, batch_size_per_replica: int = 64, learning_rate: float = 0.001,
           seed: int = 42, log: Callable[[str], None] = print,
-          debug_dir: Optional[str] = None) -> model_artifact.TrainingReport:
+          debug_dir: Optional[str] = None, cluster: Optional[ClusterOptions] = None,
+          dataset_uri: Optional[str] = None) -> model_artifact.TrainingReport:
     """Trains `model_name` on a kfdist dataset with `workers` replicas; writes the Model artifact.
 
     Args:
@@ -132,6 +130,9 @@ def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
       debug_dir: Debug aid: keep the job's files here (job config, replica
         reports, each replica's final weights as `weights-worker-i.npz`)
         instead of a temporary directory that is removed.
+      cluster: Settings of a cluster backend (`tfjob`); ignored by `local`.
+      dataset_uri: Where the dataset artifact is stored (its KFP URI); a
+        `gs://` dataset is read by cluster replicas in place.
 
     Returns:
       The `TrainingReport` also written to `model_dir/training_report.json`.
@@ -155,7 +156,13 @@ def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
         job.write(config_path)
         log(f"train_distributed: {model_name} on {dataset_dir} with {workers} worker(s), "
             f"backend={backend}, strategy={strategy}")
-        BACKEND_RUNNERS[backend](job, config_path, log)
+        if backend == config.LOCAL_BACKEND:
+            local_backend.run_job(job, config_path, log)
+        else:
+            from kfdist.components.train_distributed import cluster_backend
+
+            cluster_backend.run_job(job, cluster or ClusterOptions(), log,
+                                    dataset_uri=dataset_uri)
         report = assemble_report(job)
     finally:
         if debug_dir is None:

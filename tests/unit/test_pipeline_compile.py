@@ -34,12 +34,18 @@ def test_normalisation_only_hides_sdk_version():
 
 
 def test_compiled_mnist_wires_the_dag():
-    spec = yaml.safe_load(open(registry.compiled_path("mnist")))
+    with open(registry.compiled_path("mnist")) as f:
+        spec, platform = yaml.safe_load_all(f)
     tasks = spec["root"]["dag"]["tasks"]
     assert set(tasks) == {"shard-dataset", "train-distributed", "evaluate-model", "export-saved-model"}
     assert tasks["export-saved-model"]["dependentTasks"] == ["evaluate-model", "train-distributed"]
     params = spec["root"]["inputDefinitions"]["parameters"]
     assert params["workers"]["defaultValue"] == 2
     assert "defaultValue" not in params["source_uri"]
+    train_env = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][
+        "exec-train-distributed"]["fieldPathAsEnv"]
+    assert {e["name"] for e in train_env} == {"KFP_POD_NAME", "KFP_POD_UID", "KFP_NAMESPACE"}
+    train_inputs = tasks["train-distributed"]["inputs"]["parameters"]
+    assert "run_id" in train_inputs and "task_name" in train_inputs
     images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
     assert len(images) == 1 and not next(iter(images)).endswith(":latest")

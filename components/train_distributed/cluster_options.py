@@ -1,0 +1,53 @@
+"""What a user sets for a training step that runs on a Kubernetes cluster.
+
+These are the `train_distributed` component's cluster parameters, gathered
+and checked once. The launcher turns them, with the `JobConfig`, into the
+full job description that the renderers take.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Optional
+
+from kfdist import RUNTIME_IMAGE
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterOptions:
+    """Cluster settings of one training step.
+
+    Attributes:
+      image: Image of every replica (must carry kfdist); pinned tag, no `:latest`.
+      namespace: Namespace of the job; by default the step's own namespace.
+      work_uri: Shared location where the launcher and the replicas exchange the
+        job, the dataset and the model: a `gs://` prefix or a directory on a PVC
+        mounted at the same path in the step and in the replicas. By default,
+        beside a `gs://` dataset artifact.
+      pvc_name: PersistentVolumeClaim mounted into every replica at `pvc_mount_path`.
+      pvc_mount_path: Where the PVC is mounted.
+      gpus_per_worker: `nvidia.com/gpu` limit of each worker.
+      cpu_per_worker: CPU request and limit of each worker, e.g. `4` or `500m`.
+      memory_per_worker: Memory request and limit of each worker, e.g. `8Gi`.
+      node_selector: Node labels every replica requires.
+      service_account: Service account of the replica pods.
+      chief: Whether to run a separate Chief replica (otherwise worker 0 leads).
+      timeout_seconds: Deadline of the step; the job is deleted when it passes.
+      run_id: The KFP run id; with `task_name` it names the job deterministically.
+      task_name: The KFP task name.
+    """
+
+    image: str = RUNTIME_IMAGE
+    namespace: Optional[str] = None
+    work_uri: Optional[str] = None
+    pvc_name: Optional[str] = None
+    pvc_mount_path: str = "/mnt/kfdist"
+    gpus_per_worker: int = 0
+    cpu_per_worker: Optional[str] = None
+    memory_per_worker: Optional[str] = None
+    node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    service_account: Optional[str] = None
+    chief: bool = False
+    timeout_seconds: Optional[float] = None
+    run_id: Optional[str] = None
+    task_name: Optional[str] = None

@@ -1,0 +1,139 @@
+"""The checks of a `ClusterJobSpec`: everything the cluster would refuse or never run.
+
+`validate_cluster_job` runs before any API call (through
+`ClusterJobSpec.validate`) and raises `InvalidInputError` naming the first bad
+value and what would be valid: replica layout against strategy and backend,
+names against what the operators derive from them, image pinning, resources,
+storage, scheduling and run policy.
+"""
+
+from __future__ import annotations
+
+from kfdist.components.common.errors import require
+from kfdist.components.train_distributed import k8s_syntax as k8s
+from kfdist.components.train_distributed.job_parts import (
+    ReplicaOverride, Resources, check_env, check_labels, check_string_map, is_int)
+from kfdist.components.train_distributed.job_spec import (
+    MPI_IMPLEMENTATIONS, MPIJOB_BACKEND, REPLICA_TYPES, RESERVED_ENV, RESTART_POLICIES,
+    STRATEGIES_BY_CLUSTER_BACKEND, SUCCESS_POLICIES, TFJOB_BACKEND, ClusterJobSpec)
+
+
+def validate_cluster_job(spec: ClusterJobSpec) -> None:
+    """Checks every field of `spec` and their combinations.
+
+    Args:
+      spec: The job description.
+
+    Raises:
+      InvalidInputError: Naming the first bad value and what would be valid.
+    """
+    _check_shape(spec)
+    _check_names(spec)
+    _check_containers(spec)
+    _check_scheduling(spec)
+
+
+def _check_shape(spec: ClusterJobSpec) -> None:
+    require(spec.backend in STRATEGIES_BY_CLUSTER_BACKEND,
+            f"unknown cluster backend {spec.backend!r}; valid: {list(STRATEGIES_BY_CLUSTER_BACKEND)}")
+    valid = STRATEGIES_BY_CLUSTER_BACKEND[spec.backend]
+    require(spec.strategy in valid, f"strategy {spec.strategy!r} does not run on backend "
+            f"{spec.backend!r}; valid strategies: {list(valid)}")
+    require(is_int(spec.workers) and spec.workers >= 1,
+            f"workers must be an integer >= 1, got {spec.workers!r}")
+    require(is_int(spec.ps) and spec.ps >= 0, f"ps must be an integer >= 0, got {spec.ps!r}")
+    ps_strategy = spec.strategy == "parameter_server"
+    require(spec.ps == 0 or ps_strategy, f"ps={spec.ps} needs strategy 'parameter_server', "
+            f"not {spec.strategy!r}; set ps=0")
+    require(not ps_strategy or spec.ps > 0, "strategy 'parameter_server' needs ps >= 1, got ps=0")
+    require(not ps_strategy or spec.chief, "strategy 'parameter_server' needs chief=True "
+            "(the chief is the coordinator)")
+    require(spec.strategy != "mirrored" or (spec.workers == 1 and not spec.chief),
+            f"strategy 'mirrored' runs on one machine: workers must be 1 and chief False, "
+            f"got workers={spec.workers}, chief={spec.chief}")
+    if spec.backend == MPIJOB_BACKEND:
+        require(not spec.chief and not spec.evaluator, "strategy 'horovod' has no chief or "
+                f"evaluator replicas: got chief={spec.chief}, evaluator={spec.evaluator}")
+        slots = spec.slots_per_worker
+        require(slots is None or (is_int(slots) and slots >= 1),
+                f"slots_per_worker must be an integer >= 1, got {slots!r}")
+        impl = spec.mpi_implementation
+        require(impl is None or impl in MPI_IMPLEMENTATIONS,
+                f"unknown mpi_implementation {impl!r}; valid: {list(MPI_IMPLEMENTATIONS)}")
+        require(bool(spec.command), "an mpijob needs a command: the program every MPI rank runs")
+    else:
+        for field in ("slots_per_worker", "mpi_implementation", "ssh_auth_mount_path"):
+            require(getattr(spec, field) is None,
+                    f"{field}={getattr(spec, field)!r} applies to backend 'mpijob' only, not 'tfjob'")
+    require(spec.success_policy is None or (spec.backend == TFJOB_BACKEND
+                                            and spec.success_policy in SUCCESS_POLICIES),
+            f"success_policy {spec.success_policy!r} is not valid for backend {spec.backend!r}; "
+            f"valid: None (default) or, for tfjob, {list(SUCCESS_POLICIES)}")
+
+
+def _check_names(spec: ClusterJobSpec) -> None:
+    require(k8s.is_dns1035_label(spec.name), f"job name {spec.name!r} is not a DNS-1035 label: "
+            "at most 63 lower-case letters, digits or '-', starting with a letter, ending alphanumeric")
+    longest = spec.longest_pod_hostname()
+    require(len(longest) <= k8s.DNS_LABEL_MAX,
+            f"job name {spec.name!r} is too long: the operator would name a pod {longest!r} "
+            f"({len(longest)} characters, more than {k8s.DNS_LABEL_MAX}); shorten it by "
+            f"{len(longest) - k8s.DNS_LABEL_MAX}")
+    require(k8s.is_dns1123_label(spec.namespace), f"namespace {spec.namespace!r} is not a "
+            "DNS-1123 label: at most 63 lower-case letters, digits or '-', starting and ending alphanumeric")
+    for what, value in [("service_account", spec.service_account)] + [
+            ("image_pull_secrets entry", s) for s in spec.image_pull_secrets]:
+        require(value is None or k8s.is_dns1123_subdomain(value),
+                f"{what} {value!r} is not a valid name (DNS-1123 subdomain: lower-case letters, "
+                "digits, '-' and '.')")
+    check_labels("labels", spec.labels)
+    check_string_map("annotations", spec.annotations, values_are_labels=False)
+
+
+def _check_containers(spec: ClusterJobSpec) -> None:
+    error = k8s.image_error(spec.image)
+    require(error is None, f"image {spec.image!r} {error}")
+    for what, seq in (("command", spec.command), ("args", spec.args)):
+        require(isinstance(seq, tuple) and all(isinstance(s, str) for s in seq),
+                f"{what} must be a tuple of strings, got {seq!r}")
+    check_env(spec.env, RESERVED_ENV)
+    for what, uri in (("data_uri", spec.data_uri), ("model_uri", spec.model_uri)):
+        require(uri is None or (isinstance(uri, str) and (uri.startswith("gs://") and len(uri) > 5
+                                                         or uri.startswith("/"))),
+                f"{what} {uri!r} must be a gs:// URI or an absolute path on a mounted volume")
+    rtypes = REPLICA_TYPES[spec.backend]
+    present = spec.replica_counts()
+    for rtype, override in spec.overrides.items():
+        require(rtype in rtypes, f"override for unknown replica type {rtype!r}; valid for "
+                f"{spec.backend}: {list(rtypes)}")
+        require(rtype in present, f"override for {rtype!r}, but the job has no {rtype} replicas")
+        require(isinstance(override, ReplicaOverride) and (
+            override.resources is None or isinstance(override.resources, Resources)),
+                f"override for {rtype!r} must be a ReplicaOverride(resources=Resources(...)), "
+                f"got {override!r}")
+    policies = RESTART_POLICIES[spec.backend]
+    for rtype in present:
+        spec.resources_for(rtype).validate(f"{rtype} resources")
+        policy = spec.restart_policy_for(rtype)
+        require(policy in policies, f"restart policy {policy!r} of {rtype} is not valid for "
+                f"{spec.backend}; valid: {list(policies)}")
+    require(spec.resources_for("Launcher").gpus == 0 or spec.backend != MPIJOB_BACKEND,
+            "the MPI launcher gets no GPUs (the operator hides them); request GPUs on workers")
+    gpus = spec.resources_for("Worker").gpus
+    require(spec.backend != MPIJOB_BACKEND or gpus == 0 or spec.effective_slots_per_worker() <= gpus,
+            f"slots_per_worker={spec.slots_per_worker} exceeds the {gpus} GPUs per worker "
+            "(Horovod runs one process per GPU)")
+    paths = [v.mount_path for v in spec.volumes]
+    require(len(set(paths)) == len(paths), f"two volumes mount at the same path: {paths}")
+    for volume in spec.volumes:
+        volume.validate()
+    require(spec.ssh_auth_mount_path is None or (isinstance(spec.ssh_auth_mount_path, str)
+                                                 and spec.ssh_auth_mount_path.startswith("/")),
+            f"ssh_auth_mount_path {spec.ssh_auth_mount_path!r} must be an absolute path")
+
+
+def _check_scheduling(spec: ClusterJobSpec) -> None:
+    check_labels("node_selector", spec.node_selector)
+    for toleration in spec.tolerations:
+        toleration.validate()
+    spec.run_policy.validate(total_replicas=sum(spec.replica_counts().values()))
