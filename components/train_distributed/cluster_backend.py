@@ -1,0 +1,151 @@
+"""The `tfjob` backend: one training step = one TFJob on the cluster.
+
+Order of work, so that bad input never reaches the cluster and a terminated
+run leaves nothing behind:
+
+1. build the job description from the step's settings, validate and render
+   it (pure; any error names the bad value before a single API call);
+2. stage the job (config and, unless it is already on `gs://`, the dataset)
+   at the shared work location (see `shared_job`);
+3. create the TFJob, or re-attach to it when a retried step finds its own job,
+   stream the chief's log and wait (`launcher`); SIGTERM or the timeout
+   deletes the job;
+4. copy the chief's model and every replica's report back to the step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import posixpath
+import tempfile
+from typing import Callable, Optional
+
+from kfdist.components.common import storage
+from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.train_distributed import config
+from kfdist.components.train_distributed.cluster_options import ClusterOptions
+from kfdist.components.train_distributed.job_kinds import RenderedJob
+from kfdist.components.train_distributed.job_parts import PvcMount, Resources
+from kfdist.components.train_distributed.job_spec import ClusterJobSpec, job_name_for, run_labels
+from kfdist.components.train_distributed.render_tfjob import render_tfjob
+from kfdist.components.train_distributed.shared_job import SharedJobLayout, replica_command
+
+#: Used for the job name when the step runs outside a KFP run (e.g. from a notebook).
+DEFAULT_RUN_ID = "manual"
+DEFAULT_TASK_NAME = "train-distributed"
+
+
+def resolve_namespace(options: ClusterOptions) -> str:
+    """The job's namespace: the option, else the step pod's own namespace.
+
+    Raises:
+      InvalidInputError: If neither is known.
+    """
+    namespace = options.namespace or os.environ.get("KFP_NAMESPACE")
+    if not namespace:
+        sa_file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+        if os.path.isfile(sa_file):
+            with open(sa_file) as f:
+                namespace = f.read().strip()
+    if not namespace:
+        raise InvalidInputError("the job's namespace is unknown outside a cluster: pass namespace")
+    return namespace
+
+
+def resolve_work_uri(options: ClusterOptions, dataset_uri: Optional[str], job_name: str) -> str:
+    """Where the step and the replicas exchange files (see `shared_job`).
+
+    The option wins; otherwise, when the dataset artifact lives on `gs://`,
+    a folder beside it named after the job.
+
+    Raises:
+      InvalidInputError: If there is no shared location to use.
+    """
+    if options.work_uri:
+        if not storage.is_gcs(options.work_uri) and not options.pvc_name:
+            raise InvalidInputError(
+                f"work_uri {options.work_uri!r} is a path, which the replicas can only share "
+                "through a volume: pass pvc_name as well, or use a gs:// work_uri")
+        return options.work_uri
+    if dataset_uri and storage.is_gcs(dataset_uri):
+        return posixpath.join(posixpath.dirname(dataset_uri.rstrip("/")), job_name)
+    raise InvalidInputError(
+        f"no shared location for the replicas: the dataset is at {dataset_uri!r}, not on gs://; "
+        "pass work_uri (gs://BUCKET/PREFIX, or a path on the PVC named by pvc_name)")
+
+
+def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
+                   namespace: str, work_uri: str) -> ClusterJobSpec:
+    """The TFJob description of a training step (pure)."""
+    resources = Resources(cpu=options.cpu_per_worker, memory=options.memory_per_worker,
+                          cpu_limit=options.cpu_per_worker, memory_limit=options.memory_per_worker,
+                          gpus=options.gpus_per_worker)
+    volumes = ((PvcMount(claim_name=options.pvc_name, mount_path=options.pvc_mount_path),)
+               if options.pvc_name else ())
+    run_id = options.run_id or DEFAULT_RUN_ID
+    task_name = options.task_name or DEFAULT_TASK_NAME
+    return ClusterJobSpec(
+        name=name, namespace=namespace, backend=job.job.backend, strategy=job.training.strategy,
+        image=options.image, workers=job.job.workers, chief=options.chief,
+        command=tuple(replica_command(work_uri)), resources=resources,
+        node_selector=dict(options.node_selector), volumes=volumes,
+        service_account=options.service_account, labels=run_labels(run_id, task_name))
+
+
+def render_step_job(job: config.JobConfig, options: ClusterOptions,
+                    dataset_uri: Optional[str]) -> "tuple[RenderedJob, SharedJobLayout]":
+    """Validates and renders the step's job and its work location; no API call.
+
+    Raises:
+      InvalidInputError: Naming the first bad setting.
+    """
+    name = job_name_for(options.run_id or DEFAULT_RUN_ID, options.task_name or DEFAULT_TASK_NAME)
+    namespace = resolve_namespace(options)
+    layout = SharedJobLayout(resolve_work_uri(options, dataset_uri, name))
+    spec = build_job_spec(job, options, name=name, namespace=namespace, work_uri=layout.work_uri)
+    return render_tfjob(spec), layout
+
+
+def stage_job(job: config.JobConfig, layout: SharedJobLayout, dataset_uri: Optional[str]) -> None:
+    """Writes the job config, and the dataset unless the replicas can read it in place."""
+    if dataset_uri and storage.is_gcs(dataset_uri):
+        data_location = dataset_uri
+    else:
+        data_location = layout.dataset_uri
+        storage.copy_dir_to(job.dataset_dir, data_location)
+    template = dataclasses.replace(job, dataset_dir=data_location, model_dir="model",
+                                   work_dir="reports", dump_weights=False)
+    with tempfile.TemporaryDirectory(prefix="kfdist-stage-") as tmp:
+        path = os.path.join(tmp, "job.json")
+        template.write(path)
+        storage.upload_file(path, layout.job_file)
+
+
+def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str], None], *,
+            dataset_uri: Optional[str] = None, api=None) -> None:
+    """Runs `job` as a TFJob and leaves its outputs in `job.model_dir` and `job.work_dir`.
+
+    Args:
+      job: The validated job; its dirs are the step's local directories.
+      options: The step's cluster settings.
+      log: Receives progress and the chief's log lines.
+      dataset_uri: The dataset artifact's URI (read in place when on `gs://`).
+      api: A `kube_api.KubeApi`; by default from the in-cluster config or kubeconfig.
+
+    Raises:
+      InvalidInputError: A bad setting (before any API call or upload).
+      TrainingFailedError: The job failed or timed out (and was deleted).
+      KubeApiError: The operator is not installed, or RBAC denied a call.
+    """
+    rendered, layout = render_step_job(job, options, dataset_uri)
+    from kfdist.components.train_distributed import kube_api, launcher, step_signals
+
+    api = api or kube_api.KubeApi.from_environment()
+    log(f"tfjob backend: job {rendered.namespace}/{rendered.name}, work location {layout.work_uri}")
+    stage_job(job, layout, dataset_uri)
+    with step_signals.cancel_on_sigterm():
+        launcher.launch_and_wait(rendered, api, timeout_seconds=options.timeout_seconds,
+                                 log=log, owner=api.read_own_pod_reference())
+    storage.copy_dir_from(layout.model_uri, job.model_dir)
+    storage.copy_dir_from(layout.reports_uri, job.work_dir)

@@ -1,0 +1,133 @@
+"""Pod and event objects shaped like the ones the operators and the kubelet write."""
+
+from __future__ import annotations
+
+import copy
+import random
+import string
+from typing import Any, Dict, Iterator, List, Tuple
+
+from kfdist.components.train_distributed.job_kinds import (
+    JOB_NAME_LABEL, JOB_ROLE_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL)
+from kube_server.store import ObjectKey, now_rfc3339
+
+OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
+_WAITING_MESSAGES = {
+    "ImagePullBackOff": 'Back-off pulling image "{image}"',
+    "ErrImagePull": 'failed to pull and unpack image "{image}": not found',
+}
+UNSCHEDULABLE_MESSAGE = ("0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: "
+                         "0/3 nodes are available: 3 No preemption victims found for incoming pod.")
+
+
+def for_job(job_key: ObjectKey, job: Dict[str, Any]) -> Iterator[Tuple[ObjectKey, Dict[str, Any]]]:
+    """The pods an operator creates: TFJob Chief/PS/Worker/Evaluator, MPIJob Launcher/Worker."""
+    name, namespace = job_key[4], job_key[3]
+    spec = job["spec"]
+    mpi = job["kind"] == "MPIJob"
+    replica_specs = spec["mpiReplicaSpecs"] if mpi else spec["tfReplicaSpecs"]
+    owner = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": name,
+             "uid": job["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    for rtype, replica_spec in replica_specs.items():
+        for index in range(int(replica_spec.get("replicas", 1))):
+            labels = {JOB_NAME_LABEL: name}
+            if mpi:
+                labels.update({OPERATOR_NAME_LABEL: "mpi-operator", JOB_ROLE_LABEL: rtype.lower()})
+                if rtype == "Launcher":  # created through a batch Job: random suffix
+                    pod_name = f"{name}-launcher-" + "".join(random.choices(string.ascii_lowercase, k=5))
+                else:
+                    labels[REPLICA_INDEX_LABEL] = str(index)
+                    pod_name = f"{name}-worker-{index}"
+            else:
+                labels.update({OPERATOR_NAME_LABEL: "tfjob-controller", REPLICA_TYPE_LABEL: rtype.lower(),
+                               REPLICA_INDEX_LABEL: str(index)})
+                if rtype in ("Chief", "Master"):
+                    labels[JOB_ROLE_LABEL] = "master"
+                pod_name = f"{name}-{rtype.lower()}-{index}"
+            template = copy.deepcopy(replica_spec["template"])
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": pod_name, "namespace": namespace, "labels": labels,
+                                "ownerReferences": [owner],
+                                "annotations": {"kfdist.test/replica-type": rtype}},
+                   "spec": template["spec"],
+                   "status": {"phase": "Pending", "conditions": [],
+                              "containerStatuses": [_waiting(c, "ContainerCreating")
+                                                    for c in template["spec"]["containers"]]}}
+            yield ("", "v1", "pods", namespace, pod_name), pod
+
+
+def display(pod: Dict[str, Any]) -> str:
+    """`chief-0`, `worker-1`, `launcher`."""
+    labels = pod["metadata"]["labels"]
+    if labels.get(JOB_ROLE_LABEL) == "launcher":
+        return "launcher"
+    return f"{labels.get(REPLICA_TYPE_LABEL) or labels.get(JOB_ROLE_LABEL)}-{labels[REPLICA_INDEX_LABEL]}"
+
+
+def replica_type(pod: Dict[str, Any]) -> str:
+    """The replica type as the job spec spells it (`Worker`, `Launcher`)."""
+    return pod["metadata"]["annotations"]["kfdist.test/replica-type"]
+
+
+def _waiting(container: Dict[str, Any], reason: str) -> Dict[str, Any]:
+    waiting = {"reason": reason}
+    if reason in _WAITING_MESSAGES:
+        waiting["message"] = _WAITING_MESSAGES[reason].format(image=container.get("image", ""))
+    return {"name": container["name"], "image": container.get("image", ""), "ready": False,
+            "restartCount": 0, "state": {"waiting": waiting}}
+
+
+def start_running(pod: Dict[str, Any]) -> None:
+    """Scheduled on a node, containers running."""
+    now = now_rfc3339()
+    pod["spec"]["nodeName"] = "node-1"
+    pod["status"].update(
+        phase="Running", startTime=now,
+        conditions=[{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
+        containerStatuses=[{"name": c["name"], "image": c.get("image", ""), "ready": True,
+                            "restartCount": 0, "state": {"running": {"startedAt": now}}}
+                           for c in pod["spec"]["containers"]])
+
+
+def make_stuck(pod: Dict[str, Any], failure: str) -> None:
+    """Pending for good: Unschedulable, or the image cannot be pulled."""
+    if failure == "Unschedulable":
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                        "reason": "Unschedulable", "message": UNSCHEDULABLE_MESSAGE}]
+    else:
+        pod["spec"]["nodeName"] = "node-1"
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+        pod["status"]["containerStatuses"] = [_waiting(c, failure) for c in pod["spec"]["containers"]]
+
+
+def terminate(pod: Dict[str, Any], reason: str, exit_code: int) -> None:
+    """Every container exited with `exit_code`; phase follows."""
+    now = now_rfc3339()
+    pod["status"]["phase"] = "Succeeded" if exit_code == 0 else "Failed"
+    for status in pod["status"]["containerStatuses"]:
+        status.update(ready=False, state={"terminated": {"exitCode": exit_code, "reason": reason,
+                                                         "startedAt": now, "finishedAt": now}})
+
+
+def replica_statuses(pods: List[Dict[str, Any]]) -> Dict[str, Dict[str, int]]:
+    """`status.replicaStatuses` as the operator counts them."""
+    counts: Dict[str, Dict[str, int]] = {}
+    for pod in pods:
+        field = {"Running": "active", "Succeeded": "succeeded",
+                 "Failed": "failed"}.get(pod["status"]["phase"])
+        entry = counts.setdefault(replica_type(pod), {})
+        if field:
+            entry[field] = entry.get(field, 0) + 1
+    return counts
+
+
+def scheduling_event(pod_key: ObjectKey, pod: Dict[str, Any]) -> Tuple[ObjectKey, Dict[str, Any]]:
+    """The scheduler's FailedScheduling Warning for a pod."""
+    name = f"{pod['metadata']['name']}.{random.randrange(16**12):012x}"
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": pod_key[3]},
+             "involvedObject": {"kind": "Pod", "name": pod["metadata"]["name"], "namespace": pod_key[3],
+                                "uid": pod["metadata"]["uid"]},
+             "type": "Warning", "reason": "FailedScheduling", "message": UNSCHEDULABLE_MESSAGE,
+             "source": {"component": "default-scheduler"}, "count": 1,
+             "firstTimestamp": now_rfc3339(), "lastTimestamp": now_rfc3339()}
+    return ("", "v1", "events", pod_key[3], name), event

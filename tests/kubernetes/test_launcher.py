@@ -1,0 +1,371 @@
+"""The launcher against a stateful API server over real HTTP, driven by the real `kubernetes` client.
+
+Nothing in the client is patched: `kube_server` speaks the apiserver's protocol
+(watch streams, Status errors, 410 Gone, chunked logs) and a scripted operator
+moves pods and job conditions the way the Training and MPI operators do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import List
+
+import pytest
+
+from kfdist.components.common.errors import TrainingFailedError
+from kfdist.components.train_distributed.kube_api import KubeApi, OwnerRef
+from kfdist.components.train_distributed.kube_errors import (
+    CrdNotInstalledError, NotFoundError, PermissionDeniedError)
+from kfdist.components.train_distributed.launcher import (
+    SPEC_HASH_ANNOTATION, JobNameConflictError, JobTimeoutError, cancel_on_sigterm, launch_and_wait,
+    prepare_body)
+from kube_server import DEFAULT_USER, FakeOperator, KubeServer, Scenario, sample_mpijob, sample_tfjob
+
+TFJOBS = ("kubeflow.org", "v1", "tfjobs")
+PODS = ("", "v1", "pods")
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclasses.dataclass
+class Cluster:
+    server: KubeServer
+    operator: FakeOperator
+    api: KubeApi
+    lines: List[str]
+
+    def launch(self, job, timeout_seconds=20.0, owner=None):
+        return launch_and_wait(job, self.api, timeout_seconds=timeout_seconds, log=self.lines.append,
+                               owner=owner)
+
+    def jobs(self, resource=TFJOBS):
+        return self.server.store.items(resource, "kubeflow")
+
+    def pods(self):
+        return self.server.store.items(PODS, "kubeflow")
+
+
+@pytest.fixture
+def cluster():
+    server = KubeServer().start()
+    operator = FakeOperator(server.store)
+    yield Cluster(server, operator, KubeApi(server.api_client()), [])
+    operator.stop()
+    server.stop()
+
+
+def _index(lines, fragment):
+    return next(i for i, line in enumerate(lines) if fragment in line)
+
+
+def test_success_streams_chief_log_after_waiting_through_pending(cluster):
+    job = sample_tfjob()
+    cluster.operator.script(job.name, Scenario(pending_seconds=0.6))
+    outcome = cluster.launch(job)
+    assert outcome.reason == "TFJobSucceeded" and not outcome.adopted
+    chief = [line for line in cluster.lines if line.startswith("[chief-0] epoch")]
+    assert chief == ["[chief-0] epoch 1/2 loss=0.91", "[chief-0] epoch 2/2 loss=0.42"]
+    assert cluster.lines.count("[chief-0] saved model") == 1
+    order = [_index(cluster.lines, text) for text in ("is Pending", "is Running", "epoch 1/2")]
+    assert order == sorted(order)
+    requests = cluster.server.requests.all()
+    assert [r.verb for r in requests].count("create") == 1
+    print(f"\nAPI requests for one successful job: {len(requests)}: "
+          + ", ".join(f"{r.verb} {r.resource}" for r in requests))
+    assert len(requests) <= 10
+
+
+def test_mpijob_streams_launcher_log(cluster):
+    job = sample_mpijob()
+    outcome = cluster.launch(job)
+    assert outcome.kind == "MPIJob" and outcome.reason == "MPIJobSucceeded"
+    assert "[launcher] epoch 2/2 loss=0.42" in cluster.lines
+
+
+def test_failure_names_operator_message_and_oomkilled_exit_code(cluster):
+    job = sample_tfjob()
+    cluster.operator.script(job.name, Scenario(outcome="Failed", pod_failure="OOMKilled",
+                                               failing_replica="worker-0"))
+    with pytest.raises(TrainingFailedError) as raised:
+        cluster.launch(job)
+    message = str(raised.value)
+    assert "TFJob kubeflow/run-1-train has failed because 1 Worker replica(s) failed." in message
+    assert "worker-0: container tensorflow terminated: OOMKilled (exit code 137)" in message
+    assert "[worker-0] container tensorflow terminated: OOMKilled (exit code 137)" in cluster.lines
+    assert len(cluster.jobs()) == 1  # a failed job is kept for inspection
+
+
+def test_failure_names_image_pull_backoff(cluster):
+    job = sample_tfjob()
+    cluster.operator.script(job.name, Scenario(outcome="Failed", pod_failure="ImagePullBackOff",
+                                               pending_seconds=0.8))
+    with pytest.raises(TrainingFailedError) as raised:
+        cluster.launch(job)
+    message = str(raised.value)
+    assert "DeadlineExceeded" in message
+    assert 'chief-0: container tensorflow ImagePullBackOff: Back-off pulling image "ghcr.io' in message
+    assert any(line.startswith("[chief-0] container tensorflow ImagePullBackOff")
+               for line in cluster.lines)
+
+
+def test_timeout_deletes_job_and_reports_unschedulable(cluster):
+    job = sample_tfjob()
+    cluster.operator.script(job.name, Scenario(outcome="Hang", pod_failure="Unschedulable"))
+    started = time.monotonic()
+    with pytest.raises(JobTimeoutError) as raised:
+        cluster.launch(job, timeout_seconds=1.5)
+    assert time.monotonic() - started < 4
+    message = str(raised.value)
+    assert "did not finish within 1.5 s and was deleted" in message
+    assert "chief-0: Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu." in message
+    assert cluster.jobs() == [] and cluster.pods() == []
+
+
+def test_pending_pod_without_condition_is_explained_by_its_events(cluster):
+    job = sample_tfjob()
+    cluster.operator.script(job.name, Scenario(outcome="Hang", pending_seconds=60))
+    pod_name = f"{job.name}-worker-0"
+
+    def add_event():
+        time.sleep(0.3)
+        pod = cluster.server.store.get(PODS + ("kubeflow", pod_name))
+        event = {"metadata": {"name": f"{pod_name}.1"}, "type": "Warning", "reason": "FailedMount",
+                 "message": 'MountVolume.SetUp failed for volume "data": pvc "train-data" not found',
+                 "involvedObject": {"kind": "Pod", "name": pod_name, "uid": pod["metadata"]["uid"]}}
+        cluster.server.store.create(("", "v1", "events", "kubeflow", f"{pod_name}.1"), event)
+    threading.Thread(target=add_event).start()
+    with pytest.raises(JobTimeoutError) as raised:
+        cluster.launch(job, timeout_seconds=1.0)
+    assert 'worker-0: FailedMount: MountVolume.SetUp failed for volume "data"' in str(raised.value)
+
+
+def test_retry_after_launcher_was_killed_reattaches_to_the_same_job(cluster):
+    job = sample_tfjob()
+    cluster.operator.script(job.name, Scenario(pending_seconds=0.2, run_seconds=3.0))
+    first = _start_launcher_process(cluster.server, job.name, "--owner-uid", "pod-uid-attempt-1")
+    _wait_for_line(first, "[chief-0] epoch 1/2")
+    first.kill()  # SIGKILL: no cleanup, as when a node dies
+    first.wait(5)
+    created_uid = cluster.jobs()[0]["metadata"]["uid"]
+    outcome = cluster.launch(job, owner=OwnerRef("kubeflow", "step-pod-2", "pod-uid-attempt-2"))
+    assert outcome.adopted and outcome.uid == created_uid and outcome.reason == "TFJobSucceeded"
+    assert any("Re-attaching to TFJob kubeflow/run-1-train" in line for line in cluster.lines)
+    assert len(cluster.jobs()) == 1
+    creates = cluster.server.requests.matching(verb="create", resource="tfjobs")
+    assert len(creates) == 2  # the second answered 409 AlreadyExists
+    owners = [r["uid"] for r in cluster.jobs()[0]["metadata"]["ownerReferences"]]
+    assert owners == ["pod-uid-attempt-1", "pod-uid-attempt-2"]
+
+
+def test_own_job_that_failed_in_an_earlier_attempt_is_replaced(cluster):
+    job = sample_tfjob()
+    cluster.operator.script(job.name, Scenario(outcome="Failed", pending_seconds=0, run_seconds=0))
+    first = cluster.server.store.create(TFJOBS + ("kubeflow", job.name), prepare_body(job, None))
+    _wait_until(lambda: job.name in cluster.operator.terminal_at)
+    cluster.operator.script(job.name, Scenario(pending_seconds=0.1, run_seconds=0.2))
+    outcome = cluster.launch(job)
+    assert not outcome.adopted and outcome.uid != first["metadata"]["uid"]
+    assert any("from an earlier attempt failed: deleting it and starting again" in line
+               for line in cluster.lines)
+    assert [r.verb for r in cluster.server.requests.matching(resource="tfjobs")][:4] == [
+        "create", "get", "delete", "get"]
+
+
+def test_existing_job_not_created_by_this_step_is_left_alone(cluster):
+    job = sample_tfjob()
+    foreign = dict(job.body, metadata={"name": job.name, "namespace": job.namespace})
+    before = cluster.server.store.create(TFJOBS + ("kubeflow", job.name), foreign)
+    with pytest.raises(JobNameConflictError) as raised:
+        cluster.launch(job)
+    message = str(raised.value)
+    assert "already exists and was not created by this step" in message
+    assert f"no {SPEC_HASH_ANNOTATION} annotation" in message
+    assert "kubectl delete tfjobs.kubeflow.org run-1-train -n kubeflow" in message
+    [after] = cluster.jobs()  # the operator may run it; the launcher never wrote to it
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert "annotations" not in after["metadata"]
+    assert [r.verb for r in cluster.server.requests.all()] == ["create", "get"]
+
+
+def test_sigterm_mid_run_deletes_the_job_and_exits(cluster):
+    job = sample_tfjob()
+    cluster.operator.script(job.name, Scenario(outcome="Hang", pending_seconds=0.1, run_seconds=0.2))
+    process = _start_launcher_process(cluster.server, job.name)
+    _wait_for_line(process, "[chief-0] saved model")
+    sent = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=10)
+    assert process.returncode == 128 + signal.SIGTERM, output
+    print(f"\nSIGTERM to exit: {time.monotonic() - sent:.2f} s")
+    assert "Deleted TFJob kubeflow/run-1-train" in output
+    assert cluster.jobs() == [] and cluster.pods() == []
+    assert len(cluster.server.requests.matching(verb="delete", resource="tfjobs")) == 1
+
+
+def test_cancel_on_sigterm_restores_the_previous_handler():
+    def previous(signum, frame):
+        pass
+    original = signal.signal(signal.SIGTERM, previous)
+    try:
+        with cancel_on_sigterm(exit_code=None):
+            assert signal.getsignal(signal.SIGTERM) is not previous
+        assert signal.getsignal(signal.SIGTERM) is previous
+    finally:
+        signal.signal(signal.SIGTERM, original)
+
+
+def test_watch_gone_relists_and_still_completes(cluster):
+    job = sample_tfjob()
+
+    def compact_history():  # a dropped connection, then the history is compacted past the job
+        cluster.server.faults.drop_watches()
+        time.sleep(0.3)
+        cluster.server.store.create(("", "v1", "events", "kubeflow", "unrelated"), {"metadata": {}})
+        cluster.server.store.compact()
+    cluster.operator.script(job.name, Scenario(on_running=compact_history, run_seconds=0.6))
+    outcome = cluster.launch(job)
+    assert outcome.reason == "TFJobSucceeded"
+    assert "Watch expired (410 Gone): re-reading the job and watching afresh" in cluster.lines
+    assert len(cluster.server.requests.matching(verb="get", resource="tfjobs")) == 1
+    watches = cluster.server.requests.matching(verb="watch", resource="tfjobs")
+    assert len(watches) == 3  # the dropped one, the one ended by 410, the fresh one
+    assert "resourceVersion" not in watches[-1].query
+    assert [line for line in cluster.lines if "saved model" in line] == ["[chief-0] saved model"]
+
+
+def test_server_errors_are_retried_with_backoff(cluster):
+    job = sample_tfjob()
+
+    def burst():
+        cluster.server.faults.fail_next(3, 500, path_contains="/tfjobs")
+        cluster.server.faults.drop_watches()
+    cluster.operator.script(job.name, Scenario(on_running=burst, run_seconds=0.8))
+    cluster.server.faults.fail_next(3, 503, method="POST")
+    outcome = cluster.launch(job)
+    assert outcome.reason == "TFJobSucceeded"
+    assert len(cluster.jobs()) == 1
+    assert sum("Kubernetes API unavailable" in line for line in cluster.lines) >= 6
+
+
+def test_log_stream_dropped_midway_resumes_without_duplicates(cluster):
+    job = sample_tfjob()
+    cluster.server.faults.drop_next_log_stream_after(1)
+    cluster.launch(job)
+    chief = [line for line in cluster.lines if line.startswith("[chief-0] ") and "pod " not in line]
+    assert chief == ["[chief-0] epoch 1/2 loss=0.91", "[chief-0] epoch 2/2 loss=0.42",
+                     "[chief-0] saved model"]
+    assert len(cluster.server.requests.matching(resource="pods/log")) == 2
+
+
+@pytest.mark.parametrize("job, operator_name", [(sample_tfjob(), "Kubeflow Training Operator"),
+                                                (sample_mpijob(), "MPI Operator")])
+def test_missing_crd_says_which_operator_to_install(cluster, job, operator_name):
+    cluster.server.faults.uninstall(job.kind.plural)
+    with pytest.raises(CrdNotInstalledError) as raised:
+        cluster.launch(job)
+    message = str(raised.value)
+    crd = f"{job.kind.crd_name}, {job.kind.api_version}"
+    assert f"the {job.kind.kind} CRD ({crd}) is not installed" in message
+    assert f"install the {operator_name}: {job.kind.install_hint}" in message
+    assert cluster.server.requests.matching(verb="delete") == []
+
+
+def test_rbac_denial_names_verb_resource_and_role(cluster):
+    cluster.server.faults.forbid("create", "tfjobs")
+    with pytest.raises(PermissionDeniedError) as raised:
+        cluster.launch(sample_tfjob())
+    message = str(raised.value)
+    assert (f"RBAC denied create tfjobs.kubeflow.org in namespace kubeflow for {DEFAULT_USER}: "
+            f"apply manifests/base/rbac.yaml (Role kfdist-pipeline-runner)") in message
+
+
+def test_missing_job_is_not_mistaken_for_a_missing_crd(cluster):
+    job = sample_tfjob()
+    with pytest.raises(NotFoundError) as raised:
+        cluster.api.get_job(job.kind, job.namespace, "no-such-job")
+    assert not isinstance(raised.value, CrdNotInstalledError)
+    assert 'tfjobs.kubeflow.org "no-such-job" not found' in str(raised.value)
+
+
+def test_log_permission_denied_stops_only_the_log_stream(cluster):
+    cluster.server.faults.forbid("get", "pods/log")
+    outcome = cluster.launch(sample_tfjob())
+    assert outcome.reason == "TFJobSucceeded"
+    [stopped] = [line for line in cluster.lines if line.startswith("[logs] stopped following")]
+    assert "RBAC denied get pods/log in namespace kubeflow" in stopped
+
+
+def test_reacts_to_terminal_condition_within_a_second(cluster):
+    reactions = []
+    for i, outcome in enumerate(["Succeeded", "Failed", "Succeeded"]):
+        job = sample_tfjob(f"react-{i}")
+        cluster.operator.script(job.name, Scenario(outcome=outcome, pod_failure="Error",
+                                                   pending_seconds=0.1, run_seconds=0.2))
+        try:
+            cluster.launch(job)
+        except TrainingFailedError:
+            pass
+        reactions.append(time.monotonic() - cluster.operator.terminal_at[job.name])
+    print("\nreaction times (condition stored -> launcher returned/raised): "
+          + ", ".join(f"{r * 1000:.0f} ms" for r in reactions))
+    assert max(reactions) < 1.5
+
+
+def test_owner_reference_points_at_the_step_pod(cluster):
+    job = sample_tfjob()
+    cluster.launch(job, owner=OwnerRef("kubeflow", "pipeline-step-abc", "uid-123"))
+    created = cluster.server.requests.matching(verb="create")
+    assert len(created) == 1
+    references = cluster.jobs()[0]["metadata"]["ownerReferences"]
+    assert references == [{"apiVersion": "v1", "kind": "Pod", "name": "pipeline-step-abc",
+                           "uid": "uid-123", "controller": False, "blockOwnerDeletion": False}]
+
+
+def test_owner_in_another_namespace_is_not_referenced():
+    body = prepare_body(sample_tfjob(), OwnerRef("other-ns", "step", "uid-1"))
+    assert "ownerReferences" not in body["metadata"]
+
+
+def test_own_pod_reference_from_kfp_env_and_from_hostname(cluster, monkeypatch):
+    monkeypatch.setenv("KFP_POD_NAMESPACE", "kubeflow")
+    monkeypatch.setenv("KFP_POD_NAME", "step-pod")
+    monkeypatch.setenv("KFP_POD_UID", "uid-from-env")
+    assert cluster.api.read_own_pod_reference() == OwnerRef("kubeflow", "step-pod", "uid-from-env")
+    monkeypatch.delenv("KFP_POD_NAME")
+    monkeypatch.delenv("KFP_POD_UID")
+    monkeypatch.setenv("HOSTNAME", "step-pod-2")
+    pod = cluster.server.store.create(PODS + ("kubeflow", "step-pod-2"), {"metadata": {}, "spec": {}})
+    assert cluster.api.read_own_pod_reference().uid == pod["metadata"]["uid"]
+
+
+def _wait_until(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+
+
+def _start_launcher_process(server, job_name, *args):
+    env = dict(os.environ, PYTHONPATH=TESTS_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    command = [sys.executable, "-u", "-m", "kube_server.launch_cli", server.url, job_name, *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
+
+
+def _wait_for_line(process, fragment, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if fragment in line:
+            return
+    process.kill()
+    raise AssertionError(f"launcher never printed {fragment!r}; it printed:\n{''.join(seen)}")
