@@ -4,7 +4,7 @@ The same compiled pipeline runs on a laptop through kfp.local (`kfdist run
 mnist`) and on a Kubeflow Pipelines cluster; only the training backend differs.
 """
 
-from typing import Dict, NamedTuple, Optional
+from typing import Dict, NamedTuple
 
 from kfp import dsl, kubernetes
 
@@ -40,14 +40,14 @@ def mnist_pipeline(
     serving_model_name: str = "mnist",
     seed: int = 42,
     image: str = RUNTIME_IMAGE,
-    namespace: Optional[str] = None,
-    work_uri: Optional[str] = None,
-    pvc_name: Optional[str] = None,
+    namespace: str = "",
+    work_uri: str = "",
+    pvc_name: str = "",
     gpus_per_worker: int = 0,
-    cpu_per_worker: Optional[str] = None,
-    memory_per_worker: Optional[str] = None,
-    node_selector: Optional[Dict[str, str]] = None,
-    service_account: Optional[str] = None,
+    cpu_per_worker: str = "",
+    memory_per_worker: str = "",
+    node_selector: Dict[str, str] = {},
+    service_account: str = "",
     timeout_seconds: int = 86400,
 ) -> NamedTuple("MnistOutputs", [("accuracy", float), ("blessed", bool),
                                  ("export", dsl.Artifact), ("training_metrics", dsl.Metrics)]):
@@ -81,6 +81,9 @@ def mnist_pipeline(
         node_selector: Cluster backends: node labels the replicas require.
         service_account: Cluster backends: service account of the replica pods.
         timeout_seconds: Cluster backends: deadline of the training job.
+
+    Empty strings mean "not set" (kfp 2.13's local runner cannot pass None
+    pipeline parameters).
     """
     from collections import namedtuple
 

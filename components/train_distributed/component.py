@@ -20,7 +20,7 @@ def train_distributed(
     batch_size_per_replica: int = 64,
     learning_rate: float = 0.001,
     seed: int = 42,
-    image: str = RUNTIME_IMAGE,
+    image: str = "",
     namespace: Optional[str] = None,
     work_uri: Optional[str] = None,
     pvc_name: Optional[str] = None,
@@ -59,7 +59,8 @@ def train_distributed(
             is this times the number of replicas.
         learning_rate: Adam learning rate.
         seed: Seed of weight initialisation and input shuffling.
-        image: Cluster only: image of the replicas (kfdist installed; a pinned tag).
+        image: Cluster only: image of the replicas (kfdist installed; a pinned
+            tag); empty: the kfdist runtime image of this release.
         namespace: Cluster only: namespace of the job (default: this step's).
         work_uri: Cluster only: `gs://` prefix or shared-volume directory where
             this step and the replicas exchange job, dataset and model (default:
@@ -78,15 +79,19 @@ def train_distributed(
             retried step re-attaches to it.
         task_name: The KFP task name (the pipeline passes it).
     """
+    from kfdist import RUNTIME_IMAGE
     from kfdist.components.train_distributed import runtime
     from kfdist.components.train_distributed.cluster_options import ClusterOptions
 
+    # Empty strings arrive for unset pipeline parameters: the local runner
+    # cannot pass None, so both mean "not set".
     cluster = ClusterOptions(
-        image=image, namespace=namespace, work_uri=work_uri, pvc_name=pvc_name,
-        gpus_per_worker=gpus_per_worker, cpu_per_worker=cpu_per_worker,
-        memory_per_worker=memory_per_worker, node_selector=dict(node_selector or {}),
-        service_account=service_account, chief=chief, timeout_seconds=float(timeout_seconds),
-        run_id=run_id, task_name=task_name)
+        image=image or RUNTIME_IMAGE, namespace=namespace or None, work_uri=work_uri or None,
+        pvc_name=pvc_name or None, gpus_per_worker=gpus_per_worker,
+        cpu_per_worker=cpu_per_worker or None, memory_per_worker=memory_per_worker or None,
+        node_selector=dict(node_selector or {}), service_account=service_account or None,
+        chief=chief, timeout_seconds=float(timeout_seconds), run_id=run_id or None,
+        task_name=task_name or None)
     report = runtime.train(
         dataset.path, model.path, backend=backend, strategy=strategy, workers=workers,
         model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
