@@ -27,6 +27,14 @@ from kfdist.components.train_distributed.job_kinds import RenderedJob
 DEFAULT_WORK_ROOT = "/mnt/kfdist/jobs"
 
 
+def _success_policy(args):
+    from kfdist.components.train_distributed.cluster_backend import STEP_SUCCESS_POLICY
+
+    if args.success_policy is not None or args.backend != "tfjob" or args.chief:
+        return args.success_policy
+    return STEP_SUCCESS_POLICY
+
+
 def _default_command(args) -> tuple:
     from kfdist.components.train_distributed.shared_job import replica_command
 
@@ -77,7 +85,9 @@ def add_render_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--service-account", default=None)
     p.add_argument("--image-pull-secret", action="append", default=[])
     p.add_argument("--restart-policy", default="Never", help="Never, OnFailure, ExitCode, Always")
-    p.add_argument("--success-policy", default=None, help="AllWorkers (tfjob)")
+    p.add_argument("--success-policy", default=None,
+                   help="AllWorkers (tfjob); default, as the training step does: AllWorkers for a "
+                        "TFJob without a chief, else the operator's default")
     p.add_argument("--active-deadline-seconds", type=int, default=None)
     p.add_argument("--ttl-seconds-after-finished", type=int, default=None)
     p.add_argument("--backoff-limit", type=int, default=None)
@@ -129,7 +139,7 @@ def spec_from_args(args: argparse.Namespace) -> ClusterJobSpec:
                              ttl_seconds_after_finished=args.ttl_seconds_after_finished,
                              active_deadline_seconds=args.active_deadline_seconds,
                              backoff_limit=args.backoff_limit),
-        success_policy=args.success_policy, node_selector=_pairs("--node-selector", args.node_selector),
+        success_policy=_success_policy(args), node_selector=_pairs("--node-selector", args.node_selector),
         volumes=tuple(_pvc(v) for v in args.pvc), data_uri=args.data_uri, model_uri=args.model_uri,
         service_account=args.service_account, image_pull_secrets=tuple(args.image_pull_secret),
         labels=labels, istio_sidecar=args.istio_sidecar)

@@ -9,7 +9,8 @@ run leaves nothing behind:
    at the shared work location (see `shared_job`);
 3. create the TFJob, or re-attach to it when a retried step finds its own job,
    stream the chief's log and wait (`launcher`); SIGTERM or the timeout
-   deletes the job;
+   deletes the job; a failed job's error quotes the last log lines of the
+   replicas that failed (the step streams only the chief's);
 4. copy the chief's model and every replica's report back to the step.
 """
 
@@ -22,7 +23,7 @@ import tempfile
 from typing import Callable, Optional
 
 from kfdist.components.common import storage
-from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
 from kfdist.components.train_distributed import config
 from kfdist.components.train_distributed.cluster_options import ClusterOptions
 from kfdist.components.train_distributed.job_kinds import RenderedJob
@@ -34,6 +35,14 @@ from kfdist.components.train_distributed.shared_job import SharedJobLayout, repl
 #: Used for the job name when the step runs outside a KFP run (e.g. from a notebook).
 DEFAULT_RUN_ID = "manual"
 DEFAULT_TASK_NAME = "train-distributed"
+#: The step's jobs have workers only (worker 0 leads) and every replica uploads its report
+#: after training, which the step reads: with the operator's default policy the job would be
+#: Succeeded (and, cleanPodPolicy Running, the other workers' pods deleted) as soon as
+#: worker 0 exits, racing those uploads. `AllWorkers` waits for every worker.
+STEP_SUCCESS_POLICY = "AllWorkers"
+#: Lines of each failed replica's log quoted in the step's error (at most this many replicas).
+FAILED_LOG_TAIL_LINES = 20
+FAILED_LOG_MAX_REPLICAS = 3
 
 
 def resolve_namespace(options: ClusterOptions) -> str:
@@ -87,10 +96,11 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
     task_name = options.task_name or DEFAULT_TASK_NAME
     return ClusterJobSpec(
         name=name, namespace=namespace, backend=job.job.backend, strategy=job.training.strategy,
-        image=options.image, workers=job.job.workers, chief=options.chief,
+        image=options.image, workers=job.job.workers,
         command=tuple(replica_command(work_uri)), resources=resources,
         node_selector=dict(options.node_selector), volumes=volumes,
-        service_account=options.service_account, labels=run_labels(run_id, task_name))
+        service_account=options.service_account, labels=run_labels(run_id, task_name),
+        success_policy=STEP_SUCCESS_POLICY)
 
 
 def render_step_job(job: config.JobConfig, options: ClusterOptions,
@@ -143,9 +153,60 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
 
     api = api or kube_api.KubeApi.from_environment()
     log(f"tfjob backend: job {rendered.namespace}/{rendered.name}, work location {layout.work_uri}")
-    stage_job(job, layout, dataset_uri)
+    if storage.exists(layout.job_file):
+        # A retried step: the work location is unique to this run and task, so what the
+        # first attempt staged is this very job; rewriting it could disturb replicas
+        # that are reading it right now.
+        log(f"tfjob backend: {layout.job_file} is already staged (retried step); reusing it")
+    else:
+        stage_job(job, layout, dataset_uri)
     with step_signals.cancel_on_sigterm():
-        launcher.launch_and_wait(rendered, api, timeout_seconds=options.timeout_seconds,
-                                 log=log, owner=api.read_own_pod_reference())
+        try:
+            launcher.launch_and_wait(rendered, api, timeout_seconds=options.timeout_seconds,
+                                     log=log, owner=api.read_own_pod_reference())
+        except launcher.JobTimeoutError:
+            raise  # the job and its pods are deleted: no logs left to quote
+        except TrainingFailedError as error:
+            tails = failed_replica_logs(api, rendered)
+            if not tails:
+                raise
+            raise TrainingFailedError(f"{error}\n{tails}") from error
     storage.copy_dir_from(layout.model_uri, job.model_dir)
     storage.copy_dir_from(layout.reports_uri, job.work_dir)
+
+
+def failed_replica_logs(api, rendered: RenderedJob, lines: int = FAILED_LOG_TAIL_LINES) -> str:
+    """The last lines of the replicas whose container exited non-zero (best effort).
+
+    A failed job's pods are kept (cleanPodPolicy Running deletes only running
+    ones), so the log of the replica that failed, which the step did not stream
+    unless it was the chief, can still be read.
+
+    Returns:
+      `Last lines of worker-1:` blocks, or "" when there is nothing to quote.
+    """
+    from kfdist.components.train_distributed import job_status as js
+    from kfdist.components.train_distributed.job_kinds import JOB_NAME_LABEL
+    from kfdist.components.train_distributed.kube_errors import KubeApiError
+
+    try:
+        pods, _ = api.list_pods(rendered.namespace, f"{JOB_NAME_LABEL}={rendered.name}")
+    except KubeApiError:
+        return ""
+    blocks = []
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        container = js.main_container(pod)
+        state = js.container_status(pod, container).get("state") or {}
+        if not state.get("terminated") or state["terminated"].get("exitCode", 0) == 0:
+            continue
+        try:
+            tail = list(api.stream_pod_log(rendered.namespace, pod["metadata"]["name"], container,
+                                           follow=False))[-lines:]
+        except KubeApiError:
+            continue
+        who = js.pod_display_name(pod)
+        blocks.append(f"Last lines of {who}:\n" + ("\n".join(f"  {line}" for line in tail)
+                                                   or "  (no output)"))
+        if len(blocks) == FAILED_LOG_MAX_REPLICAS:
+            break
+    return "\n".join(blocks)

@@ -31,7 +31,6 @@ class ClusterOptions:
       memory_per_worker: Memory request and limit of each worker, e.g. `8Gi`.
       node_selector: Node labels every replica requires.
       service_account: Service account of the replica pods.
-      chief: Whether to run a separate Chief replica (otherwise worker 0 leads).
       timeout_seconds: Deadline of the step; the job is deleted when it passes.
       run_id: The KFP run id; with `task_name` it names the job deterministically.
       task_name: The KFP task name.
@@ -47,7 +46,6 @@ class ClusterOptions:
     memory_per_worker: Optional[str] = None
     node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     service_account: Optional[str] = None
-    chief: bool = False
     timeout_seconds: Optional[float] = None
     run_id: Optional[str] = None
     task_name: Optional[str] = None

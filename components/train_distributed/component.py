@@ -29,7 +29,6 @@ def train_distributed(
     memory_per_worker: Optional[str] = None,
     node_selector: Optional[Dict[str, str]] = None,
     service_account: Optional[str] = None,
-    chief: bool = False,
     timeout_seconds: int = 86400,
     run_id: Optional[str] = None,
     task_name: Optional[str] = None,
@@ -72,7 +71,6 @@ def train_distributed(
         memory_per_worker: Cluster only: memory per worker, e.g. `8Gi`.
         node_selector: Cluster only: node labels the replicas require.
         service_account: Cluster only: service account of the replica pods.
-        chief: Cluster only: run a separate Chief replica besides the workers.
         timeout_seconds: Cluster only: the job is deleted and the step fails
             after this many seconds.
         run_id: The KFP run id (the pipeline passes it); names the job so a
@@ -90,7 +88,7 @@ def train_distributed(
         pvc_name=pvc_name or None, gpus_per_worker=gpus_per_worker,
         cpu_per_worker=cpu_per_worker or None, memory_per_worker=memory_per_worker or None,
         node_selector=dict(node_selector or {}), service_account=service_account or None,
-        chief=chief, timeout_seconds=float(timeout_seconds), run_id=run_id or None,
+        timeout_seconds=float(timeout_seconds), run_id=run_id or None,
         task_name=task_name or None)
     report = runtime.train(
         dataset.path, model.path, backend=backend, strategy=strategy, workers=workers,

@@ -203,7 +203,7 @@ class _Launch:
 
     def _failure_message(self, final: Dict[str, Any], condition: js.JobCondition,
                          problems: List[str]) -> str:
-        parts = [f"{self.what} failed: {condition.describe()}"]
+        parts = [f"{self.what} failed: {condition.describe().rstrip('.')}"]
         if js.replica_summary(final):
             parts.append(f"replicas: {js.replica_summary(final)}")
         if problems:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 DEFAULT_USER = "system:serviceaccount:kubeflow:pipeline-runner"
 
@@ -21,6 +21,7 @@ class RecordedRequest:
       verb: Kubernetes verb: get, list, watch, create, delete, patch, update.
       resource: The resource as RBAC names it, e.g. `tfjobs` or `pods/log`.
       at: `time.monotonic()` when it arrived.
+      body: The parsed JSON body (None without one), e.g. the object a POST created.
     """
 
     method: str
@@ -29,6 +30,7 @@ class RecordedRequest:
     verb: str
     resource: str
     at: float
+    body: Any = None
 
 
 @dataclasses.dataclass
@@ -103,11 +105,12 @@ class RequestLog:
         self._lock = threading.Lock()
         self._requests: List[RecordedRequest] = []
 
-    def add(self, method: str, path: str, query: Dict[str, str], verb: str, resource: str) -> None:
+    def add(self, method: str, path: str, query: Dict[str, str], verb: str, resource: str,
+            body: Any = None) -> None:
         """Records a request."""
         with self._lock:
             self._requests.append(RecordedRequest(method, path, query, verb, resource,
-                                                  time.monotonic()))
+                                                  time.monotonic(), body))
 
     def all(self) -> List[RecordedRequest]:
         """A snapshot of the requests so far."""

@@ -11,6 +11,7 @@ denials) come from `faults.Faults`; every request is recorded.
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import threading
@@ -119,7 +120,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(length) or b"null") if length else None
         route = routes.parse(url.path)
         verb = routes.verb(method, route, query)
-        self.kube.requests.add(method, url.path, query, verb, route.rbac_resource if route else "")
+        self.kube.requests.add(method, url.path, query, verb, route.rbac_resource if route else "",
+                               copy.deepcopy(body))
         failure = self.kube.faults.take_failure(method, url.path)
         if failure is not None:
             reason = _FAILURE_REASONS.get(failure, "InternalError")

@@ -1,0 +1,434 @@
+"""The `tfjob` backend end to end: the training step, a Kubernetes API, an operator, real replicas.
+
+`runtime.train(..., backend="tfjob")` runs as in a KFP step: it reaches the API
+through a kubeconfig (`KUBECONFIG`, nothing patched) that points at the test
+API server (`kube_server`), whose `ProcessOperator` plays the Training Operator
+and the kubelet: it turns the TFJob into pods and runs each replica's container
+command (`shared_job`) as a local process with the operator's TF_CONFIG. The
+step and the replicas meet at a `gs://` work location on the GCS emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from typing import List
+
+import kubernetes
+import pytest
+
+import crd_schema
+from gcs_emulator import gcs_emulator  # noqa: F401  (fixture)
+from kfdist.components.common import model_artifact
+from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
+from kfdist.components.train_distributed import job_status, runtime
+from kfdist.components.train_distributed.cluster_options import ClusterOptions
+from kfdist.components.train_distributed.job_kinds import TFJOB_V1
+from kfdist.components.train_distributed.job_spec import job_name_for
+from kfdist.components.train_distributed.shared_job import replica_command
+from kube_server import KubeServer
+from kube_server.process_operator import ProcessOperator
+
+pytestmark = pytest.mark.slow
+
+NAMESPACE = "kubeflow-test"
+BUCKET = "kfdist-e2e"
+TFJOBS = ("kubeflow.org", "v1", "tfjobs")
+PODS = ("", "v1", "pods")
+STEP_TIMEOUT_S = 150.0  # a hang fails the test (and deletes the job) instead of blocking the run
+
+USER_MODELS = textwrap.dedent('''
+    import json, os
+    import tensorflow as tf
+
+    def fail_on_worker_1(input_shape, num_classes):
+        task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+        if task.get("index") == 1:
+            raise RuntimeError("boom in user model on worker 1")
+        return tf.keras.Sequential([
+            tf.keras.layers.Flatten(input_shape=input_shape),
+            tf.keras.layers.Dense(num_classes, activation="softmax")])
+''')
+
+# The step as its own process (SIGKILLed by the retry test); arguments come as JSON.
+STEP_SCRIPT = textwrap.dedent('''
+    import json, sys
+    from kfdist.components.train_distributed import job_status, runtime
+    from kfdist.components.train_distributed.cluster_options import ClusterOptions
+
+    args = json.loads(sys.argv[1])
+    cluster = ClusterOptions(**args.pop("cluster"))
+    runtime.train(args.pop("dataset_dir"), args.pop("model_dir"), cluster=cluster,
+                  log=lambda line: print(line, flush=True), **args)
+''')
+
+
+class Log:
+    """Collects the step's log lines (and when each came)."""
+
+    def __init__(self):
+        self.lines: List[str] = []
+        self.times: List[float] = []
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)
+        self.times.append(time.monotonic())
+
+    def first_time(self, prefix: str) -> float:
+        return next(t for t, line in zip(self.times, self.lines) if line.startswith(prefix))
+
+    def starting(self, prefix: str) -> List[str]:
+        return [line for line in self.lines if line.startswith(prefix)]
+
+
+class Cluster:
+    """The API server, its process operator, and the kubeconfig the step reads."""
+
+    def __init__(self, server: KubeServer, operator: ProcessOperator, kubeconfig: str):
+        self.server, self.operator, self.kubeconfig = server, operator, kubeconfig
+
+    def jobs(self):
+        return self.server.store.items(TFJOBS, NAMESPACE)
+
+    def job_posts(self):
+        return [r for r in self.server.requests.matching(verb="create", resource="tfjobs")]
+
+    def wait_no_processes(self, seconds: float = 15.0) -> List[int]:
+        deadline = time.monotonic() + seconds
+        while self.operator.running_pids() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return self.operator.running_pids()
+
+
+def _write_kubeconfig(path: str, server_url: str) -> str:
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "kube-server",
+              "clusters": [{"name": "kube-server", "cluster": {"server": server_url}}],
+              "users": [{"name": "pipeline-runner", "user": {}}],
+              "contexts": [{"name": "kube-server", "context": {
+                  "cluster": "kube-server", "user": "pipeline-runner", "namespace": NAMESPACE}}]}
+    with open(path, "w") as f:
+        json.dump(config, f)  # JSON is YAML
+    return path
+
+
+@pytest.fixture
+def cluster(gcs_emulator, tmp_path, monkeypatch):  # noqa: F811  (fixture)
+    """A fake API server with the process operator; `KUBECONFIG` points the step at it."""
+    for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KFP_POD_NAMESPACE",
+                 "KFP_POD_NAME", "KFP_POD_UID", "KFP_NAMESPACE", "TF_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    server = KubeServer().start()
+    operator = ProcessOperator(server.store)
+    # The kubernetes client reads KUBECONFIG when it is imported (long before this test), so
+    # this process finds the file as ~/.kube/config; the step run as a subprocess (and any
+    # real step) finds it through KUBECONFIG.
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    kubeconfig = _write_kubeconfig(str(home / ".kube" / "config"), server.url)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    default = kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+    if os.path.expanduser(default) != kubeconfig:  # never let a test reach a real cluster
+        operator.stop()
+        server.stop()
+        pytest.skip(f"KUBECONFIG={default} was set when kubernetes was imported")
+    try:
+        yield Cluster(server, operator, kubeconfig)
+    finally:
+        operator.stop()
+        server.stop()
+        # load_kube_config() set the client's process-wide default configuration.
+        kubernetes.client.Configuration.set_default(None)
+    assert operator.running_pids() == []
+    assert not [pid for pid in operator.pids() if _is_running(pid)]
+
+
+@pytest.fixture
+def dataset_uri(gcs_emulator, digits_dataset):  # noqa: F811  (fixture)
+    """The digits dataset as a KFP artifact on gs:// (where the shard step would have put it)."""
+    from google.api_core.exceptions import Conflict
+
+    try:
+        gcs_emulator.create_bucket(BUCKET)
+    except Conflict:
+        pass
+    uri = f"gs://{BUCKET}/pipeline-root/run/shard/dataset"
+    if not gcs_emulator.list(uri + "/"):
+        gcs_emulator.upload_dir(digits_dataset, uri)
+    return uri
+
+
+def _options(run_id: str = "run-123", **overrides) -> ClusterOptions:
+    return ClusterOptions(namespace=NAMESPACE, run_id=run_id, task_name="train-distributed",
+                          timeout_seconds=STEP_TIMEOUT_S, **overrides)
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_two_replicas_train_as_a_tfjob(cluster, dataset_uri, digits_dataset, tmp_path):
+    model_dir = str(tmp_path / "model")
+    log = Log()
+    started = time.monotonic()
+    report = runtime.train(digits_dataset, model_dir, backend="tfjob", workers=2, epochs=2,
+                           batch_size_per_replica=32, cluster=_options(), dataset_uri=dataset_uri,
+                           log=log)
+    print(f"\ntfjob step with 2 replicas: {time.monotonic() - started:.1f} s")
+
+    # The Model artifact, assembled from what the replicas uploaded.
+    assert os.path.isfile(os.path.join(model_dir, model_artifact.SAVED_MODEL_DIR, "saved_model.pb"))
+    with open(os.path.join(model_dir, model_artifact.TRAINING_REPORT_FILE)) as f:
+        written = json.load(f)
+    assert written["backend"] == "tfjob" and written["workers"] == 2 and written["epochs"] == 2
+    assert [r["task"] for r in written["replicas"]] == ["worker:0", "worker:1"]
+    assert {r["num_replicas_in_sync"] for r in written["replicas"]} == {2}
+    assert len({r["weights_sha256"] for r in written["replicas"]}) == 1
+    assert report.replicas[0].weights_sha256 == written["replicas"][0]["weights_sha256"]
+    assert {r["pid"] for r in written["replicas"]} == set(cluster.operator.pids())
+
+    # The step streamed the chief's (worker 0's) own output, live from its pod log.
+    assert log.starting("[worker-0] epoch 1/2: "), log.lines
+    assert log.starting("[worker-0] replica worker:0 pid=")
+    assert not log.starting("[worker-1]")  # only the chief's log is streamed
+    assert any("succeeded: TFJob kubeflow-test/" in line for line in log.lines)
+
+    # Exactly one TFJob, valid against the operator's CRD, running the shared_job program.
+    name = job_name_for("run-123", "train-distributed")
+    [post] = cluster.job_posts()
+    body = post.body
+    assert crd_schema.load_crd(crd_schema.crd_path_for(TFJOB_V1)).validate(body) == []
+    assert body["metadata"]["name"] == name and body["metadata"]["namespace"] == NAMESPACE
+    assert body["spec"]["successPolicy"] == "AllWorkers"
+    [worker] = body["spec"]["tfReplicaSpecs"].values()
+    assert worker["replicas"] == 2
+    [container] = worker["template"]["spec"]["containers"]
+    assert container["name"] == "tensorflow"
+    work_uri = f"gs://{BUCKET}/pipeline-root/run/shard/{name}"
+    assert container["command"] == list(replica_command(work_uri))
+    assert [j["metadata"]["name"] for j in cluster.jobs()] == [name]
+    [job] = cluster.jobs()
+    assert job["status"]["conditions"][-1]["type"] == "Succeeded"
+    assert cluster.wait_no_processes() == []
+
+
+def test_failing_replica_fails_the_step_with_its_last_lines(cluster, dataset_uri, digits_dataset,
+                                                            tmp_path, monkeypatch):
+    user_models = tmp_path / "user_models"
+    user_models.mkdir()
+    (user_models / "kfdist_e2e_user_models.py").write_text(USER_MODELS)
+    monkeypatch.syspath_prepend(str(user_models))  # the step imports it to validate the name
+    cluster.operator.env["PYTHONPATH"] = str(user_models)  # the image would carry it
+    log = Log()
+    with pytest.raises(TrainingFailedError) as raised:
+        runtime.train(digits_dataset, str(tmp_path / "model"), backend="tfjob", workers=2,
+                      epochs=1, model_name="kfdist_e2e_user_models:fail_on_worker_1",
+                      cluster=_options(run_id="run-fail"), dataset_uri=dataset_uri, log=log)
+    message = str(raised.value)
+    name = job_name_for("run-fail", "train-distributed")
+    assert (f"TFJob {NAMESPACE}/{name} failed: Failed (TFJobFailed): TFJob {NAMESPACE}/{name} "
+            f"has failed because 1 Worker replica(s) failed.") in message
+    assert "worker-1: container tensorflow terminated: Error (exit code 1)" in message
+    assert "Last lines of worker-1:" in message
+    assert "replica failed: RuntimeError: boom in user model on worker 1" in message
+    assert cluster.wait_no_processes() == []
+    assert len(cluster.jobs()) == 1  # a failed job is kept for inspection
+    pods = {p["metadata"]["name"]: p for p in cluster.server.store.items(PODS, NAMESPACE)}
+    assert list(pods) == [f"{name}-worker-1"]  # cleanPodPolicy Running: the running one went
+    assert pods[f"{name}-worker-1"]["status"]["phase"] == "Failed"
+
+
+def test_retried_step_reattaches_to_the_running_job(cluster, dataset_uri, digits_dataset,
+                                                    tmp_path):
+    args = {"dataset_dir": digits_dataset, "backend": "tfjob", "workers": 2, "epochs": 12,
+            "batch_size_per_replica": 32, "dataset_uri": dataset_uri,
+            "cluster": {"namespace": NAMESPACE, "run_id": "run-retry",
+                        "task_name": "train-distributed", "timeout_seconds": STEP_TIMEOUT_S}}
+    first_args = dict(args, model_dir=str(tmp_path / "model-1"))
+    env = dict(os.environ, TMPDIR=str(tmp_path))  # the killed step leaves its work dir here
+    first = subprocess.Popen([sys.executable, "-u", "-c", STEP_SCRIPT, json.dumps(first_args)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines: "queue.Queue[str]" = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in first.stdout], daemon=True).start()
+    seen = []
+    try:
+        deadline = time.monotonic() + 90
+        while not any(line.startswith("[worker-0] epoch 1/") for line in seen):
+            assert time.monotonic() < deadline and first.poll() is None, "".join(seen[-40:])
+            try:
+                seen.append(lines.get(timeout=0.5))
+            except queue.Empty:
+                pass
+    finally:
+        first.send_signal(signal.SIGKILL)  # no SIGTERM handler runs: the job stays
+        first.wait()
+    [created] = cluster.jobs()
+    name = created["metadata"]["name"]
+    assert job_status.terminal_condition(created) is None, "the job ended before the retry"
+
+    log = Log()
+    cluster_options = ClusterOptions(**args["cluster"])
+    rest = {k: v for k, v in args.items() if k not in ("cluster", "dataset_dir")}
+    report = runtime.train(digits_dataset, str(tmp_path / "model-2"), cluster=cluster_options,
+                           log=log, **rest)
+    reattached = log.first_time(f"Re-attaching to TFJob {NAMESPACE}/{name} ")
+    assert reattached < cluster.operator.terminal_at[name]  # while the replicas were training
+    assert len(cluster.job_posts()) == 2  # the retry's create answered 409 AlreadyExists
+    [job] = cluster.jobs()
+    assert job["metadata"]["uid"] == created["metadata"]["uid"]
+    assert len(cluster.operator.pids()) == 2  # one job's replicas, started once
+    assert report.epochs == 12 and len({r.weights_sha256 for r in report.replicas}) == 1
+    assert os.path.isfile(os.path.join(str(tmp_path / "model-2"), model_artifact.SAVED_MODEL_DIR,
+                                       "saved_model.pb"))
+    assert cluster.wait_no_processes() == []
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"gpus_per_worker": -1}, "gpus must be an integer from 0"),
+    ({"image": "ghcr.io/kfdist/kfdist-runtime"}, "image 'ghcr.io/kfdist/kfdist-runtime'"),
+])
+def test_bad_cluster_setting_fails_before_any_api_call(  # noqa: F811  (gcs_emulator fixture)
+        cluster, dataset_uri, digits_dataset, tmp_path, overrides, message, gcs_emulator):
+    name = job_name_for("run-bad", "train-distributed")
+    with pytest.raises(InvalidInputError, match=message):
+        runtime.train(digits_dataset, str(tmp_path / "model"), backend="tfjob", workers=2,
+                      epochs=1, cluster=_options(run_id="run-bad", **overrides),
+                      dataset_uri=dataset_uri, log=Log())
+    assert cluster.server.requests.all() == []
+    assert gcs_emulator.list(f"gs://{BUCKET}/pipeline-root/run/shard/{name}/") == []
+    assert cluster.operator.pids() == []
+
+
+# The process operator itself, with tiny replica programs instead of training ------------------
+
+def _tfjob(name: str, replicas: dict, code: str, **spec) -> dict:
+    container = {"name": "tensorflow", "image": "ghcr.io/kfdist/kfdist-runtime:0.1.0",
+                 "command": ["python", "-c", code], "env": [{"name": "FROM_SPEC", "value": "yes"}]}
+    return {"apiVersion": TFJOB_V1.api_version, "kind": "TFJob",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"runPolicy": {"cleanPodPolicy": "Running"}, **spec, "tfReplicaSpecs": {
+                rtype: {"replicas": n, "restartPolicy": "Never",
+                        "template": {"spec": {"containers": [container]}}}
+                for rtype, n in replicas.items()}}}
+
+
+def _submit(cluster: Cluster, body: dict) -> tuple:
+    key = TFJOBS + (NAMESPACE, body["metadata"]["name"])
+    cluster.server.store.create(key, body)
+    return key
+
+
+def _wait_for(predicate, seconds: float = 20.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {seconds} s")
+
+
+def _terminal(cluster: Cluster, key) -> str:
+    def condition():
+        found = job_status.terminal_condition(cluster.server.store.get(key))
+        return found and found.type
+    return _wait_for(condition)
+
+
+def _pod_log(cluster: Cluster, pod_name: str) -> List[str]:
+    pod = cluster.server.store.get(PODS + (NAMESPACE, pod_name))
+    return cluster.server.store.read_log(pod["metadata"]["uid"], 0, 0)[0]
+
+
+PRINT_ENV = "import os; print(os.environ.get('TF_CONFIG', 'none')); print(os.environ['FROM_SPEC'])"
+#: Prints, then lingers so every replica has printed before the chief ends the job.
+PRINT_ENV_AND_LINGER = PRINT_ENV + "; import time; time.sleep(2)"
+
+
+def test_operator_injects_tf_config_in_the_operators_layout(cluster):
+    # cleanPodPolicy None keeps every pod (and its log) after the chief ends the job; with
+    # Running, a replica still running then is deleted, as the real operator does.
+    key = _submit(cluster, _tfjob("layout", {"Chief": 1, "Worker": 2, "Evaluator": 1},
+                                  PRINT_ENV_AND_LINGER, runPolicy={"cleanPodPolicy": "None"}))
+    assert _terminal(cluster, key) == "Succeeded"
+    configs = {}
+    for pod in ("layout-chief-0", "layout-worker-0", "layout-worker-1", "layout-evaluator-0"):
+        tf_config_line, from_spec = _pod_log(cluster, pod)
+        configs[pod] = json.loads(tf_config_line)
+        assert from_spec == "yes"
+    cluster_spec = configs["layout-chief-0"]["cluster"]
+    assert sorted(cluster_spec) == ["chief", "worker"]  # the evaluator is not in the cluster
+    addresses = cluster_spec["chief"] + cluster_spec["worker"]
+    assert len(addresses) == 3 == len(set(addresses))
+    assert all(a.startswith("localhost:") for a in addresses)
+    assert {pod: (c["task"]["type"], c["task"]["index"]) for pod, c in configs.items()} == {
+        "layout-chief-0": ("chief", 0), "layout-worker-0": ("worker", 0),
+        "layout-worker-1": ("worker", 1), "layout-evaluator-0": ("evaluator", 0)}
+    assert all(c["cluster"] == cluster_spec for c in configs.values())
+    pod = cluster.server.store.get(PODS + (NAMESPACE, "layout-worker-1"))
+    assert pod["status"]["phase"] == "Succeeded"
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+
+
+def test_operator_gives_a_single_replica_no_tf_config(cluster):
+    key = _submit(cluster, _tfjob("single", {"Worker": 1}, PRINT_ENV))
+    assert _terminal(cluster, key) == "Succeeded"
+    assert _pod_log(cluster, "single-worker-0") == ["none", "yes"]
+
+
+
+def _sleeper(worker_0_seconds: float, others_seconds: float) -> str:
+    """A replica program that prints `started`, then sleeps by its TF_CONFIG task index."""
+    return ("import json, os, time; task = json.loads(os.environ['TF_CONFIG'])['task']; "
+            "print('started', flush=True); "
+            f"time.sleep({worker_0_seconds} if task['index'] == 0 else {others_seconds})")
+
+
+@pytest.mark.parametrize("success_policy, pods_left", [
+    (None, ["policy-worker-0"]),  # worker 0 decides; running worker 1 is killed, its pod deleted
+    ("AllWorkers", ["policy-worker-0", "policy-worker-1"]),  # the job waits for worker 1
+])
+def test_operator_success_policy_and_clean_pod_policy(cluster, success_policy, pods_left):
+    spec = {"successPolicy": success_policy} if success_policy else {}
+    body = _tfjob("policy", {"Worker": 2}, _sleeper(0, 2), **spec)
+    key = _submit(cluster, body)
+    assert _terminal(cluster, key) == "Succeeded"
+    assert [p["metadata"]["name"] for p in cluster.server.store.items(PODS, NAMESPACE)] == pods_left
+    assert cluster.wait_no_processes() == []
+
+
+def test_operator_kills_the_replicas_of_a_deleted_job(cluster):
+    key = _submit(cluster, _tfjob("doomed", {"Worker": 2}, _sleeper(60, 60)))
+    _wait_for(lambda: _pod_log(cluster, "doomed-worker-1") == ["started"])
+    pids = cluster.operator.running_pids()
+    assert len(pids) == 2
+    cluster.server.store.delete(key)
+    assert cluster.wait_no_processes(10) == []
+    assert not [pid for pid in pids if _is_running(pid)]
+    assert cluster.server.store.items(PODS, NAMESPACE) == []
+
+
+def test_operator_fails_the_job_when_a_replica_fails(cluster):
+    code = ("import json, os, sys; "
+            "sys.exit(3 if json.loads(os.environ['TF_CONFIG'])['task']['index'] else 0)")
+    key = _submit(cluster, _tfjob("broken", {"Worker": 2}, code))
+    assert _terminal(cluster, key) == "Failed"
+    [condition] = [c for c in cluster.server.store.get(key)["status"]["conditions"]
+                   if c["type"] == "Failed"]
+    assert condition["reason"] == "TFJobFailed"
+    assert condition["message"] == (f"TFJob {NAMESPACE}/broken has failed because 1 Worker "
+                                    "replica(s) failed.")
+    pod = cluster.server.store.get(PODS + (NAMESPACE, "broken-worker-1"))
+    assert pod["status"]["phase"] == "Failed"
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
