@@ -149,22 +149,8 @@ class _Script:
 
     def condition(self, ctype: str, reason: str, message: str) -> None:
         def add(job: dict) -> None:
-            status = job.setdefault("status", {})
-            kept = []
-            for c in status.get("conditions") or []:
-                if c["type"] == ctype:
-                    continue
-                if ctype in (SUCCEEDED, FAILED) and c["type"] == "Running":
-                    c = dict(c, status="False")
-                kept.append(c)
-            now = now_rfc3339()
-            kept.append({"type": ctype, "status": "True", "reason": reason, "message": message,
-                         "lastUpdateTime": now, "lastTransitionTime": now})
-            status["conditions"] = kept
-            status["replicaStatuses"] = pod_objects.replica_statuses(
-                [self.store.get(k) for k in self.pods if _exists(self.store, k)])
-            if ctype in (SUCCEEDED, FAILED):
-                status["completionTime"] = now
+            pod_objects.set_job_condition(job, ctype, reason, message, pod_objects.replica_statuses(
+                [self.store.get(k) for k in self.pods if _exists(self.store, k)]), now_rfc3339())
         self.store.update(self.key, add)
 
     def finish(self, ctype: str, reason: str, message: str) -> None:

@@ -131,3 +131,27 @@ def scheduling_event(pod_key: ObjectKey, pod: Dict[str, Any]) -> Tuple[ObjectKey
              "source": {"component": "default-scheduler"}, "count": 1,
              "firstTimestamp": now_rfc3339(), "lastTimestamp": now_rfc3339()}
     return ("", "v1", "events", pod_key[3], name), event
+
+
+def set_job_condition(job: Dict[str, Any], ctype: str, reason: str, message: str,
+                      replica_statuses_now: Dict[str, Dict[str, int]], now: str) -> None:
+    """Sets condition `ctype` on `job` as the operators do, in place.
+
+    A terminal condition (Succeeded/Failed) turns Running to False and sets
+    completionTime; the replica statuses are refreshed.
+    """
+    status = job.setdefault("status", {})
+    kept = []
+    for c in status.get("conditions") or []:
+        if c["type"] == ctype:
+            continue
+        if ctype in ("Succeeded", "Failed") and c["type"] == "Running":
+            c = dict(c, status="False")
+        kept.append(c)
+    kept.append({"type": ctype, "status": "True", "reason": reason, "message": message,
+                 "lastUpdateTime": now, "lastTransitionTime": now})
+    status["conditions"] = kept
+    status["replicaStatuses"] = replica_statuses_now
+    status.setdefault("startTime", now)
+    if ctype in ("Succeeded", "Failed"):
+        status["completionTime"] = now

@@ -309,22 +309,8 @@ class _JobRun:
 
     def _condition(self, ctype: str, reason: str, message: str) -> None:
         def add(job: dict) -> None:
-            status = job.setdefault("status", {})
-            kept = []
-            for c in status.get("conditions") or []:
-                if c["type"] == ctype:
-                    continue
-                if ctype in ("Succeeded", "Failed") and c["type"] == "Running":
-                    c = dict(c, status="False")
-                kept.append(c)
-            now = now_rfc3339()
-            kept.append({"type": ctype, "status": "True", "reason": reason, "message": message,
-                         "lastUpdateTime": now, "lastTransitionTime": now})
-            status["conditions"] = kept
-            status["replicaStatuses"] = self._replica_statuses()
-            status.setdefault("startTime", now)
-            if ctype in ("Succeeded", "Failed"):
-                status["completionTime"] = now
+            pod_objects.set_job_condition(job, ctype, reason, message, self._replica_statuses(),
+                                          now_rfc3339())
         self._update_job(add)
 
     def _update_replica_statuses(self) -> None:
