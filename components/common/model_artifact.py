@@ -34,12 +34,15 @@ class ReplicaReport:
       pid: Operating-system process id.
       num_replicas_in_sync: Replicas the strategy synchronised.
       weights_sha256: SHA-256 over the final weights (float32 bytes, model order).
+      variable_devices: Device of each model variable as the replica placed
+        it (e.g. `/job:ps/replica:0/task:1/device:CPU:0` under `parameter_server`).
     """
 
     task: str
     pid: int
     num_replicas_in_sync: int
     weights_sha256: str
+    variable_devices: List[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +59,14 @@ class TrainingReport:
       final_accuracy: Training accuracy of the last epoch.
       examples_per_second: Training throughput over all workers.
       wall_seconds: Wall time of `fit`.
-      replicas: One report per replica process.
+      replicas: One report per training replica process.
+      input_bound_fraction: Share of the leader's step time spent waiting for
+        the next input batch (None where it cannot be measured: `parameter_server`
+        steps run asynchronously on the workers).
+      initial_epoch: Epochs restored from a backup before training went on
+        (0 when the run started from scratch).
+      restarts: Replica restarts the backend made (failed replicas restarted
+        per the restart policy).
     """
 
     backend: str
@@ -69,6 +79,9 @@ class TrainingReport:
     examples_per_second: float
     wall_seconds: float
     replicas: List[ReplicaReport]
+    input_bound_fraction: Optional[float] = None
+    initial_epoch: int = 0
+    restarts: int = 0
 
     def to_json(self) -> str:
         """Serialises to JSON."""

@@ -7,10 +7,17 @@ and switches tf.data auto-sharding off:
   input pipelines (workers): pipeline `i` of `n` reads files `i, i+n, ...`;
 * by record otherwise: every pipeline reads all files and keeps every n-th record.
 
+`sharding="file"` or `"record"` forces one mode; forcing `file` with fewer
+files than pipelines is an error (some workers would get no data).
+
 Then: interleave the TFRecord files in parallel, cache the serialized records
 when they fit in memory, shuffle (seeded), repeat, batch to the per-replica
 batch, parse the whole batch at once, apply the recorded preprocessing,
 prefetch. The stream is infinite; `steps_per_epoch` bounds an epoch.
+
+With an `InputWaitMeter`, each batch carries the moment it was ready across
+`prefetch`, so the replica can measure how long each step waited for its
+input (see `input_wait`).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import tensorflow as tf
 from kfdist.components.common import tf_features
 from kfdist.components.common.dataset_spec import DatasetMetadata
 from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.train_distributed import config
 
 BY_FILE = "file"
 BY_RECORD = "record"
@@ -62,18 +70,28 @@ class ShardPlan:
 
 
 def plan_shards(meta: DatasetMetadata, dataset_dir: str, split: str,
-                num_pipelines: int, pipeline_id: int) -> ShardPlan:
+                num_pipelines: int, pipeline_id: int, sharding: str = "auto") -> ShardPlan:
     """Decides how pipeline `pipeline_id` of `num_pipelines` shards `split`.
 
+    Args:
+      meta: The dataset's metadata.
+      dataset_dir: Dataset directory.
+      split: Split to read.
+      num_pipelines: Input pipelines of the job.
+      pipeline_id: This pipeline's index.
+      sharding: `auto`, `file` or `record` (see the module docstring).
+
     Raises:
-      InvalidInputError: If the split is unknown or has no shards.
+      InvalidInputError: If the split has no shards, or `file` sharding is
+        forced with fewer files than pipelines.
     """
     paths = meta.shard_paths(dataset_dir, split)
     infos = meta.splits[split].shards
     if not paths:
         raise InvalidInputError(f"split {split!r} of dataset {dataset_dir!r} has no shards")
+    config.check_sharding(sharding, len(paths), num_pipelines, split)
     expansion = GZIP_EXPANSION if meta.compression else 1
-    if len(paths) >= num_pipelines:
+    if sharding == BY_FILE or (sharding != BY_RECORD and len(paths) >= num_pipelines):
         mine = list(range(pipeline_id, len(paths), num_pipelines))
         size = sum(infos[i].num_bytes for i in mine) * expansion
         return ShardPlan(BY_FILE, [paths[i] for i in mine], num_pipelines, pipeline_id, size)
@@ -110,9 +128,9 @@ def _records(plan: ShardPlan, compression: str) -> tf.data.Dataset:
 
 
 def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_replica: int,
-                  seed: int, split: str = "train",
-                  log: Optional[Callable[[str], None]] = None
-                  ) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+                  seed: int, split: str = "train", sharding: str = "auto",
+                  log: Optional[Callable[[str], None]] = None, wait_meter=None,
+                  per_worker_order: bool = False) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
     """Returns the `dataset_fn` for `strategy.distribute_datasets_from_function`.
 
     Args:
@@ -121,7 +139,11 @@ def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_rep
       batch_size_per_replica: Examples per replica per step.
       seed: Shuffle seed.
       split: Split to read.
+      sharding: `auto`, `file` or `record` (see `plan_shards`).
       log: Receives one line describing the sharding.
+      wait_meter: An `input_wait.InputWaitMeter` measuring how long steps wait.
+      per_worker_order: Shuffle with a seed drawn on each worker at run time
+        (`parameter_server`, whose workers each read the whole split).
 
     Returns:
       A function of an `InputContext` giving an infinite dataset of
@@ -137,18 +159,27 @@ def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_rep
 
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
         plan = plan_shards(meta, dataset_dir, split, input_context.num_input_pipelines,
-                           input_context.input_pipeline_id)
+                           input_context.input_pipeline_id, sharding)
         cached = plan.estimated_bytes <= CACHE_LIMIT_BYTES
         if log is not None:
             log(plan.describe() + ("; cached in memory" if cached else "; not cached"))
         records = _records(plan, compression)
         if cached:
             records = records.cache()
-        dataset = (records.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+        shuffle_seed = seed
+        if per_worker_order:
+            # One graph runs on every parameter_server worker: a seed drawn when it runs
+            # gives each worker its own order (a fixed one would give them the same batches).
+            shuffle_seed = tf.cast(tf.timestamp() * 1e6, tf.int64) % (2 ** 31)
+        dataset = (records.shuffle(SHUFFLE_BUFFER, seed=shuffle_seed, reshuffle_each_iteration=True)
                    .repeat()
                    .batch(batch_size_per_replica, drop_remainder=True)
-                   .map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
-                   .prefetch(tf.data.AUTOTUNE))
+                   .map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE))
+        if wait_meter is None:
+            dataset = dataset.prefetch(tf.data.AUTOTUNE)
+        else:  # each batch carries the time it was ready into the step's side of `prefetch`
+            dataset = (dataset.map(wait_meter.stamp_ready).prefetch(tf.data.AUTOTUNE)
+                       .map(wait_meter.record_ready))
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
         return dataset.with_options(options)

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import fcntl
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Callable, Deque, Dict, List, Optional, Sequence
@@ -30,6 +33,11 @@ from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed import config, tf_config
 
 REPLICA_MODULE = "kfdist.components.train_distributed.replica"
+LAUNCHER = "launcher"
+#: `mpirun --tag-output` prefix of a rank's line: `[<job>,<rank>]<stdout>:`.
+MPI_TAG = re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?")
+#: A tag `mpirun` leaves at the end of a line when a rank's output arrives split.
+MPI_TAG_AT_END = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:$")
 TAIL_LINES = 30
 POLL_SECONDS = 0.1
 TERMINATE_GRACE_SECONDS = 5.0
@@ -49,6 +57,48 @@ def free_ports(count: int) -> List[int]:
             s.close()
 
 
+def port_lock_dir() -> str:
+    """Machine-wide directory of the port locks local jobs hold while they run."""
+    return os.path.join(tempfile.gettempdir(), "kfdist-ports")
+
+
+class PortReservation:
+    """Localhost ports for one job's replicas, held until `release()`.
+
+    The replicas' TensorFlow servers must bind the ports themselves (they
+    refuse shared ports), so a port cannot stay bound for them; instead each
+    port is locked (`flock` on `<port_lock_dir>/<port>.lock`) for as long as
+    the job runs, and every local job skips ports another job has locked. Two
+    jobs started at once on one machine therefore never share a port.
+    """
+
+    def __init__(self, count: int, candidates: Optional[Callable[[int], List[int]]] = None):
+        self._files = []
+        self.ports: List[int] = []
+        pick = candidates or free_ports
+        os.makedirs(port_lock_dir(), exist_ok=True)
+        while len(self.ports) < count:
+            for port in pick(count - len(self.ports)):
+                if port not in self.ports and self._lock(port):
+                    self.ports.append(port)
+
+    def _lock(self, port: int) -> bool:
+        f = open(os.path.join(port_lock_dir(), f"{port}.lock"), "a")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            return False
+        self._files.append(f)
+        return True
+
+    def release(self) -> None:
+        """Unlocks the ports."""
+        for f in self._files:
+            f.close()
+        self._files = []
+
+
 def replica_pythonpath() -> str:
     """The launcher's import path as a PYTHONPATH value (the current directory made absolute)."""
     entries = [os.path.abspath(p or os.curdir) for p in sys.path]
@@ -66,73 +116,155 @@ def replica_env(tf_config_value: Optional[dict]) -> Dict[str, str]:
     return env
 
 
+def exit_code_of(returncode: int) -> int:
+    """A process's exit status as a container reports it: killed by signal N is 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def is_retryable(policy: str, code: int) -> bool:
+    """Whether a replica that exited with `code` (non-zero) is restarted under `policy`.
+
+    As the Training Operator: `OnFailure` always, `ExitCode` for 128-255
+    (signals, or a replica that lost a peer), `Never` not.
+    """
+    return policy == "OnFailure" or (policy == "ExitCode" and 128 <= code <= 255)
+
+
 @dataclasses.dataclass
 class _Replica:
-    """A started replica process and the thread streaming its output."""
+    """A replica of the job: its program, its current process and output."""
 
     task: tf_config.Task
-    process: subprocess.Popen
+    argv: Sequence[str]
+    env: Dict[str, str]
     tail: Deque[str]
+    process: Optional[subprocess.Popen] = None
     reader: Optional[threading.Thread] = None
+    succeeded: bool = False
+    restarts: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalJobResult:
+    """How a local job went.
+
+    Attributes:
+      restarts: Replica restarts made under the restart policy.
+      ended: Replicas still running when the job succeeded, ended then (PS, evaluator, ...).
+    """
+
+    restarts: int
+    ended: List[str]
 
 
 class _Supervisor:
-    """Starts, streams and stops the replica processes of one job."""
+    """Starts, streams, restarts and stops the replica processes of one job."""
 
-    def __init__(self, log: Callable[[str], None]):
+    def __init__(self, log: Callable[[str], None], spec: config.JobSpec, strategy: str):
         self._log = log
         self._log_lock = threading.Lock()
         self._log_error: Optional[BaseException] = None
+        self._spec = spec
+        self._strategy = strategy
         self.replicas: List[_Replica] = []
+        self.restarts = 0
 
-    def start(self, task: tf_config.Task, argv: Sequence[str], env: Dict[str, str]) -> None:
-        process = subprocess.Popen(list(argv), env=env, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, bufsize=1, errors="replace",
-                                   start_new_session=True)
-        replica = _Replica(task, process, collections.deque(maxlen=TAIL_LINES))
-        replica.reader = threading.Thread(target=self._stream, args=(replica,),
-                                          name=f"log-{task.label}", daemon=True)
-        self.replicas.append(replica)
+    def add(self, task: tf_config.Task, argv: Sequence[str], env: Dict[str, str]) -> None:
+        self.replicas.append(_Replica(task, list(argv), env, collections.deque(maxlen=TAIL_LINES)))
+
+    def _start(self, replica: _Replica) -> None:
+        replica.process = subprocess.Popen(
+            list(replica.argv), env=replica.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace",
+            start_new_session=True)
+        replica.reader = threading.Thread(target=self._stream, args=(replica, replica.process),
+                                          name=f"log-{replica.task.label}", daemon=True)
         replica.reader.start()
+
+    def start_all(self) -> None:
+        for replica in self.replicas:
+            self._start(replica)
+        self.log(f"started {len(self.replicas)} local replica process(es): " + ", ".join(
+            f"{r.task.label} pid {r.process.pid}" for r in self.replicas))
 
     def log(self, line: str) -> None:
         """Passes one line to the job's `log`, serialised with the replicas' lines."""
         with self._log_lock:
             self._log(line)
 
-    def _stream(self, replica: _Replica) -> None:
+    def _stream(self, replica: _Replica, process: subprocess.Popen) -> None:
         prefix = f"[{replica.task.label}] "
-        for line in replica.process.stdout:
-            line = line.rstrip("\n")
+        for line in process.stdout:
+            line = MPI_TAG_AT_END.sub("", line.rstrip("\n"))
             replica.tail.append(line)
             if self._log_error is not None:
                 continue  # keep draining the pipe so the replica never blocks on it
             try:
-                self.log(prefix + line)
+                match = MPI_TAG.match(line)
+                self.log(f"[rank-{match.group(1)}] {line[match.end():]}" if match else prefix + line)
             except BaseException as e:  # noqa: B902 -- re-raised by wait()
                 self._log_error = e
 
-    def wait(self) -> None:
-        """Returns when every replica exited 0; raises when one fails or `log` raised."""
-        pending = list(self.replicas)
-        while pending:
+    def _decides_success(self) -> List[_Replica]:
+        """The replicas whose success is the job's, as the operators decide it."""
+        by_type = lambda t: [r for r in self.replicas if r.task.type == t]  # noqa: E731
+        if self._strategy == config.HOROVOD:
+            return by_type(LAUNCHER)
+        if by_type(tf_config.CHIEF):
+            return by_type(tf_config.CHIEF)
+        workers = by_type(tf_config.WORKER)
+        if self._spec.effective_success_policy(self._strategy) == "AllWorkers":
+            return workers
+        return workers[:1]
+
+    def wait(self) -> LocalJobResult:
+        """Returns when the job succeeded; raises when it failed or `log` raised."""
+        deciders = self._decides_success()
+        deadline = self._spec.active_deadline_seconds
+        started = time.monotonic()
+        while not all(r.succeeded for r in deciders):
             if self._log_error is not None:
                 raise self._log_error
-            for replica in list(pending):
+            if deadline is not None and time.monotonic() - started > deadline:
+                raise TrainingFailedError(
+                    f"training failed: DeadlineExceeded: the job ran longer than "
+                    f"active_deadline_seconds={deadline:g}; its replicas were stopped")
+            for replica in self.replicas:
                 code = replica.process.poll()
-                if code is None:
+                if code is None or replica.succeeded:
                     continue
-                pending.remove(replica)
-                if code != 0:
-                    self.stop_all()
-                    raise TrainingFailedError(self._failure_message(replica, code))
+                if code == 0:
+                    replica.succeeded = True
+                    continue
+                self._on_failure(replica, exit_code_of(code), code)
             time.sleep(POLL_SECONDS)
-        self._join_readers()
+        ended = [r.task.label for r in self.replicas if r.process.poll() is None]
+        if ended:
+            self.log(f"job succeeded; ending the replicas still running: {', '.join(ended)}")
+        return LocalJobResult(restarts=self.restarts, ended=ended)
+
+    def _on_failure(self, replica: _Replica, code: int, returncode: int) -> None:
+        policy = self._spec.restart_policy
+        limit = self._spec.backoff_limit
+        if not is_retryable(policy, code):
+            raise TrainingFailedError(self._failure_message(
+                replica, returncode, f"restartPolicy {policy} does not restart exit code {code}"))
+        if limit is not None and self.restarts >= limit:
+            raise TrainingFailedError(self._failure_message(
+                replica, returncode, f"backoff limit reached: {self.restarts} restart(s) of "
+                                     f"backoff_limit={limit} already made"))
+        self.restarts += 1
+        replica.restarts += 1
+        if replica.reader is not None:
+            replica.reader.join(timeout=TERMINATE_GRACE_SECONDS)
+        self.log(f"{replica.task.label} exited with code {code}; restarting it "
+                 f"(restartPolicy {policy}, restart {self.restarts}"
+                 f"{'' if limit is None else f' of at most {limit}'})")
+        self._start(replica)
 
     def stop_all(self) -> None:
         """Terminates every replica still running (SIGTERM, then SIGKILL) and reaps it."""
-        running = [r for r in self.replicas if r.process.poll() is None]
+        running = [r for r in self.replicas if r.process is not None and r.process.poll() is None]
         for r in running:
             _signal_group(r.process, signal.SIGTERM)
         deadline = time.monotonic() + TERMINATE_GRACE_SECONDS
@@ -149,14 +281,15 @@ class _Supervisor:
             if r.reader is not None:
                 r.reader.join(timeout=TERMINATE_GRACE_SECONDS)
 
-    def _failure_message(self, failed: _Replica, code: int) -> str:
-        reason = f"exit code {code}"
-        if code < 0:
-            reason += f" (killed by {signal.Signals(-code).name})"
+    def _failure_message(self, failed: _Replica, returncode: int, why: str) -> str:
+        reason = f"exit code {exit_code_of(returncode)}"
+        if returncode < 0:
+            reason += f" (killed by {signal.Signals(-returncode).name})"
+        self.stop_all()
         last = next((line for line in reversed(failed.tail) if line.strip()), "(no output)")
         lines = "\n".join(f"  {line}" for line in failed.tail) or "  (no output)"
         return (f"training failed: {failed.task.label} (pid {failed.process.pid}) ended with "
-                f"{reason}: {last}\nThe other replicas were stopped. "
+                f"{reason}: {last}\n{why}; the other replicas were stopped. "
                 f"Last lines of {failed.task.label}:\n{lines}")
 
 
@@ -168,26 +301,56 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def run_job(job: config.JobConfig, config_path: str, log: Callable[[str], None]) -> None:
-    """Runs the job's replicas locally until all succeed or one fails.
+def local_cluster(spec: config.JobSpec, strategy: str, ports: Sequence[int]) -> tf_config.Cluster:
+    """The job's cluster on localhost: `spec.replica_counts(strategy)` replicas, one port each."""
+    counts = spec.replica_counts(strategy)
+    free = iter(ports)
+    return tf_config.build_cluster({t: [f"localhost:{next(free)}" for _ in range(n)]
+                                    for t, n in counts.items()})
+
+
+def run_job(job: config.JobConfig, config_path: str, log: Callable[[str], None]) -> LocalJobResult:
+    """Runs the job's replicas locally until the job succeeds or fails, as the operators would.
+
+    TensorFlow strategies: one process per replica of `job.job.replica_counts`,
+    each with the TF_CONFIG the Training Operator injects. Horovod: one
+    `mpirun` (the MPIJob launcher) over `workers x slots_per_worker` ranks,
+    with the environment the MPI Operator gives its launcher. A replica that
+    exits non-zero is restarted or fails the job per the restart policy and
+    backoff limit; the job succeeds when the chief does (worker 0 without a
+    chief, every worker under `AllWorkers`, the launcher under Horovod), and
+    replicas still running then (PS, evaluator) are ended.
 
     Args:
-      job: The validated job; `job.job.workers` worker processes are started.
+      job: The validated job.
       config_path: Where `job` is written as JSON (passed to every replica).
-      log: Receives every replica output line, prefixed `[worker-i] `.
+      log: Receives every replica output line, prefixed `[worker-i] ` (`[rank-r] `).
+
+    Returns:
+      The restarts made and the replicas ended at the end.
 
     Raises:
-      TrainingFailedError: If a replica exits non-zero (the others are stopped).
+      TrainingFailedError: If the job failed (the replicas are stopped first).
     """
-    workers = job.job.workers
-    cluster = tf_config.worker_cluster([f"localhost:{p}" for p in free_ports(workers)])
+    spec, strategy = job.job, job.training.strategy
     argv = [sys.executable, "-u", "-m", REPLICA_MODULE, "--config", config_path]
-    supervisor = _Supervisor(log)
-    try:
+    supervisor = _Supervisor(log, spec, strategy)
+    reservation = None
+    if strategy == config.HOROVOD:
+        from kfdist.components.train_distributed import local_mpi
+
+        launcher_argv, launcher_env = local_mpi.launcher(spec, argv, job.work_dir,
+                                                         replica_env(None))
+        supervisor.add(tf_config.Task(LAUNCHER, 0), launcher_argv, launcher_env)
+    else:
+        reservation = PortReservation(sum(spec.replica_counts(strategy).values()))
+        cluster = local_cluster(spec, strategy, reservation.ports)
         for task, value in tf_config.tf_configs(cluster):
-            supervisor.start(task, argv, replica_env(value))
-        supervisor.log(f"started {workers} local worker process(es): pids "
-                       f"{[r.process.pid for r in supervisor.replicas]}")
-        supervisor.wait()
+            supervisor.add(task, argv, replica_env(value))
+    try:
+        supervisor.start_all()
+        return supervisor.wait()
     finally:
         supervisor.stop_all()
+        if reservation is not None:
+            reservation.release()

@@ -131,10 +131,17 @@ def build_model(name: str, meta: DatasetMetadata):
     return model
 
 
-def compile_model(model, learning_rate: float) -> None:
-    """Compiles with Adam, sparse categorical cross-entropy and accuracy."""
+def compile_model(model, learning_rate: float, wrap_optimizer=None) -> None:
+    """Compiles with Adam, sparse categorical cross-entropy and accuracy.
+
+    Args:
+      model: The tf-keras model.
+      learning_rate: Adam's learning rate.
+      wrap_optimizer: Wraps the optimizer, e.g. Horovod's `DistributedOptimizer`.
+    """
     import tensorflow as tf
 
-    model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate=learning_rate),
+    optimizer = tf.keras.optimizers.Adam(learning_rate=learning_rate)
+    model.compile(optimizer=wrap_optimizer(optimizer) if wrap_optimizer else optimizer,
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(),
                   metrics=["accuracy"])

@@ -9,13 +9,21 @@ replicas on the chosen backend, then merges the replicas' reports into
 `training_report.json` in the model directory (the chief has written the rest
 of the Model artifact, see `model_artifact`).
 
-With `workers == 1` the single replica gets no TF_CONFIG, as the Training
-Operator does for a one-replica job, and runs MultiWorkerMirroredStrategy over
-its local devices: the same code path as a multi-worker job.
+With a single replica there is no TF_CONFIG, as the Training Operator does
+for a one-replica job; `multi_worker_mirrored` then runs over the local
+devices: the same code path as a multi-worker job.
+
+Training survives failures: every strategy backs up its state into
+`<model_dir>/backup/` after each epoch (tf-keras `BackupAndRestore`), a
+replica that fails is restarted per the restart policy, and the re-formed
+cluster resumes from the last backup. A retried step given the same model
+location (one an interrupted attempt left with only `backup/`, `checkpoints/`
+and `history.json` in it) resumes too, instead of starting over.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -24,35 +32,54 @@ from typing import Callable, Optional
 
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.common.errors import TrainingFailedError, require
-from kfdist.components.train_distributed import config, local_backend, models, tf_config
+from kfdist.components.train_distributed import config, local_backend, models
 from kfdist.components.train_distributed.cluster_options import ClusterOptions
 
 JOB_CONFIG_FILE = "job.json"
 
 
-def validate_training_args(*, backend: str = "local", strategy: str = "multi_worker_mirrored",
-                           workers: int = 2, model_name: str = "mnist_mlp", epochs: int = 5,
-                           batch_size_per_replica: int = 64, learning_rate: float = 0.001,
-                           seed: int = 42) -> None:
-    """Checks the training arguments without a dataset (imports a user model's module).
+#: What an interrupted attempt leaves in its model directory; a retry resumes from it.
+RESUMABLE_ENTRIES = frozenset({"backup", "checkpoints", model_artifact.HISTORY_FILE})
+
+_TRAINING_FIELDS = {f.name for f in dataclasses.fields(config.TrainingConfig)}
+_SPEC_FIELDS = {f.name for f in dataclasses.fields(config.JobSpec)}
+
+
+def build_configs(*, backend: str = "local", strategy: str = "multi_worker_mirrored",
+                  workers: int = 2, model_name: str = "mnist_mlp", epochs: int = 5,
+                  batch_size_per_replica: int = 64, learning_rate: float = 0.001, seed: int = 42,
+                  **more) -> "tuple[config.TrainingConfig, config.JobSpec]":
+    """Validated `TrainingConfig` and `JobSpec` from `train`'s keyword arguments.
+
+    `more` takes the other fields of both records (`ps`, `chief`, `evaluator`,
+    `slots_per_worker`, `restart_policy`, `backoff_limit`,
+    `active_deadline_seconds`, `success_policy`, `input_sharding`).
 
     Raises:
       InvalidInputError: Naming the first invalid value and what would be valid.
     """
-    _training_and_spec(backend, strategy, workers, model_name, epochs,
-                       batch_size_per_replica, learning_rate, seed)
-
-
-def _training_and_spec(backend, strategy, workers, model_name, epochs, batch_size_per_replica,
-                       learning_rate, seed):
-    training = config.TrainingConfig(model_name=model_name, epochs=epochs,
-                                     batch_size_per_replica=batch_size_per_replica,
-                                     learning_rate=learning_rate, seed=seed, strategy=strategy)
-    spec = config.JobSpec(backend=backend, workers=workers)
+    unknown = sorted(set(more) - _TRAINING_FIELDS - _SPEC_FIELDS)
+    require(not unknown, f"unknown training settings {unknown}; valid: "
+                         f"{sorted((_TRAINING_FIELDS | _SPEC_FIELDS) - {'backend', 'strategy'})}")
+    training = config.TrainingConfig(
+        model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
+        learning_rate=learning_rate, seed=seed, strategy=strategy,
+        **{k: v for k, v in more.items() if k in _TRAINING_FIELDS})
+    spec = config.JobSpec(backend=backend, workers=workers,
+                          **{k: v for k, v in more.items() if k in _SPEC_FIELDS})
     training.validate()
     spec.validate(strategy)
     models.resolve_model(model_name)
     return training, spec
+
+
+def validate_training_args(**kwargs) -> None:
+    """Checks `train`'s settings without a dataset (imports a user model's module).
+
+    Raises:
+      InvalidInputError: Naming the first invalid value and what would be valid.
+    """
+    build_configs(**kwargs)
 
 
 def _check_dataset(dataset_dir: str, training: config.TrainingConfig,
@@ -61,23 +88,33 @@ def _check_dataset(dataset_dir: str, training: config.TrainingConfig,
     models.check_compatible(training.model_name, meta)
     require("train" in meta.splits, f"dataset {dataset_dir!r} has no 'train' split")
     examples = meta.splits["train"].num_examples
-    smallest_global_batch = training.batch_size_per_replica * spec.workers
+    pipelines = spec.input_pipelines(training.strategy)
+    smallest_global_batch = training.batch_size_per_replica * pipelines
     require(examples >= smallest_global_batch,
             f"the train split has {examples} examples, fewer than one global batch of "
-            f"{training.batch_size_per_replica} x {spec.workers} workers; "
+            f"{training.batch_size_per_replica} x {pipelines} training processes; "
             "lower batch_size_per_replica or workers")
-    for path in meta.shard_paths(dataset_dir, "train"):
+    train_files = meta.shard_paths(dataset_dir, "train")
+    config.check_sharding(training.input_sharding, len(train_files), pipelines)
+    for path in train_files:
         require(os.path.isfile(path), f"dataset {dataset_dir!r} lacks its train shard {path!r}")
+    if spec.evaluator:
+        require("eval" in meta.splits and meta.splits["eval"].num_examples > 0,
+                f"evaluator=True needs an 'eval' split, and dataset {dataset_dir!r} has none; "
+                "shard with eval_fraction > 0 or set evaluator=False")
     return meta
 
 
-def _prepare_model_dir(model_dir: str) -> None:
-    if os.path.isdir(model_dir):
-        require(not os.listdir(model_dir),
-                f"model_dir {model_dir!r} is not empty: {sorted(os.listdir(model_dir))[:5]}")
+def _prepare_model_dir(model_dir: str) -> bool:
+    """Creates `model_dir`; returns whether it holds an interrupted attempt to resume."""
     require(not os.path.exists(model_dir) or os.path.isdir(model_dir),
             f"model_dir {model_dir!r} exists and is not a directory")
+    entries = set(os.listdir(model_dir)) if os.path.isdir(model_dir) else set()
+    require(entries <= RESUMABLE_ENTRIES,
+            f"model_dir {model_dir!r} is not empty: {sorted(entries)[:5]}; a retried step can "
+            f"resume only a directory holding nothing but {sorted(RESUMABLE_ENTRIES)}")
     os.makedirs(model_dir, exist_ok=True)
+    return "backup" in entries
 
 
 def _read_json(path: str, what: str) -> dict:
@@ -88,18 +125,21 @@ def _read_json(path: str, what: str) -> dict:
         raise TrainingFailedError(f"training ended without {what} ({path} is missing)") from None
 
 
-def assemble_report(job: config.JobConfig) -> model_artifact.TrainingReport:
+def assemble_report(job: config.JobConfig, restarts: int = 0) -> model_artifact.TrainingReport:
     """Merges the chief's summary and every replica's report from the job's work_dir.
 
     Raises:
       TrainingFailedError: If a report is missing.
     """
-    cluster = tf_config.worker_cluster(["-"] * job.job.workers)
+    labels = config.training_task_labels(job.training.strategy, job.job)
     replicas = [model_artifact.ReplicaReport(**_read_json(
-        config.replica_report_path(job.work_dir, task.label), f"the report of {task.label}"))
-        for task in tf_config.cluster_tasks(cluster)]
+        config.replica_report_path(job.work_dir, label), f"the report of {label}"))
+        for label in labels]
     summary = _read_json(os.path.join(job.work_dir, config.CHIEF_SUMMARY_FILE), "the chief's summary")
+    fraction = summary.get("input_bound_fraction")
     return model_artifact.TrainingReport(
+        input_bound_fraction=None if fraction is None else float(fraction),
+        initial_epoch=int(summary.get("initial_epoch", 0)), restarts=restarts,
         backend=job.job.backend, strategy=job.training.strategy, workers=job.job.workers,
         model_name=job.training.model_name, epochs=int(summary["epochs"]),
         final_loss=float(summary["final_loss"]), final_accuracy=float(summary["final_accuracy"]),
@@ -112,15 +152,16 @@ def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
           epochs: int = 5, batch_size_per_replica: int = 64, learning_rate: float = 0.001,
           seed: int = 42, log: Callable[[str], None] = print,
           debug_dir: Optional[str] = None, cluster: Optional[ClusterOptions] = None,
-          dataset_uri: Optional[str] = None) -> model_artifact.TrainingReport:
+          dataset_uri: Optional[str] = None, **more) -> model_artifact.TrainingReport:
     """Trains `model_name` on a kfdist dataset with `workers` replicas; writes the Model artifact.
 
     Args:
       dataset_dir: Local kfdist dataset directory (`metadata.json` + shards).
       model_dir: Local directory, missing or empty, for the Model artifact.
-      backend: Where replicas run: `local` (processes on this machine).
-      strategy: Distribution strategy: `multi_worker_mirrored`.
-      workers: Worker replicas; worker 0 is the chief.
+      backend: Where replicas run: `local` (processes on this machine),
+        `tfjob` or `mpijob` (on the cluster).
+      strategy: `mirrored`, `multi_worker_mirrored`, `parameter_server` or `horovod`.
+      workers: Worker replicas; without a chief, worker 0 leads.
       model_name: `mnist_mlp`, `mnist_cnn` or `package.module:function`.
       epochs: Passes over the train split.
       batch_size_per_replica: Examples per replica per step.
@@ -133,6 +174,9 @@ def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
       cluster: Settings of a cluster backend (`tfjob`); ignored by `local`.
       dataset_uri: Where the dataset artifact is stored (its KFP URI); a
         `gs://` dataset is read by cluster replicas in place.
+      **more: Replicas and policies (`config.JobSpec`: `ps`, `chief`,
+        `evaluator`, `slots_per_worker`, `restart_policy`, `backoff_limit`,
+        `active_deadline_seconds`, `success_policy`) and `input_sharding`.
 
     Returns:
       The `TrainingReport` also written to `model_dir/training_report.json`.
@@ -141,10 +185,12 @@ def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
       InvalidInputError: If an argument or the dataset is invalid (nothing is started).
       TrainingFailedError: If a replica fails (the others are stopped first).
     """
-    training, spec = _training_and_spec(backend, strategy, workers, model_name, epochs,
-                                        batch_size_per_replica, learning_rate, seed)
+    training, spec = build_configs(
+        backend=backend, strategy=strategy, workers=workers, model_name=model_name, epochs=epochs,
+        batch_size_per_replica=batch_size_per_replica, learning_rate=learning_rate, seed=seed,
+        **more)
     _check_dataset(dataset_dir, training, spec)
-    _prepare_model_dir(model_dir)
+    resuming = _prepare_model_dir(model_dir)
     if debug_dir is not None:
         os.makedirs(debug_dir, exist_ok=True)
     work_dir = debug_dir if debug_dir is not None else tempfile.mkdtemp(prefix="kfdist-train-")
@@ -154,22 +200,29 @@ def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
     try:
         config_path = os.path.join(job.work_dir, JOB_CONFIG_FILE)
         job.write(config_path)
-        log(f"train_distributed: {model_name} on {dataset_dir} with {workers} worker(s), "
-            f"backend={backend}, strategy={strategy}")
+        replicas = ", ".join(f"{n} {t}" for t, n in spec.replica_counts(strategy).items())
+        log(f"train_distributed: {model_name} on {dataset_dir}: {replicas}, "
+            f"backend={backend}, strategy={strategy}, restartPolicy {spec.restart_policy}")
+        if resuming:
+            log(f"train_distributed: {model_dir} holds the backup of an interrupted attempt; "
+                "resuming from it")
+        restarts = 0
         if backend == config.LOCAL_BACKEND:
-            local_backend.run_job(job, config_path, log)
+            restarts = local_backend.run_job(job, config_path, log).restarts
         else:
             from kfdist.components.train_distributed import cluster_backend
 
             cluster_backend.run_job(job, cluster or ClusterOptions(), log,
                                     dataset_uri=dataset_uri)
-        report = assemble_report(job)
+        report = assemble_report(job, restarts)
     finally:
         if debug_dir is None:
             shutil.rmtree(work_dir, ignore_errors=True)
     with open(os.path.join(model_dir, model_artifact.TRAINING_REPORT_FILE), "w") as f:
         f.write(report.to_json())
+    fraction = ("" if report.input_bound_fraction is None
+                else f", input-bound {report.input_bound_fraction:.1%}")
     log(f"train_distributed: done in {report.wall_seconds:.1f}s of fit, "
         f"{report.examples_per_second:.0f} examples/s, loss={report.final_loss:.4f} "
-        f"accuracy={report.final_accuracy:.4f}")
+        f"accuracy={report.final_accuracy:.4f}{fraction}")
     return report

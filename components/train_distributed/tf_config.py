@@ -112,6 +112,11 @@ def worker_cluster(host_ports: Sequence[str]) -> Cluster:
     return build_cluster({WORKER: list(host_ports)})
 
 
+def training_cluster(cluster: Mapping[str, Sequence[str]]) -> Cluster:
+    """The cluster without its evaluator: the evaluator is no part of training (it serves nothing)."""
+    return {t: list(a) for t, a in cluster.items() if t != EVALUATOR}
+
+
 def to_env_value(tf_config: dict) -> str:
     """The compact JSON text to put in the TF_CONFIG variable."""
     return json.dumps(tf_config, separators=(",", ":"), sort_keys=True)

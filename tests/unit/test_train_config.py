@@ -92,9 +92,34 @@ def test_defaults_are_valid():
     ({"batch_size_per_replica": 0}, "batch_size_per_replica"),
     ({"learning_rate": float("nan")}, "learning_rate"),
     ({"seed": -1}, "seed"),
-    ({"backend": "slurm"}, "unknown backend 'slurm'; valid backends: ['local', 'tfjob']"),
-    ({"strategy": "horovod"}, "strategy 'horovod' is not supported by the 'local' backend; "
-                              "valid strategies: ['multi_worker_mirrored']"),
+    ({"backend": "slurm"}, "unknown backend 'slurm'; valid backends: ['local', 'tfjob', 'mpijob']"),
+    ({"backend": "mpijob"}, "strategy 'multi_worker_mirrored' is not supported by the 'mpijob' "
+                            "backend; valid strategies: ['horovod']"),
+    ({"backend": "tfjob", "strategy": "horovod"}, "valid strategies: ['mirrored', "
+                                                  "'multi_worker_mirrored', 'parameter_server']"),
+    ({"strategy": "allreduce"}, "unknown strategy 'allreduce'; valid strategies: ['mirrored', "
+                                "'multi_worker_mirrored', 'parameter_server', 'horovod']"),
+    # The combinations that cannot work, each named before anything starts.
+    ({"strategy": "horovod", "ps": 2}, "ps=2: parameter servers are used only by strategy "
+                                       "parameter_server, not 'horovod'"),
+    ({"strategy": "parameter_server", "ps": 0}, "strategy parameter_server needs ps >= 1"),
+    ({"strategy": "horovod", "evaluator": True}, "strategy horovod cannot run a side-car evaluator"),
+    ({"strategy": "horovod", "chief": True}, "strategy horovod has no chief"),
+    ({"strategy": "mirrored", "workers": 2}, "strategy mirrored runs on one worker's local "
+                                             "devices, got workers=2"),
+    ({"strategy": "multi_worker_mirrored", "ps": 1}, "ps=1: parameter servers are used only"),
+    ({"slots_per_worker": 2}, "slots_per_worker=2 is for strategy horovod only"),
+    ({"strategy": "horovod", "restart_policy": "ExitCode"},
+     "restart_policy must be one of ['Never', 'OnFailure'] with strategy 'horovod', got 'ExitCode'"),
+    ({"restart_policy": "Sometimes"}, "restart_policy must be one of ['Never', 'OnFailure', "
+                                      "'ExitCode']"),
+    ({"backoff_limit": -1}, "backoff_limit must be an integer >= 0 or None, got -1"),
+    ({"active_deadline_seconds": 0}, "active_deadline_seconds must be a number > 0"),
+    ({"strategy": "parameter_server", "ps": 1, "success_policy": "AllWorkers"},
+     "success_policy='AllWorkers' would never be met under parameter_server"),
+    ({"input_sharding": "by_file"}, "input_sharding must be one of ['auto', 'file', 'record'], "
+                                    "got 'by_file'"),
+    ({"gpus": 2}, "unknown training settings ['gpus']"),
     ({"model_name": "resnet"}, "unknown model 'resnet'"),
     ({"model_name": "no_such_pkg_xyz.models:build"}, "module 'no_such_pkg_xyz.models' does not import"),
     ({"model_name": "json:no_such_function"}, "module 'json' has no function 'no_such_function'"),

@@ -1,0 +1,90 @@
+"""The evaluator replica: evaluates every new checkpoint on the eval split, beside training.
+
+The chief writes `checkpoints/ckpt` into the model directory after every
+epoch. The evaluator (TF_CONFIG task type `evaluator`, outside the training
+cluster) builds the same model without a strategy, and whenever the
+checkpoint changes loads it and evaluates the whole eval split, logging one
+line and appending the result to `evaluations.json` in the job's work
+directory. Like the operator's Evaluator replica, it runs until the job ends
+it; it never holds up or fails training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+import tensorflow as tf
+
+from kfdist.components.common import dataset_spec, tf_features
+from kfdist.components.train_distributed import config, models
+
+POLL_SECONDS = 1.0
+EVALUATIONS_FILE = "evaluations.json"
+EVAL_BATCH = 256
+
+
+def eval_dataset(meta: dataset_spec.DatasetMetadata, dataset_dir: str) -> tf.data.Dataset:
+    """The whole eval split, parsed and preprocessed, in batches of `EVAL_BATCH`."""
+    parse = tf_features.parse_fn(meta)
+    preprocess = tf_features.preprocess_fn(meta)
+
+    def parse_batch(serialized):
+        raw, label = parse(serialized)
+        return preprocess(raw), label
+
+    files = meta.shard_paths(dataset_dir, "eval")
+    return (tf.data.TFRecordDataset(files, compression_type=tf_features.compression_type(meta))
+            .batch(EVAL_BATCH).map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
+            .cache().prefetch(tf.data.AUTOTUNE))
+
+
+def _checkpoint_version(prefix: str) -> Optional[Tuple[float, int]]:
+    index = prefix + ".index"
+    try:
+        stat = os.stat(index)
+    except FileNotFoundError:
+        return None
+    return stat.st_mtime, stat.st_size
+
+
+def run(job: config.JobConfig, log: Callable[[str], None],
+        should_stop: Callable[[], bool] = lambda: False) -> List[Dict[str, float]]:
+    """Evaluates checkpoints as they appear until `should_stop()` (or the process is ended).
+
+    Returns:
+      The evaluations made, each `{"evaluation": n, "loss": ..., "accuracy": ...}`.
+    """
+    meta = dataset_spec.load_metadata(job.dataset_dir)
+    model = models.build_model(job.training.model_name, meta)
+    models.compile_model(model, job.training.learning_rate)
+    data = eval_dataset(meta, job.dataset_dir)
+    prefix = os.path.join(job.model_dir, "checkpoints", "ckpt")
+    out = os.path.join(job.work_dir, EVALUATIONS_FILE)
+    log(f"evaluator pid={os.getpid()}: evaluating each new checkpoint {prefix} on the eval split")
+    seen = None
+    results: List[Dict[str, float]] = []
+    while not should_stop():
+        version = _checkpoint_version(prefix)
+        if version is None or version == seen:
+            time.sleep(POLL_SECONDS)
+            continue
+        seen = version
+        try:
+            model.load_weights(prefix).expect_partial()
+        except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+            seen = None  # caught mid-write: read it again
+            log(f"evaluator: checkpoint not readable yet ({type(e).__name__}); retrying")
+            time.sleep(POLL_SECONDS)
+            continue
+        metrics = model.evaluate(data, verbose=0, return_dict=True)
+        results.append({"evaluation": len(results) + 1, **{k: float(v) for k, v in metrics.items()}})
+        log(f"evaluator: evaluation {len(results)}: " +
+            " ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
+        with open(out + ".tmp", "w") as f:
+            json.dump(results, f, indent=2)
+        os.replace(out + ".tmp", out)
+    return results
