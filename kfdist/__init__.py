@@ -15,3 +15,7 @@ __version__ = "0.1.0"
 
 #: The component runtime image the compiled pipelines reference (see containers/).
 RUNTIME_IMAGE = f"ghcr.io/kfdist/kfdist-runtime:{__version__}"
+#: The MPIJob image (OpenMPI, sshd, Horovod; user `mpiuser`), see containers/horovod.
+HOROVOD_IMAGE = f"ghcr.io/kfdist/kfdist-horovod:{__version__}"
+#: Where the MPI Operator mounts the SSH keys in HOROVOD_IMAGE (its non-root user's home).
+HOROVOD_IMAGE_SSH_DIR = "/home/mpiuser/.ssh"

@@ -2,6 +2,7 @@
 
     kfdist sample-data mnist --out DIR    write the bundled sample as MNIST IDX files
     kfdist run mnist [--workers N] ...    run a pipeline on this machine (kfp.local)
+    kfdist train --strategy S --output DIR ...   run the training step alone, then evaluate
     kfdist compile [--out-dir DIR]        compile every pipeline to YAML
     kfdist render --backend tfjob|mpijob ...  print the training job a step would create
     kfdist submit PIPELINE.yaml --host URL [--param k=v]... [--wait]   run it on a KFP cluster
@@ -34,7 +35,14 @@ def _add_run(sub) -> None:
                    help="MNIST IDX directory, local or gs:// (default: the bundled sample digits)")
     p.add_argument("--export-base", default=None, help="serving export base (default: OUTPUT/serving)")
     p.add_argument("--workers", type=int, default=2, help="training workers (default: %(default)s)")
-    p.add_argument("--strategy", default="multi_worker_mirrored")
+    p.add_argument("--strategy", default="multi_worker_mirrored",
+                   help="mirrored, multi_worker_mirrored, parameter_server or horovod")
+    p.add_argument("--ps", type=int, default=0, help="parameter servers (parameter_server)")
+    p.add_argument("--chief", action="store_true", help="add a chief (multi_worker_mirrored)")
+    p.add_argument("--evaluator", action="store_true", help="add a side-car evaluator")
+    p.add_argument("--slots-per-worker", type=int, default=1, help="MPI ranks per worker (horovod)")
+    p.add_argument("--restart-policy", default="ExitCode", help="Never, OnFailure or ExitCode")
+    p.add_argument("--backoff-limit", type=int, default=6, help="replica restarts allowed")
     p.add_argument("--model", dest="model_name", default="mnist_mlp",
                    help="mnist_mlp, mnist_cnn or package.module:function")
     p.add_argument("--epochs", type=int, default=10)
@@ -90,8 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     from kfdist.render_cmd import add_render_parser
     from kfdist.submit import add_submit_parser
+    from kfdist.train_cmd import add_train_parser
 
-    for add in (_add_sample_data, _add_run, _add_compile, add_render_parser, add_submit_parser):
+    for add in (_add_sample_data, _add_run, add_train_parser, _add_compile, add_render_parser,
+                add_submit_parser):
         add(sub)
     return parser
 

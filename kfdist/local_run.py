@@ -35,6 +35,12 @@ class MnistRunOptions:
     accuracy_threshold: float = 0.9
     serving_model_name: str = "mnist"
     seed: int = 42
+    ps: int = 0
+    chief: bool = False
+    evaluator: bool = False
+    slots_per_worker: int = 1
+    restart_policy: str = "ExitCode"
+    backoff_limit: int = 6
 
 
 def validate_mnist_options(opts: MnistRunOptions) -> None:
@@ -65,7 +71,9 @@ def validate_mnist_options(opts: MnistRunOptions) -> None:
     validate_training_args(
         backend="local", strategy=opts.strategy, workers=opts.workers, model_name=opts.model_name,
         epochs=opts.epochs, batch_size_per_replica=opts.batch_size_per_replica,
-        learning_rate=opts.learning_rate, seed=opts.seed)
+        learning_rate=opts.learning_rate, seed=opts.seed, ps=opts.ps, chief=opts.chief,
+        evaluator=opts.evaluator, slots_per_worker=opts.slots_per_worker,
+        restart_policy=opts.restart_policy, backoff_limit=opts.backoff_limit)
     validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold)
     validate_export_args(serving_model_name=opts.serving_model_name)
 
@@ -106,7 +114,9 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
             epochs=opts.epochs, batch_size_per_replica=opts.batch_size_per_replica,
             learning_rate=opts.learning_rate, num_shards=opts.num_shards,
             eval_fraction=opts.eval_fraction, accuracy_threshold=opts.accuracy_threshold,
-            serving_model_name=opts.serving_model_name, seed=opts.seed)
+            serving_model_name=opts.serving_model_name, seed=opts.seed, ps=opts.ps,
+            chief=opts.chief, evaluator=opts.evaluator, slots_per_worker=opts.slots_per_worker,
+            restart_policy=opts.restart_policy, backoff_limit=opts.backoff_limit)
     except RuntimeError as err:
         raise TrainingFailedError(f"pipeline 'mnist' failed: {err}") from err
     summary = _summarise(task.outputs, opts, source_uri, export_base, output_dir,
@@ -129,12 +139,15 @@ def _summarise(outputs, opts: MnistRunOptions, source_uri: str, export_base: str
             "backend": "local",
             "strategy": opts.strategy,
             "workers": opts.workers,
+            "ps": opts.ps,
             "model_name": opts.model_name,
             "epochs": opts.epochs,
             "final_loss": train_metrics.get("final_loss"),
             "final_accuracy": train_metrics.get("final_accuracy"),
             "examples_per_second": train_metrics.get("examples_per_second"),
             "seconds": train_metrics.get("training_seconds"),
+            "input_bound_fraction": train_metrics.get("input_bound_fraction"),
+            "restarts": train_metrics.get("restarts"),
         },
         "eval": {"accuracy": outputs["accuracy"], "threshold": opts.accuracy_threshold},
         "blessed": bool(outputs["blessed"]),

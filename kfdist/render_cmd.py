@@ -28,11 +28,11 @@ DEFAULT_WORK_ROOT = "/mnt/kfdist/jobs"
 
 
 def _success_policy(args):
-    from kfdist.components.train_distributed.cluster_backend import STEP_SUCCESS_POLICY
+    from kfdist.components.train_distributed.config import default_success_policy
 
     if args.success_policy is not None or args.backend != "tfjob" or args.chief:
         return args.success_policy
-    return STEP_SUCCESS_POLICY
+    return default_success_policy(args.strategy) or None
 
 
 def _default_command(args) -> tuple:

@@ -8,8 +8,6 @@ from typing import Dict, NamedTuple
 
 from kfp import dsl, kubernetes
 
-from kfdist import RUNTIME_IMAGE
-
 from kfdist.components.evaluate_model.component import evaluate_model
 from kfdist.components.export_saved_model.component import export_saved_model
 from kfdist.components.shard_dataset.component import shard_dataset
@@ -39,7 +37,13 @@ def mnist_pipeline(
     accuracy_threshold: float = 0.9,
     serving_model_name: str = "mnist",
     seed: int = 42,
-    image: str = RUNTIME_IMAGE,
+    ps: int = 0,
+    chief: bool = False,
+    evaluator: bool = False,
+    slots_per_worker: int = 1,
+    restart_policy: str = "ExitCode",
+    backoff_limit: int = 6,
+    image: str = "",
     namespace: str = "",
     work_uri: str = "",
     pvc_name: str = "",
@@ -58,8 +62,9 @@ def mnist_pipeline(
             (`*-images-idx3-ubyte.gz` and `*-labels-idx1-ubyte.gz`).
         export_base: Where to write the TF Serving layout `<export_base>/<serving_model_name>/<version>/`.
         backend: Training backend: `local` runs the replicas as processes on the
-            step's machine; `tfjob` creates a TFJob on the cluster.
-        strategy: Distribution strategy: `multi_worker_mirrored`.
+            step's machine; `tfjob` creates a TFJob, `mpijob` an MPIJob (Horovod)
+            on the cluster.
+        strategy: `mirrored`, `multi_worker_mirrored`, `parameter_server` or `horovod`.
         workers: Number of training workers.
         model_name: `mnist_mlp`, `mnist_cnn` or `package.module:function`.
         epochs: Training epochs.
@@ -70,7 +75,14 @@ def mnist_pipeline(
         accuracy_threshold: Held-out accuracy needed to export the model.
         serving_model_name: Model name in the serving layout.
         seed: Seed for shuffling, shard assignment and initialisation.
-        image: Cluster backends: image of the training replicas.
+        ps: Parameter servers (`parameter_server` only).
+        chief: Add a chief replica to `multi_worker_mirrored`.
+        evaluator: Add a side-car evaluator replica (not with `horovod`).
+        slots_per_worker: `horovod`: MPI ranks per worker.
+        restart_policy: `Never`, `OnFailure` or `ExitCode` (restart killed replicas).
+        backoff_limit: Replica restarts allowed before training fails.
+        image: Cluster backends: image of the training replicas (empty: kfdist's
+            runtime image for `tfjob`, its Horovod image for `mpijob`).
         namespace: Cluster backends: namespace of the job (default: the step's).
         work_uri: Cluster backends: `gs://` prefix or shared-volume path where
             the step and the replicas exchange job, dataset and model.
@@ -93,7 +105,9 @@ def mnist_pipeline(
     train = train_distributed(
         dataset=shard.outputs["dataset"], backend=backend, strategy=strategy, workers=workers,
         model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
-        learning_rate=learning_rate, seed=seed, image=image, namespace=namespace,
+        learning_rate=learning_rate, seed=seed, ps=ps, chief=chief, evaluator=evaluator,
+        slots_per_worker=slots_per_worker, restart_policy=restart_policy,
+        backoff_limit=backoff_limit, image=image, namespace=namespace,
         work_uri=work_uri, pvc_name=pvc_name, gpus_per_worker=gpus_per_worker,
         cpu_per_worker=cpu_per_worker, memory_per_worker=memory_per_worker,
         node_selector=node_selector, service_account=service_account,

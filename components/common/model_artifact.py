@@ -7,6 +7,8 @@ Layout of a model directory::
     history.json            # per-epoch metrics: {"epochs": [{"epoch": 1, "loss": ..., ...}]}
     training_report.json    # TrainingReport: strategy, replicas, final metrics, throughput
     checkpoints/            # the chief's latest weights checkpoint (overwritten each epoch)
+    backup/                 # only while training runs or after it was interrupted: the
+                            # state (weights, optimizer, epoch) a restarted job resumes from
 
 The chief replica writes all of it; other replicas write only to temporary
 paths that are removed afterwards.
@@ -23,6 +25,11 @@ SAVED_MODEL_DIR = "saved_model"
 DATASET_METADATA_FILE = "dataset_metadata.json"
 HISTORY_FILE = "history.json"
 TRAINING_REPORT_FILE = "training_report.json"
+CHECKPOINTS_DIR = "checkpoints"
+CHECKPOINT_PREFIX = "ckpt"
+BACKUP_DIR = "backup"
+#: What training leaves before it finishes: a run holding only these can be resumed.
+TRAINING_STATE_ENTRIES = (BACKUP_DIR, CHECKPOINTS_DIR, HISTORY_FILE)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -173,6 +173,24 @@ def copy_dir_from(uri: str, local_dir: str) -> str:
     return local_dir
 
 
+def remove_tree(uri: str) -> int:
+    """Deletes every file below `uri` (a `gs://` prefix or a directory); returns how many.
+
+    Nothing there is not an error.
+    """
+    if not is_gcs(uri):
+        if not os.path.isdir(uri):
+            return 0
+        count = sum(len(files) for _, _, files in os.walk(uri))
+        shutil.rmtree(uri)
+        return count
+    files = list_uris(uri)
+    bucket = _client().bucket(split_gcs(uri)[0])
+    for f in files:
+        bucket.blob(split_gcs(f)[1]).delete()
+    return len(files)
+
+
 def join(uri: str, *parts: str) -> str:
     """Joins path parts onto a local path or a `gs://` URI."""
     if is_gcs(uri):

@@ -1,4 +1,4 @@
-"""The `tfjob` backend: one training step = one TFJob on the cluster.
+"""The cluster backends: one training step = one TFJob (`tfjob`) or MPIJob (`mpijob`).
 
 Order of work, so that bad input never reaches the cluster and a terminated
 run leaves nothing behind:
@@ -7,11 +7,15 @@ run leaves nothing behind:
    it (pure; any error names the bad value before a single API call);
 2. stage the job (config and, unless it is already on `gs://`, the dataset)
    at the shared work location (see `shared_job`);
-3. create the TFJob, or re-attach to it when a retried step finds its own job,
-   stream the chief's log and wait (`launcher`); SIGTERM or the timeout
+3. create the job, or re-attach to it when a retried step finds its own job,
+   stream the chief's (MPI launcher's) log and wait (`launcher`); SIGTERM or the timeout
    deletes the job; a failed job's error quotes the last log lines of the
    replicas that failed (the step streams only the chief's);
 4. copy the chief's model and every replica's report back to the step.
+
+The leader publishes its training state to the work location after every
+epoch (`backup_sync`): replicas the operator restarts, and a retried step,
+resume from it.
 """
 
 from __future__ import annotations
@@ -27,19 +31,15 @@ from kfdist.components.common.errors import InvalidInputError, TrainingFailedErr
 from kfdist.components.train_distributed import config
 from kfdist.components.train_distributed.cluster_options import ClusterOptions
 from kfdist.components.train_distributed.job_kinds import RenderedJob
-from kfdist.components.train_distributed.job_parts import PvcMount, Resources
+from kfdist.components.train_distributed.job_parts import PvcMount, Resources, RunPolicy
 from kfdist.components.train_distributed.job_spec import ClusterJobSpec, job_name_for, run_labels
+from kfdist.components.train_distributed.render_mpijob import render_mpijob
 from kfdist.components.train_distributed.render_tfjob import render_tfjob
 from kfdist.components.train_distributed.shared_job import SharedJobLayout, replica_command
 
 #: Used for the job name when the step runs outside a KFP run (e.g. from a notebook).
 DEFAULT_RUN_ID = "manual"
 DEFAULT_TASK_NAME = "train-distributed"
-#: The step's jobs have workers only (worker 0 leads) and every replica uploads its report
-#: after training, which the step reads: with the operator's default policy the job would be
-#: Succeeded (and, cleanPodPolicy Running, the other workers' pods deleted) as soon as
-#: worker 0 exits, racing those uploads. `AllWorkers` waits for every worker.
-STEP_SUCCESS_POLICY = "AllWorkers"
 #: Lines of each failed replica's log quoted in the step's error (at most this many replicas).
 FAILED_LOG_TAIL_LINES = 20
 FAILED_LOG_MAX_REPLICAS = 3
@@ -86,7 +86,14 @@ def resolve_work_uri(options: ClusterOptions, dataset_uri: Optional[str], job_na
 
 def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
                    namespace: str, work_uri: str) -> ClusterJobSpec:
-    """The TFJob description of a training step (pure)."""
+    """The TFJob or MPIJob description of a training step (pure).
+
+    All-reduce workers each upload their report after training, which the
+    step reads: with the operator's default success policy the job would be
+    Succeeded (and, cleanPodPolicy Running, the other workers' pods deleted)
+    as soon as worker 0 exits, racing those uploads, so those jobs use
+    `AllWorkers` (`config.default_success_policy`).
+    """
     resources = Resources(cpu=options.cpu_per_worker, memory=options.memory_per_worker,
                           cpu_limit=options.cpu_per_worker, memory_limit=options.memory_per_worker,
                           gpus=options.gpus_per_worker)
@@ -94,13 +101,25 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
                if options.pvc_name else ())
     run_id = options.run_id or DEFAULT_RUN_ID
     task_name = options.task_name or DEFAULT_TASK_NAME
+    spec, strategy = job.job, job.training.strategy
+    image = options.image_for(spec.backend)
+    mpi = spec.backend == config.MPIJOB_BACKEND
+    deadline = spec.active_deadline_seconds
+    from kfdist import HOROVOD_IMAGE, HOROVOD_IMAGE_SSH_DIR
+
     return ClusterJobSpec(
-        name=name, namespace=namespace, backend=job.job.backend, strategy=job.training.strategy,
-        image=options.image, workers=job.job.workers,
+        name=name, namespace=namespace, backend=spec.backend, strategy=strategy,
+        image=image, workers=spec.workers, ps=spec.ps,
+        chief=not mpi and spec.has_chief(strategy), evaluator=spec.evaluator,
+        slots_per_worker=spec.slots_per_worker if mpi else None,
+        ssh_auth_mount_path=HOROVOD_IMAGE_SSH_DIR if mpi and image == HOROVOD_IMAGE else None,
         command=tuple(replica_command(work_uri)), resources=resources,
+        restart_policy=spec.restart_policy,
+        run_policy=RunPolicy(backoff_limit=spec.backoff_limit,
+                             active_deadline_seconds=None if deadline is None else int(deadline)),
         node_selector=dict(options.node_selector), volumes=volumes,
         service_account=options.service_account, labels=run_labels(run_id, task_name),
-        success_policy=STEP_SUCCESS_POLICY)
+        success_policy=spec.effective_success_policy(strategy) or None)
 
 
 def render_step_job(job: config.JobConfig, options: ClusterOptions,
@@ -114,7 +133,8 @@ def render_step_job(job: config.JobConfig, options: ClusterOptions,
     namespace = resolve_namespace(options)
     layout = SharedJobLayout(resolve_work_uri(options, dataset_uri, name))
     spec = build_job_spec(job, options, name=name, namespace=namespace, work_uri=layout.work_uri)
-    return render_tfjob(spec), layout
+    render = render_mpijob if spec.backend == config.MPIJOB_BACKEND else render_tfjob
+    return render(spec), layout
 
 
 def stage_job(job: config.JobConfig, layout: SharedJobLayout, dataset_uri: Optional[str]) -> None:
@@ -134,7 +154,7 @@ def stage_job(job: config.JobConfig, layout: SharedJobLayout, dataset_uri: Optio
 
 def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str], None], *,
             dataset_uri: Optional[str] = None, api=None) -> None:
-    """Runs `job` as a TFJob and leaves its outputs in `job.model_dir` and `job.work_dir`.
+    """Runs `job` as a TFJob or MPIJob; leaves its outputs in `job.model_dir` and `job.work_dir`.
 
     Args:
       job: The validated job; its dirs are the step's local directories.
@@ -152,12 +172,14 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
     from kfdist.components.train_distributed import kube_api, launcher, step_signals
 
     api = api or kube_api.KubeApi.from_environment()
-    log(f"tfjob backend: job {rendered.namespace}/{rendered.name}, work location {layout.work_uri}")
+    backend = job.job.backend
+    log(f"{backend} backend: {rendered.kind.kind} {rendered.namespace}/{rendered.name}, "
+        f"work location {layout.work_uri}")
     if storage.exists(layout.job_file):
         # A retried step: the work location is unique to this run and task, so what the
         # first attempt staged is this very job; rewriting it could disturb replicas
         # that are reading it right now.
-        log(f"tfjob backend: {layout.job_file} is already staged (retried step); reusing it")
+        log(f"{backend} backend: {layout.job_file} is already staged (retried step); reusing it")
     else:
         stage_job(job, layout, dataset_uri)
     with step_signals.cancel_on_sigterm():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Optional
 
-from kfdist import RUNTIME_IMAGE
+from kfdist import HOROVOD_IMAGE, RUNTIME_IMAGE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +19,7 @@ class ClusterOptions:
 
     Attributes:
       image: Image of every replica (must carry kfdist); pinned tag, no `:latest`.
+        None: the kfdist runtime image, or for `mpijob` the kfdist Horovod image.
       namespace: Namespace of the job; by default the step's own namespace.
       work_uri: Shared location where the launcher and the replicas exchange the
         job, the dataset and the model: a `gs://` prefix or a directory on a PVC
@@ -36,7 +37,7 @@ class ClusterOptions:
       task_name: The KFP task name.
     """
 
-    image: str = RUNTIME_IMAGE
+    image: Optional[str] = None
     namespace: Optional[str] = None
     work_uri: Optional[str] = None
     pvc_name: Optional[str] = None
@@ -49,3 +50,9 @@ class ClusterOptions:
     timeout_seconds: Optional[float] = None
     run_id: Optional[str] = None
     task_name: Optional[str] = None
+
+    def image_for(self, backend: str) -> str:
+        """The replicas' image: the option, else kfdist's image for `backend`."""
+        if self.image:
+            return self.image
+        return HOROVOD_IMAGE if backend == "mpijob" else RUNTIME_IMAGE

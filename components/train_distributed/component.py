@@ -20,6 +20,13 @@ def train_distributed(
     batch_size_per_replica: int = 64,
     learning_rate: float = 0.001,
     seed: int = 42,
+    ps: int = 0,
+    chief: bool = False,
+    evaluator: bool = False,
+    slots_per_worker: int = 1,
+    restart_policy: str = "ExitCode",
+    backoff_limit: int = 6,
+    input_sharding: str = "auto",
     image: str = "",
     namespace: Optional[str] = None,
     work_uri: Optional[str] = None,
@@ -36,19 +43,26 @@ def train_distributed(
     """Trains a Keras model on a sharded dataset with a distribution strategy.
 
     With `backend=local` the replicas are processes on this machine, given the
-    TF_CONFIG the Kubeflow Training Operator would inject. With `backend=tfjob`
-    the step creates a TFJob, streams its chief's log here, and fails with the
-    operator's reason when the job fails; terminating the run deletes the job.
+    TF_CONFIG the Kubeflow Training Operator would inject (Horovod: `mpirun`,
+    as an MPIJob's launcher). With `backend=tfjob` or `mpijob` the step creates
+    a TFJob or an MPIJob, streams its chief's (launcher's) log here, and fails
+    with the operator's reason when the job fails; terminating the run deletes
+    the job. Training backs up after every epoch into the model location: a
+    restarted replica, or a retried step, resumes from the last backup.
 
     Args:
         dataset: Sharded dataset written by `shard_dataset`.
         model: Output model: `saved_model/` (written by the chief replica only),
             the dataset metadata, per-epoch history and a training report.
-        metrics: Final training loss and accuracy, examples per second, workers.
-        backend: Where replicas run: `local` (processes on this machine) or
-            `tfjob` (a TFJob on this cluster).
-        strategy: Distribution strategy: `multi_worker_mirrored` (synchronous
-            all-reduce across workers).
+        metrics: Final training loss and accuracy, examples per second, workers,
+            the input-bound fraction (share of step time spent waiting for
+            input), replica restarts and the epoch training resumed from.
+        backend: Where replicas run: `local` (processes on this machine),
+            `tfjob` (a TFJob on this cluster) or `mpijob` (an MPIJob, Horovod).
+        strategy: `mirrored` (one worker, all its devices),
+            `multi_worker_mirrored` (synchronous all-reduce across workers),
+            `parameter_server` (variables on `ps` servers, asynchronous
+            workers, a coordinating chief) or `horovod` (all-reduce over MPI).
         workers: Number of worker replicas (at least 1).
         model_name: `mnist_mlp`, `mnist_cnn`, or your own model as
             `package.module:function`, called as `function(input_shape, num_classes)`
@@ -58,8 +72,23 @@ def train_distributed(
             is this times the number of replicas.
         learning_rate: Adam learning rate.
         seed: Seed of weight initialisation and input shuffling.
+        ps: Parameter servers (`parameter_server` only; at least 1 there).
+        chief: Add a chief replica to `multi_worker_mirrored` (it trains and
+            writes the outputs); `parameter_server` always has one.
+        evaluator: Add a side-car evaluator that evaluates each epoch's
+            checkpoint on the eval split (not with `horovod`).
+        slots_per_worker: `horovod`: MPI ranks per worker (e.g. its GPUs).
+        restart_policy: What happens to a failed replica: `Never` (the step
+            fails), `OnFailure` (restarted), `ExitCode` (restarted when killed
+            or when it lost a peer: exit codes 128-255; `horovod`: `Never` or
+            `OnFailure`).
+        backoff_limit: Replica restarts allowed before the step fails.
+        input_sharding: How workers split the training files: `auto`, `file`
+            (whole files per worker; needs at least one file per worker) or
+            `record` (every n-th record).
         image: Cluster only: image of the replicas (kfdist installed; a pinned
-            tag); empty: the kfdist runtime image of this release.
+            tag); empty: this release's kfdist runtime image (`tfjob`) or
+            Horovod image (`mpijob`).
         namespace: Cluster only: namespace of the job (default: this step's).
         work_uri: Cluster only: `gs://` prefix or shared-volume directory where
             this step and the replicas exchange job, dataset and model (default:
@@ -77,14 +106,13 @@ def train_distributed(
             retried step re-attaches to it.
         task_name: The KFP task name (the pipeline passes it).
     """
-    from kfdist import RUNTIME_IMAGE
     from kfdist.components.train_distributed import runtime
     from kfdist.components.train_distributed.cluster_options import ClusterOptions
 
     # Empty strings arrive for unset pipeline parameters: the local runner
     # cannot pass None, so both mean "not set".
     cluster = ClusterOptions(
-        image=image or RUNTIME_IMAGE, namespace=namespace or None, work_uri=work_uri or None,
+        image=image or None, namespace=namespace or None, work_uri=work_uri or None,
         pvc_name=pvc_name or None, gpus_per_worker=gpus_per_worker,
         cpu_per_worker=cpu_per_worker or None, memory_per_worker=memory_per_worker or None,
         node_selector=dict(node_selector or {}), service_account=service_account or None,
@@ -93,12 +121,18 @@ def train_distributed(
     report = runtime.train(
         dataset.path, model.path, backend=backend, strategy=strategy, workers=workers,
         model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
-        learning_rate=learning_rate, seed=seed, cluster=cluster, dataset_uri=dataset.uri)
+        learning_rate=learning_rate, seed=seed, cluster=cluster, dataset_uri=dataset.uri,
+        ps=ps, chief=chief, evaluator=evaluator, slots_per_worker=slots_per_worker,
+        restart_policy=restart_policy, backoff_limit=backoff_limit, input_sharding=input_sharding)
     metrics.log_metric("final_loss", report.final_loss)
     metrics.log_metric("final_accuracy", report.final_accuracy)
     metrics.log_metric("examples_per_second", report.examples_per_second)
     metrics.log_metric("training_seconds", report.wall_seconds)
     metrics.log_metric("workers", report.workers)
+    if report.input_bound_fraction is not None:
+        metrics.log_metric("input_bound_fraction", report.input_bound_fraction)
+    metrics.log_metric("restarts", report.restarts)
+    metrics.log_metric("resumed_from_epoch", report.initial_epoch)
     model.metadata.update({"framework": "tensorflow", "strategy": report.strategy,
                            "workers": report.workers, "model_name": report.model_name,
                            "backend": report.backend})

@@ -258,6 +258,9 @@ class JobConfig:
       job: Where the replicas run.
       dump_weights: Debug aid: each replica also writes its final weights to
         `work_dir/weights-<type>-<index>.npz`.
+      state_uri: Cluster jobs: the shared location the leader publishes its
+        training state to after every epoch (see `backup_sync`); None locally,
+        where `model_dir` itself is shared.
     """
 
     dataset_dir: str
@@ -266,6 +269,7 @@ class JobConfig:
     training: TrainingConfig
     job: JobSpec
     dump_weights: bool = False
+    state_uri: Optional[str] = None
 
     def validate(self) -> None:
         """Validates the training settings and the job spec together."""
@@ -282,7 +286,7 @@ class JobConfig:
         d = json.loads(text)
         return cls(dataset_dir=d["dataset_dir"], model_dir=d["model_dir"], work_dir=d["work_dir"],
                    training=TrainingConfig(**d["training"]), job=JobSpec(**d["job"]),
-                   dump_weights=bool(d.get("dump_weights", False)))
+                   dump_weights=bool(d.get("dump_weights", False)), state_uri=d.get("state_uri"))
 
     def write(self, path: str) -> None:
         """Writes the JSON form to `path`."""

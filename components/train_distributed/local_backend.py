@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable, Deque, Dict, List, Optional, Sequence
+from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed import config, tf_config
@@ -334,23 +334,46 @@ def run_job(job: config.JobConfig, config_path: str, log: Callable[[str], None])
     """
     spec, strategy = job.job, job.training.strategy
     argv = [sys.executable, "-u", "-m", REPLICA_MODULE, "--config", config_path]
-    supervisor = _Supervisor(log, spec, strategy)
     reservation = None
     if strategy == config.HOROVOD:
         from kfdist.components.train_distributed import local_mpi
 
         launcher_argv, launcher_env = local_mpi.launcher(spec, argv, job.work_dir,
                                                          replica_env(None))
-        supervisor.add(tf_config.Task(LAUNCHER, 0), launcher_argv, launcher_env)
+        replicas = [(tf_config.Task(LAUNCHER, 0), launcher_argv, launcher_env)]
     else:
         reservation = PortReservation(sum(spec.replica_counts(strategy).values()))
         cluster = local_cluster(spec, strategy, reservation.ports)
-        for task, value in tf_config.tf_configs(cluster):
-            supervisor.add(task, argv, replica_env(value))
+        replicas = [(task, argv, replica_env(value)) for task, value in tf_config.tf_configs(cluster)]
+    try:
+        return run_processes(replicas, spec, strategy, log)
+    finally:
+        if reservation is not None:
+            reservation.release()
+
+
+def run_processes(replicas: Sequence[Tuple[tf_config.Task, Sequence[str], Dict[str, str]]],
+                  spec: config.JobSpec, strategy: str,
+                  log: Callable[[str], None]) -> LocalJobResult:
+    """Runs replica processes under the operators' rules until the job succeeds or fails.
+
+    Args:
+      replicas: `(task, argv, env)` of each replica (task `launcher` for Horovod).
+      spec: Restart policy, backoff limit, deadline and success policy.
+      strategy: Decides which replicas' success is the job's.
+      log: Receives every output line, prefixed with the replica's label.
+
+    Returns:
+      The restarts made and the replicas ended at the end.
+
+    Raises:
+      TrainingFailedError: If the job failed (every replica is stopped first).
+    """
+    supervisor = _Supervisor(log, spec, strategy)
+    for task, argv, env in replicas:
+        supervisor.add(task, argv, env)
     try:
         supervisor.start_all()
         return supervisor.wait()
     finally:
         supervisor.stop_all()
-        if reservation is not None:
-            reservation.release()

@@ -37,7 +37,6 @@ from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.train_distributed import (config, input_pipeline, input_wait, models,
                                                 tf_config)
 
-CHECKPOINT_DIR = "checkpoints"
 
 
 def skip_autograph_for_tf_keras() -> None:
@@ -69,7 +68,6 @@ PEER_LOST_EXIT_CODE = 138
 #: Errors a replica gets when another replica of its cluster died or restarted.
 PEER_LOST_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
                     tf.errors.DeadlineExceededError)
-BACKUP_DIR = "backup"
 
 
 def _mirrored(cluster: Optional[dict]) -> tf.distribute.Strategy:
@@ -284,9 +282,10 @@ class _EpochsDone(tf.keras.callbacks.Callback):
 
 def _callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_batch: int):
     training = job.training
-    backup_dir = os.path.join(job.model_dir, BACKUP_DIR)
+    backup_dir = os.path.join(job.model_dir, model_artifact.BACKUP_DIR)
     checkpoint = tf.keras.callbacks.ModelCheckpoint(
-        os.path.join(job.model_dir, CHECKPOINT_DIR, "ckpt"), save_weights_only=True)
+        os.path.join(job.model_dir, model_artifact.CHECKPOINTS_DIR, model_artifact.CHECKPOINT_PREFIX),
+        save_weights_only=True)
     history = HistoryWriter(os.path.join(job.model_dir, model_artifact.HISTORY_FILE), role.leader)
     callbacks: List[tf.keras.callbacks.Callback] = []
     if role.hvd is not None:
@@ -301,6 +300,10 @@ def _callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_batc
     if meter is not None:
         callbacks.append(meter)
     callbacks += [history, EpochLogger(training.epochs, steps * global_batch, role.leader)]
+    if job.state_uri and role.leader:
+        from kfdist.components.train_distributed import backup_sync
+
+        callbacks.append(backup_sync.PublishEachEpoch(job.model_dir, job.state_uri))
     return callbacks, history, backup_dir
 
 
@@ -355,6 +358,8 @@ def train_replica(job: config.JobConfig) -> Optional[model_artifact.ReplicaRepor
                         initial_epoch=initial_epoch, callbacks=callbacks)
     wall = time.perf_counter() - start
     initial_epoch = history.epoch[0] if history.epoch else training.epochs
+    if role.leader:  # training is complete: nothing is left to resume
+        shutil.rmtree(backup_dir, ignore_errors=True)
 
     save_model(model, job, role)
     weights = model.get_weights()
@@ -404,6 +409,16 @@ def _write_chief_outputs(job: config.JobConfig, epochs: List[dict], examples_per
     })
     if input_bound_fraction is not None:
         log(f"input-bound fraction: {input_bound_fraction:.1%} of step time waited for input")
+
+
+def is_leader_process(strategy: str) -> bool:
+    """Whether this process leads its job: Horovod rank 0, else the TF_CONFIG chief."""
+    if strategy == config.HOROVOD:
+        return _task_of_this_process().index == 0
+    cluster_config = tf_config.parse_env(os.environ)
+    if strategy == config.PARAMETER_SERVER:
+        return tf_config.current_task(cluster_config).type == tf_config.CHIEF
+    return tf_config.is_chief(cluster_config)
 
 
 def _task_of_this_process() -> tf_config.Task:

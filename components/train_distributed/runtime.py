@@ -39,7 +39,7 @@ JOB_CONFIG_FILE = "job.json"
 
 
 #: What an interrupted attempt leaves in its model directory; a retry resumes from it.
-RESUMABLE_ENTRIES = frozenset({"backup", "checkpoints", model_artifact.HISTORY_FILE})
+RESUMABLE_ENTRIES = frozenset(model_artifact.TRAINING_STATE_ENTRIES)
 
 _TRAINING_FIELDS = {f.name for f in dataclasses.fields(config.TrainingConfig)}
 _SPEC_FIELDS = {f.name for f in dataclasses.fields(config.JobSpec)}
@@ -114,7 +114,7 @@ def _prepare_model_dir(model_dir: str) -> bool:
             f"model_dir {model_dir!r} is not empty: {sorted(entries)[:5]}; a retried step can "
             f"resume only a directory holding nothing but {sorted(RESUMABLE_ENTRIES)}")
     os.makedirs(model_dir, exist_ok=True)
-    return "backup" in entries
+    return model_artifact.BACKUP_DIR in entries
 
 
 def _read_json(path: str, what: str) -> dict:

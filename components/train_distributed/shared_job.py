@@ -6,7 +6,8 @@ prefix, or a directory on a volume every pod mounts (a PVC)::
 
     <work_uri>/job.json      JobConfig; its dataset_dir is the dataset's URI
     <work_uri>/dataset/      the dataset, when the launcher had to upload it
-    <work_uri>/model/        the chief's Model artifact, uploaded after training
+    <work_uri>/model/        the leader's training state after every epoch (backup/,
+                             checkpoints/, history.json), then its Model artifact
     <work_uri>/reports/      every replica's report and the chief's summary
 
 Each replica runs `python -m kfdist.components.train_distributed.shared_job
@@ -26,7 +27,7 @@ from typing import Optional, Sequence
 
 import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
 from kfdist.components.common import storage
-from kfdist.components.train_distributed import config, tf_config
+from kfdist.components.train_distributed import config
 
 JOB_FILE = "job.json"
 
@@ -75,7 +76,7 @@ def run_shared_replica(layout: SharedJobLayout, scratch: str) -> None:
       layout: The job's work location.
       scratch: A private local directory for the staged dataset and outputs.
     """
-    from kfdist.components.train_distributed import replica  # imports TensorFlow
+    from kfdist.components.train_distributed import backup_sync, replica  # import TensorFlow
 
     storage.download(layout.job_file, os.path.join(scratch, JOB_FILE))
     template = config.JobConfig.read(os.path.join(scratch, JOB_FILE))
@@ -83,12 +84,15 @@ def run_shared_replica(layout: SharedJobLayout, scratch: str) -> None:
     job = dataclasses.replace(template, dataset_dir=dataset_dir,
                               model_dir=os.path.join(scratch, "model"),
                               work_dir=os.path.join(scratch, "reports"))
+    job = dataclasses.replace(job, state_uri=layout.model_uri)
     os.makedirs(job.model_dir)
     os.makedirs(job.work_dir)
+    backup_sync.restore(layout.model_uri, job.model_dir, replica.log)
     replica.train_replica(job)
     storage.copy_dir_to(job.work_dir, layout.reports_uri)
-    if tf_config.is_chief(tf_config.parse_env(os.environ)):
+    if replica.is_leader_process(job.training.strategy):
         storage.copy_dir_to(job.model_dir, layout.model_uri)
+        backup_sync.discard_backup(layout.model_uri)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

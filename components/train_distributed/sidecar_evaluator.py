@@ -19,7 +19,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
 
-from kfdist.components.common import dataset_spec, tf_features
+from kfdist.components.common import dataset_spec, model_artifact, tf_features
 from kfdist.components.train_distributed import config, models
 
 POLL_SECONDS = 1.0
@@ -51,6 +51,14 @@ def _checkpoint_version(prefix: str) -> Optional[Tuple[float, int]]:
     return stat.st_mtime, stat.st_size
 
 
+def _fetch_checkpoints(state_uri: str, local_dir: str) -> None:
+    from kfdist.components.common import storage
+
+    remote = storage.join(state_uri, model_artifact.CHECKPOINTS_DIR)
+    if storage.list_uris(remote):
+        storage.copy_dir_from(remote, local_dir)
+
+
 def run(job: config.JobConfig, log: Callable[[str], None],
         should_stop: Callable[[], bool] = lambda: False) -> List[Dict[str, float]]:
     """Evaluates checkpoints as they appear until `should_stop()` (or the process is ended).
@@ -62,12 +70,15 @@ def run(job: config.JobConfig, log: Callable[[str], None],
     model = models.build_model(job.training.model_name, meta)
     models.compile_model(model, job.training.learning_rate)
     data = eval_dataset(meta, job.dataset_dir)
-    prefix = os.path.join(job.model_dir, "checkpoints", "ckpt")
+    prefix = os.path.join(job.model_dir, model_artifact.CHECKPOINTS_DIR,
+                          model_artifact.CHECKPOINT_PREFIX)
     out = os.path.join(job.work_dir, EVALUATIONS_FILE)
     log(f"evaluator pid={os.getpid()}: evaluating each new checkpoint {prefix} on the eval split")
     seen = None
     results: List[Dict[str, float]] = []
     while not should_stop():
+        if job.state_uri:  # a cluster job: the chief publishes its checkpoints there
+            _fetch_checkpoints(job.state_uri, os.path.dirname(prefix))
         version = _checkpoint_version(prefix)
         if version is None or version == seen:
             time.sleep(POLL_SECONDS)

@@ -58,8 +58,8 @@ class Log:
 
 def launched_pids(lines):
     """The worker pids the launcher logged."""
-    started = [line for line in lines if "local worker process(es): pids" in line]
-    return [int(p) for p in re.findall(r"\d+", started[0].split("pids", 1)[1])]
+    started = [line for line in lines if "local replica process(es): " in line]
+    return [int(p) for p in re.findall(r"pid (\d+)", started[0])]
 
 
 def is_running(pid):

@@ -34,6 +34,7 @@ from kfdist.components.train_distributed.job_kinds import TFJOB_V1
 from kfdist.components.train_distributed.job_spec import job_name_for
 from kfdist.components.train_distributed.shared_job import replica_command
 from kube_server import KubeServer
+from kube_server.store import NotFound
 from kube_server.process_operator import ProcessOperator
 
 pytestmark = pytest.mark.slow
@@ -347,7 +348,11 @@ def _terminal(cluster: Cluster, key) -> str:
 
 
 def _pod_log(cluster: Cluster, pod_name: str) -> List[str]:
-    pod = cluster.server.store.get(PODS + (NAMESPACE, pod_name))
+    """The pod's log so far; empty while the operator has not created the pod yet."""
+    try:
+        pod = cluster.server.store.get(PODS + (NAMESPACE, pod_name))
+    except NotFound:
+        return []
     return cluster.server.store.read_log(pod["metadata"]["uid"], 0, 0)[0]
 
 

@@ -1,0 +1,107 @@
+"""`kfdist train`: the training step alone, on this machine or a cluster, from the shell.
+
+    kfdist train --strategy parameter_server --workers 2 --ps 1 --output runs/ps
+    kfdist train --strategy horovod --workers 2 --dataset DATASET_DIR --output runs/hvd
+
+Without `--dataset`, the bundled sample digits are written and sharded into
+`OUTPUT/dataset` first. The model artifact goes to `OUTPUT/model` (a model
+directory left by an interrupted run is resumed from its backup), and the
+held-out evaluation of the trained model to `OUTPUT/train-summary.json`,
+which is also printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from typing import Any, Dict
+
+from kfdist.components.common.errors import InvalidInputError
+
+SUMMARY_FILE = "train-summary.json"
+
+
+def add_train_parser(sub) -> None:
+    """Adds the `train` sub-command to the `kfdist` parser."""
+    from kfdist.components.train_distributed import config
+
+    p = sub.add_parser("train", help="run the training step alone and evaluate its model",
+                       description=__doc__.split("\n")[0])
+    p.add_argument("--output", required=True, help="run directory: model/, dataset/, summary")
+    p.add_argument("--dataset", default=None,
+                   help="kfdist dataset directory (default: shard the bundled sample digits)")
+    p.add_argument("--backend", default="local", choices=list(config.BACKENDS),
+                   help="where the replicas run (default: %(default)s)")
+    p.add_argument("--strategy", default=config.MULTI_WORKER_MIRRORED,
+                   choices=list(config.STRATEGIES))
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--ps", type=int, default=0, help="parameter servers (parameter_server)")
+    p.add_argument("--chief", action="store_true", help="add a chief (multi_worker_mirrored)")
+    p.add_argument("--evaluator", action="store_true", help="add a side-car evaluator")
+    p.add_argument("--slots-per-worker", type=int, default=1, help="MPI ranks per worker (horovod)")
+    p.add_argument("--model", dest="model_name", default="mnist_mlp")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--batch-size", dest="batch_size_per_replica", type=int, default=64)
+    p.add_argument("--learning-rate", type=float, default=0.001)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--restart-policy", default="ExitCode", choices=list(config.RESTART_POLICIES))
+    p.add_argument("--backoff-limit", type=int, default=6)
+    p.add_argument("--active-deadline-seconds", type=float, default=None)
+    p.add_argument("--input-sharding", default="auto", choices=list(config.INPUT_SHARDINGS))
+    p.set_defaults(func=run_train_command)
+
+
+def _training_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
+    return dict(backend=args.backend, strategy=args.strategy, workers=args.workers,
+                model_name=args.model_name, epochs=args.epochs,
+                batch_size_per_replica=args.batch_size_per_replica,
+                learning_rate=args.learning_rate, seed=args.seed, ps=args.ps, chief=args.chief,
+                evaluator=args.evaluator, slots_per_worker=args.slots_per_worker,
+                restart_policy=args.restart_policy, backoff_limit=args.backoff_limit,
+                active_deadline_seconds=args.active_deadline_seconds,
+                input_sharding=args.input_sharding)
+
+
+def run_train_command(args: argparse.Namespace) -> int:
+    """Validates, prepares the dataset if needed, trains, evaluates; prints the summary."""
+    from kfdist.components.train_distributed import runtime
+
+    kwargs = _training_kwargs(args)
+    runtime.validate_training_args(**kwargs)
+    if args.dataset is not None and not os.path.isfile(os.path.join(args.dataset, "metadata.json")):
+        raise InvalidInputError(f"--dataset {args.dataset!r} is not a kfdist dataset (no "
+                                "metadata.json); write one with the shard_dataset step, or "
+                                "leave --dataset out to use the bundled sample")
+    output = os.path.abspath(args.output)
+    dataset_dir = args.dataset or _sample_dataset(output, args.seed)
+    report = runtime.train(dataset_dir, os.path.join(output, "model"), **kwargs)
+    from kfdist.components.evaluate_model.runtime import evaluate
+
+    result = evaluate(os.path.join(output, "model"), dataset_dir, log=lambda line: None)
+    summary = {"training": dataclasses.asdict(report),
+               "eval": {"accuracy": result.accuracy, "loss": result.loss,
+                        "examples": result.num_examples},
+               "dataset": dataset_dir, "model": os.path.join(output, "model")}
+    summary["training"].pop("replicas")
+    summary["replica_weights_sha256"] = {r.task: r.weights_sha256 for r in report.replicas}
+    with open(os.path.join(output, SUMMARY_FILE), "w") as f:
+        json.dump(summary, f, indent=2, sort_keys=True)
+    print(json.dumps(summary, indent=2, sort_keys=True))
+    return 0
+
+
+def _sample_dataset(output: str, seed: int) -> str:
+    """The bundled digits, sharded into `output/dataset` (reused when already there)."""
+    dataset_dir = os.path.join(output, "dataset")
+    if os.path.isfile(os.path.join(dataset_dir, "metadata.json")):
+        return dataset_dir
+    from kfdist.components.shard_dataset.runtime import shard
+    from kfdist.sample_data import write_mnist_sample
+
+    raw = os.path.join(output, "data", "mnist")
+    write_mnist_sample(raw)
+    shard(raw, dataset_dir, source_format="mnist_idx", num_shards=4, seed=seed,
+          log=lambda line: None)
+    return dataset_dir
