@@ -230,7 +230,9 @@ def save_model(model: tf.keras.Model, job: config.JobConfig, role: Role) -> None
     """Saves the SavedModel: the leader into model_dir; under MultiWorkerMirrored every
     replica must call it (collectives), the others into a scratch directory deleted after."""
     if role.leader:
-        model.save(os.path.join(job.model_dir, model_artifact.SAVED_MODEL_DIR), save_format="tf")
+        # Horovod's optimizer holds Horovod ops, which a process without Horovod cannot load.
+        model.save(os.path.join(job.model_dir, model_artifact.SAVED_MODEL_DIR), save_format="tf",
+                   include_optimizer=role.hvd is None)
         return
     if not role.all_save:
         return
