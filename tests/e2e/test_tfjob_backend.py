@@ -437,3 +437,39 @@ def test_operator_fails_the_job_when_a_replica_fails(cluster):
     pod = cluster.server.store.get(PODS + (NAMESPACE, "broken-worker-1"))
     assert pod["status"]["phase"] == "Failed"
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+
+
+def test_horovod_trains_as_an_mpijob(cluster, dataset_uri, digits_dataset, tmp_path):
+    """backend=mpijob: one MPIJob v2beta1; its launcher's mpirun runs 2 Horovod ranks here."""
+    from kfdist import HOROVOD_IMAGE
+    from kfdist.components.train_distributed.job_kinds import MPIJOB_V2BETA1
+
+    model_dir = str(tmp_path / "model")
+    log = Log()
+    report = runtime.train(digits_dataset, model_dir, backend="mpijob", strategy="horovod",
+                           workers=2, epochs=2, batch_size_per_replica=32,
+                           restart_policy="OnFailure", cluster=_options(run_id="run-hvd"),
+                           dataset_uri=dataset_uri, log=log)
+
+    assert os.path.isfile(os.path.join(model_dir, model_artifact.SAVED_MODEL_DIR, "saved_model.pb"))
+    assert not os.path.exists(os.path.join(model_dir, model_artifact.BACKUP_DIR))
+    assert [r.task for r in report.replicas] == ["rank:0", "rank:1"]
+    assert len({r.weights_sha256 for r in report.replicas}) == 1
+    assert (report.backend, report.strategy, report.epochs) == ("mpijob", "horovod", 2)
+    # The step streamed the launcher's log: mpirun's, holding every rank's lines.
+    assert any("replica rank:0 pid=" in line for line in log.lines), log.lines
+    assert any("replica rank:1 pid=" in line for line in log.lines)
+    assert any("succeeded: MPIJob kubeflow-test/" in line for line in log.lines), log.lines[-5:]
+
+    [post] = cluster.server.requests.matching(verb="create", resource="mpijobs")
+    body = post.body
+    assert crd_schema.load_crd(crd_schema.crd_path_for(MPIJOB_V2BETA1)).validate(body) == []
+    spec = body["spec"]
+    assert spec["slotsPerWorker"] == 1 and spec["mpiImplementation"] == "OpenMPI"
+    assert spec["sshAuthMountPath"] == "/home/mpiuser/.ssh"
+    assert spec["runPolicy"]["backoffLimit"] == 6
+    launcher = spec["mpiReplicaSpecs"]["Launcher"]
+    assert launcher["restartPolicy"] == "OnFailure"
+    [container] = launcher["template"]["spec"]["containers"]
+    assert container["image"] == HOROVOD_IMAGE and container["command"][:3] == ["mpirun", "-np", "2"]
+    assert cluster.wait_no_processes() == []

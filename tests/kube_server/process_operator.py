@@ -1,4 +1,4 @@
-"""A test-side Training Operator that runs a TFJob's replicas as real local processes.
+"""A test-side Training Operator (and MPI Operator) running a job's replicas as local processes.
 
 What the Kubeflow Training Operator (v1) and the kubelet do for a TFJob, on
 this machine: for every replica of `spec.tfReplicaSpecs` it creates the pod
@@ -29,6 +29,12 @@ pods, `All` deletes every pod, `None` keeps the pods (their processes are
 killed all the same: nothing may outlive a test). Deleting the job kills its
 processes; the store's garbage collection deletes the pods. `stop()` kills
 every process this operator started.
+
+An MPIJob (kubeflow.org/v2beta1) gets its Launcher and Worker pods; the
+workers' containers would only run sshd, so they just turn Running, and the
+launcher's command (`mpirun ...`) runs here, starting every rank on this
+machine. The job is Succeeded (`MPIJobSucceeded`) when the launcher exits 0,
+Failed (`BackoffLimitExceeded`, the launcher Job's reason) when it does not.
 """
 
 from __future__ import annotations
@@ -139,7 +145,7 @@ class ProcessOperator:
             run.thread.join(timeout=self.kill_grace_seconds + 5)
 
     def _on_create(self, key: ObjectKey, job: dict) -> None:
-        if key[2] != "tfjobs" or self._stopped.is_set():
+        if key[2] not in ("tfjobs", "mpijobs") or self._stopped.is_set():
             return
         run = _JobRun(self, key, job)
         with self._lock:
@@ -155,7 +161,9 @@ class _JobRun:
         self.name, self.namespace = key[4], key[3]
         self.uid = job["metadata"]["uid"]
         self.job = job
-        self.who = f"TFJob {self.namespace}/{self.name}"
+        self.kind = job["kind"]
+        self.mpi = self.kind == "MPIJob"
+        self.who = f"{self.kind} {self.namespace}/{self.name}"
         self.replicas: List[_Replica] = []
         self.scratch = tempfile.mkdtemp(prefix=f"kfdist-pods-{self.name}-")
         self._kill_lock = threading.Lock()
@@ -167,10 +175,10 @@ class _JobRun:
     def _run(self) -> None:
         try:
             self._create_pods()
-            self._condition("Created", "TFJobCreated", f"TFJob {self.name} is created.")
+            self._condition("Created", f"{self.kind}Created", f"{self.kind} {self.name} is created.")
             self._wait(self.op.pending_seconds)
             self._start_processes()
-            self._condition("Running", "TFJobRunning", f"{self.who} is running.")
+            self._condition("Running", f"{self.kind}Running", f"{self.who} is running.")
             self._supervise()
         except (_Deleted, NotFound):
             self.kill_all()
@@ -178,7 +186,7 @@ class _JobRun:
         except Exception as error:  # a broken job spec: fail the job, as a webhook would refuse it
             self.kill_all()
             try:
-                self._condition("Failed", "TFJobFailed", f"{self.who} could not run: {error}")
+                self._condition("Failed", f"{self.kind}Failed", f"{self.who} could not run: {error}")
             except (_Deleted, NotFound):
                 pass
             raise
@@ -194,15 +202,15 @@ class _JobRun:
                 created = self.store.create(pod_key, pod)
             except AlreadyExists:
                 created = self.store.get(pod_key)
-            self.replicas.append(_Replica(rtype, int(labels[pod_objects.REPLICA_INDEX_LABEL]),
+            self.replicas.append(_Replica(rtype, int(labels.get(pod_objects.REPLICA_INDEX_LABEL, 0)),
                                           pod_key, created["metadata"]["uid"]))
         order = {t: i for i, t in enumerate(_TYPE_ORDER)}
         self.replicas.sort(key=lambda r: (order.get(r.rtype, len(order)), r.index))
 
     def _tf_configs(self) -> Dict[str, Optional[str]]:
-        """TF_CONFIG by replica label; None for all when the job has one replica."""
-        if len(self.replicas) == 1:
-            return {self.replicas[0].label: None}
+        """TF_CONFIG by replica label; None for all when the job has one replica (or is an MPIJob)."""
+        if len(self.replicas) == 1 or self.mpi:
+            return {r.label: None for r in self.replicas}
         in_cluster = [r for r in self.replicas if r.rtype != "Evaluator"]
         ports = iter(free_ports(len(in_cluster)))
         cluster: Dict[str, List[str]] = {}
@@ -217,6 +225,9 @@ class _JobRun:
         tf_configs = self._tf_configs()
         for replica in self.replicas:
             pod = self.store.get(replica.pod_key)
+            if self.mpi and replica.rtype == "Worker":  # sshd only: the launcher's mpirun runs the ranks
+                self.store.update(replica.pod_key, pod_objects.start_running)
+                continue
             container = _tf_container(pod)
             env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
             env.update({e["name"]: str(e.get("value", "")) for e in container.get("env") or []})
@@ -227,8 +238,7 @@ class _JobRun:
             if not argv:
                 raise ValueError(f"{self.who}: container {TF_CONTAINER} has no command "
                                  "(the image entrypoint cannot run locally)")
-            if argv[0] in ("python", "python3"):
-                argv[0] = sys.executable
+            argv = [sys.executable if arg in ("python", "python3") else arg for arg in argv]
             workdir = os.path.join(self.scratch, replica.label)
             os.makedirs(workdir, exist_ok=True)
             with self._kill_lock:
@@ -252,13 +262,17 @@ class _JobRun:
     def _supervise(self) -> None:
         while True:
             self._wait(self.op.poll_seconds)
-            exited = [r for r in self.replicas
-                      if r.exit_code is None and r.process.poll() is not None]
+            exited = [r for r in self.replicas if r.exit_code is None and r.process is not None
+                      and r.process.poll() is not None]
             for replica in exited:
                 self._container_exited(replica)
             if not exited:
                 continue
             failed = [r for r in self.replicas if r.exit_code not in (None, 0)]
+            if failed and self.mpi:
+                return self._finish("Failed", "BackoffLimitExceeded/Error",
+                                    f"Job has reached the specified backoff limit: launcher "
+                                    f"exited with code {failed[0].exit_code}")
             if failed:
                 rtype = failed[0].rtype
                 count = sum(1 for r in failed if r.rtype == rtype)
@@ -266,11 +280,13 @@ class _JobRun:
                                     f"{self.who} has failed because {count} {rtype} "
                                     f"replica(s) failed.")
             if self._succeeded():
-                return self._finish("Succeeded", "TFJobSucceeded",
+                return self._finish("Succeeded", f"{self.kind}Succeeded",
                                     f"{self.who} successfully completed.")
 
     def _succeeded(self) -> bool:
         done = {r.label for r in self.replicas if r.exit_code == 0}
+        if self.mpi:
+            return "launcher-0" in done
         chiefs = [r for r in self.replicas if r.rtype in ("Chief", "Master")]
         if chiefs:
             return all(r.label in done for r in chiefs)
@@ -302,7 +318,7 @@ class _JobRun:
         for replica in self.replicas if policy == "All" else still_running:
             if policy in ("Running", "All"):
                 self._delete_pod(replica)
-            elif replica.exit_code is None:
+            elif replica.exit_code is None and replica.process is not None:
                 self._container_exited(replica)
 
     # Status ---------------------------------------------------------------------
