@@ -59,6 +59,9 @@ def launcher(spec: config.JobSpec, rank_argv: Sequence[str], work_dir: str,
         f.write(hostfile_text(spec.workers, spec.slots_per_worker))
     env = dict(base_env)
     env.update(operator_launcher_env(hostfile, spec.slots_per_worker))
+    # The ranks share this machine's cores with each other's TensorFlow threads: an idle
+    # rank yields its core instead of busy-polling MPI (about 2x faster fit on 2 cores).
+    env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     if os.geteuid() == 0:  # containers often run as root; OpenMPI refuses it unless told
         env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
     ranks = spec.workers * spec.slots_per_worker
