@@ -11,10 +11,11 @@ it; it never holds up or fails training.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional
 
 import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
@@ -28,7 +29,11 @@ EVAL_BATCH = 256
 
 
 def eval_dataset(meta: dataset_spec.DatasetMetadata, dataset_dir: str) -> tf.data.Dataset:
-    """The whole eval split, parsed and preprocessed, in batches of `EVAL_BATCH`."""
+    """The eval split, parsed and preprocessed, in batches of `EVAL_BATCH`, repeated.
+
+    Evaluate `eval_steps(meta)` batches for one pass: a repeated dataset ends a
+    pass without TensorFlow's end-of-sequence warnings.
+    """
     parse = tf_features.parse_fn(meta)
     preprocess = tf_features.preprocess_fn(meta)
 
@@ -39,16 +44,21 @@ def eval_dataset(meta: dataset_spec.DatasetMetadata, dataset_dir: str) -> tf.dat
     files = meta.shard_paths(dataset_dir, "eval")
     return (tf.data.TFRecordDataset(files, compression_type=tf_features.compression_type(meta))
             .batch(EVAL_BATCH).map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
-            .cache().prefetch(tf.data.AUTOTUNE))
+            .cache().repeat().prefetch(tf.data.AUTOTUNE))
 
 
-def _checkpoint_version(prefix: str) -> Optional[Tuple[float, int]]:
-    index = prefix + ".index"
+def eval_steps(meta: dataset_spec.DatasetMetadata) -> int:
+    """Batches in one pass over the eval split."""
+    return -(-meta.splits["eval"].num_examples // EVAL_BATCH)
+
+
+def _checkpoint_version(prefix: str) -> Optional[str]:
+    """A digest of the checkpoint's index (it holds every tensor's checksum): new weights, new digest."""
     try:
-        stat = os.stat(index)
+        with open(prefix + ".index", "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
     except FileNotFoundError:
         return None
-    return stat.st_mtime, stat.st_size
 
 
 def _fetch_checkpoints(state_uri: str, local_dir: str) -> None:
@@ -91,7 +101,7 @@ def run(job: config.JobConfig, log: Callable[[str], None],
             log(f"evaluator: checkpoint not readable yet ({type(e).__name__}); retrying")
             time.sleep(POLL_SECONDS)
             continue
-        metrics = model.evaluate(data, verbose=0, return_dict=True)
+        metrics = model.evaluate(data, steps=eval_steps(meta), verbose=0, return_dict=True)
         results.append({"evaluation": len(results) + 1, **{k: float(v) for k, v in metrics.items()}})
         log(f"evaluator: evaluation {len(results)}: " +
             " ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))

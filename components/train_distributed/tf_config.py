@@ -1,12 +1,15 @@
 """TF_CONFIG in the Kubeflow Training Operator's layout (pure functions).
 
-For a TFJob the operator gives every replica pod an environment variable::
+For a TFJob the Training Operator (v1, `genTFConfigJSONStr`) gives every
+replica pod an environment variable, the JSON of a Go struct::
 
-    TF_CONFIG={"cluster": {"worker": ["host-0:2222", "host-1:2222"]},
-               "task": {"type": "worker", "index": 1}}
+    TF_CONFIG={"cluster":{"evaluator":["<job>-evaluator-0.<ns>.svc:2222"],
+                          "worker":["<job>-worker-0.<ns>.svc:2222", ...]},
+               "task":{"type":"worker","index":1},"environment":"cloud"}
 
-with lower-case replica types (`chief`, `worker`, `ps`, `evaluator`) and no
-TF_CONFIG at all when the job has a single replica. This module builds and
+with every replica type in the cluster (the evaluator too), lower-case,
+the types in sorted order (a Go map), and no TF_CONFIG at all when the job
+has a single replica. `to_env_value` writes exactly that text. This module builds and
 reads that layout; it knows nothing about processes or ports, so the local
 backend (localhost ports) and a Kubernetes backend (pod DNS names) share it.
 
@@ -98,8 +101,8 @@ def tf_config_for(cluster: Mapping[str, Sequence[str]], task: Task) -> Optional[
         raise InvalidInputError(f"task {task.name} is not in cluster {dict(cluster)}")
     if len(tasks) == 1:
         return None
-    return {"cluster": {t: list(a) for t, a in cluster.items()},
-            "task": {"type": task.type, "index": task.index}}
+    return {"cluster": {t: list(cluster[t]) for t in sorted(cluster)},
+            "task": {"type": task.type, "index": task.index}, "environment": "cloud"}
 
 
 def tf_configs(cluster: Mapping[str, Sequence[str]]) -> List[Tuple[Task, Optional[dict]]]:
@@ -118,8 +121,8 @@ def training_cluster(cluster: Mapping[str, Sequence[str]]) -> Cluster:
 
 
 def to_env_value(tf_config: dict) -> str:
-    """The compact JSON text to put in the TF_CONFIG variable."""
-    return json.dumps(tf_config, separators=(",", ":"), sort_keys=True)
+    """The compact JSON text to put in the TF_CONFIG variable, in the operator's field order."""
+    return json.dumps(tf_config, separators=(",", ":"))
 
 
 def parse_env(environ: Mapping[str, str]) -> Optional[dict]:

@@ -473,3 +473,33 @@ def test_horovod_trains_as_an_mpijob(cluster, dataset_uri, digits_dataset, tmp_p
     [container] = launcher["template"]["spec"]["containers"]
     assert container["image"] == HOROVOD_IMAGE and container["command"][:3] == ["mpirun", "-np", "2"]
     assert cluster.wait_no_processes() == []
+
+
+def test_parameter_server_trains_as_a_tfjob_with_an_evaluator(cluster, dataset_uri, digits_dataset,
+                                                              tmp_path):
+    """Chief + PS + 2 workers + evaluator: the chief decides success, the rest are ended."""
+    model_dir = str(tmp_path / "model")
+    log = Log()
+    report = runtime.train(digits_dataset, model_dir, backend="tfjob", strategy="parameter_server",
+                           workers=2, ps=1, evaluator=True, epochs=3, batch_size_per_replica=32,
+                           cluster=_options(run_id="run-ps"), dataset_uri=dataset_uri, log=log)
+    [chief] = report.replicas
+    assert chief.task == "chief:0"
+    assert chief.variable_devices and all(d.startswith("/job:ps/") for d in chief.variable_devices)
+    assert report.epochs == 3
+    assert os.path.isfile(os.path.join(model_dir, model_artifact.SAVED_MODEL_DIR, "saved_model.pb"))
+    assert not os.path.exists(os.path.join(model_dir, model_artifact.BACKUP_DIR))
+
+    [post] = cluster.job_posts()
+    body = post.body
+    assert crd_schema.load_crd(crd_schema.crd_path_for(TFJOB_V1)).validate(body) == []
+    assert sorted(body["spec"]["tfReplicaSpecs"]) == ["Chief", "Evaluator", "PS", "Worker"]
+    assert "successPolicy" not in body["spec"]  # the chief decides
+    assert body["spec"]["runPolicy"]["backoffLimit"] == 6
+    assert {s["restartPolicy"] for s in body["spec"]["tfReplicaSpecs"].values()} == {"ExitCode"}
+    # The evaluator followed the chief's checkpoints through the work location.
+    evaluator_lines = cluster.operator.replica_output(body["metadata"]["name"], "evaluator-0")
+    evaluations = [int(line.split("evaluation ")[1].split(":")[0]) for line in evaluator_lines
+                   if line.startswith("evaluator: evaluation ")]
+    assert evaluations and max(evaluations) <= 3, evaluator_lines[-10:]  # once per new checkpoint
+    assert cluster.wait_no_processes() == []

@@ -4,8 +4,9 @@ What the Kubeflow Training Operator (v1) and the kubelet do for a TFJob, on
 this machine: for every replica of `spec.tfReplicaSpecs` it creates the pod
 object (same names, labels and ownerReferences as the scripted `FakeOperator`,
 see `pods.for_job`), computes TF_CONFIG in the operator's layout (cluster of
-lower-case replica types, evaluator left out, `localhost:<free port>` instead
-of `<job>-<type>-<i>.<ns>.svc:2222`; no TF_CONFIG for a one-replica job), and
+lower-case replica types, the evaluator included, `localhost:<free port>`
+instead of `<job>-<type>-<i>.<ns>.svc:2222`; no TF_CONFIG for a one-replica
+job), and
 starts the `tensorflow` container's `command` + `args` (`python` is this
 interpreter) with the container's `env`, TF_CONFIG, and this process's
 environment (STORAGE_EMULATOR_HOST, PYTHONPATH, ... plus `env` overrides).
@@ -211,14 +212,13 @@ class _JobRun:
         """TF_CONFIG by replica label; None for all when the job has one replica (or is an MPIJob)."""
         if len(self.replicas) == 1 or self.mpi:
             return {r.label: None for r in self.replicas}
-        in_cluster = [r for r in self.replicas if r.rtype != "Evaluator"]
-        ports = iter(free_ports(len(in_cluster)))
+        ports = iter(free_ports(len(self.replicas)))
         cluster: Dict[str, List[str]] = {}
-        for r in in_cluster:
+        for r in self.replicas:
             cluster.setdefault(r.rtype.lower(), []).append(f"localhost:{next(ports)}")
-        return {r.label: json.dumps({"cluster": cluster,
+        return {r.label: json.dumps({"cluster": dict(sorted(cluster.items())),
                                      "task": {"type": r.rtype.lower(), "index": r.index},
-                                     "environment": "cloud"})
+                                     "environment": "cloud"}, separators=(",", ":"))
                 for r in self.replicas}
 
     def _start_processes(self) -> None:

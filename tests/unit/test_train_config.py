@@ -28,7 +28,8 @@ def test_workers_get_operator_layout(n):
     hosts = [f"localhost:{4000 + i}" for i in range(n)]
     assert [task for task, _ in configs] == [Task("worker", i) for i in range(n)]
     for i, (_, value) in enumerate(configs):
-        assert value == {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}}
+        assert value == {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i},
+                         "environment": "cloud"}
         assert json.loads(tf_config.to_env_value(value)) == value
 
 
