@@ -4,7 +4,7 @@ Layout of a model directory::
 
     saved_model/            # Keras SavedModel; input = *preprocessed* float32 tensor
     dataset_metadata.json   # the training dataset's metadata (feature, preprocessing, classes)
-    history.json            # per-epoch metrics: {"epochs": [{"epoch": 1, "loss": ..., ...}]}
+    history.json            # per epoch: {"epochs": [{"epoch": 1, "loss": ..., "seconds": ...}]}
     training_report.json    # TrainingReport: strategy, replicas, final metrics, throughput
     checkpoints/            # the chief's latest weights checkpoint (overwritten each epoch)
     backup/                 # only while training runs or after it was interrupted: the

@@ -146,6 +146,10 @@ class EpochLogger(tf.keras.callbacks.Callback):
             f"examples/s={self._examples_per_epoch / seconds:.0f} ({seconds:.1f}s)")
 
 
+#: Per-epoch wall time in `history.json`, beside the metrics.
+EPOCH_SECONDS = "seconds"
+
+
 class HistoryWriter(tf.keras.callbacks.Callback):
     """Keeps `history.json` current after every epoch, across restarts of the job.
 
@@ -157,16 +161,19 @@ class HistoryWriter(tf.keras.callbacks.Callback):
         super().__init__()
         self._path = path
         self._enabled = enabled
+        self._started = 0.0
         self.epochs: List[dict] = []
 
     def on_epoch_begin(self, epoch, logs=None):
         if not self.epochs and self._enabled and os.path.isfile(self._path):
             with open(self._path) as f:
                 self.epochs = [e for e in json.load(f)["epochs"] if e["epoch"] <= epoch]
+        self._started = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
         self.epochs = [e for e in self.epochs if e["epoch"] != epoch + 1]
-        self.epochs.append({"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()}})
+        self.epochs.append({"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()},
+                            EPOCH_SECONDS: time.perf_counter() - self._started})
         if self._enabled:
             _write_json(self._path, {"epochs": self.epochs})
 

@@ -373,9 +373,10 @@ def test_operator_injects_tf_config_in_the_operators_layout(cluster):
         configs[pod] = json.loads(tf_config_line)
         assert from_spec == "yes"
     cluster_spec = configs["layout-chief-0"]["cluster"]
-    assert sorted(cluster_spec) == ["chief", "worker"]  # the evaluator is not in the cluster
-    addresses = cluster_spec["chief"] + cluster_spec["worker"]
-    assert len(addresses) == 3 == len(set(addresses))
+    # Every replica type is in the cluster, the evaluator too (Training Operator v1 genClusterSpec).
+    assert list(cluster_spec) == ["chief", "evaluator", "worker"]
+    addresses = cluster_spec["chief"] + cluster_spec["evaluator"] + cluster_spec["worker"]
+    assert len(addresses) == 4 == len(set(addresses))
     assert all(a.startswith("localhost:") for a in addresses)
     assert {pod: (c["task"]["type"], c["task"]["index"]) for pod, c in configs.items()} == {
         "layout-chief-0": ("chief", 0), "layout-worker-0": ("worker", 0),

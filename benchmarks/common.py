@@ -1,0 +1,107 @@
+"""Helpers shared by the benchmarks: synthetic data, child-process measurements, tables."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import platform
+import struct
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Sequence
+
+import numpy as np
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Every child runs with these (legacy Keras, quiet TensorFlow).
+CHILD_ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+
+
+def machine() -> Dict[str, Any]:
+    """What the numbers were measured on."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")),
+                         platform.processor())
+    except OSError:
+        model = platform.processor()
+    try:
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+    except (ValueError, OSError):
+        mem_gib = None
+    return {"cpus": os.cpu_count(), "cpu_model": model, "memory_gib": round(mem_gib or 0, 1),
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
+def write_synthetic_mnist(out_dir: str, num_examples: int, seed: int = 0) -> Dict[str, int]:
+    """Writes `num_examples` 28x28 digits as MNIST IDX gzip files (`train-*`).
+
+    The bundled sample digits, tiled and shifted by up to 2 pixels with a
+    little noise, so every example is distinct (the split hashes content) and
+    the files compress like real digits.
+
+    Returns:
+      Bytes of the uncompressed images and labels.
+    """
+    from kfdist.sample_data import digits_as_mnist
+
+    images, labels = digits_as_mnist()
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(labels), num_examples)
+    shifts = rng.integers(-2, 3, size=(num_examples, 2))
+    out = np.empty((num_examples, 28, 28), np.uint8)
+    for i in range(0, num_examples, 4096):
+        block = images[picks[i:i + 4096]].astype(np.int16)
+        for j in range(len(block)):
+            block[j] = np.roll(block[j], tuple(shifts[i + j]), axis=(0, 1))
+        noise = rng.integers(0, 8, size=block.shape, dtype=np.int16)
+        out[i:i + 4096] = np.clip(block + noise, 0, 255).astype(np.uint8)
+    os.makedirs(out_dir, exist_ok=True)
+    with gzip.open(os.path.join(out_dir, "train-images-idx3-ubyte.gz"), "wb", compresslevel=1) as f:
+        f.write(struct.pack(">IIII", 2051, num_examples, 28, 28))
+        f.write(out.tobytes())
+    with gzip.open(os.path.join(out_dir, "train-labels-idx1-ubyte.gz"), "wb", compresslevel=1) as f:
+        f.write(struct.pack(">II", 2049, num_examples))
+        f.write(labels[picks].astype(np.uint8).tobytes())
+    return {"image_bytes": out.nbytes, "label_bytes": num_examples}
+
+
+def run_child(code: str, *args: str, timeout: float = 900) -> Dict[str, Any]:
+    """Runs Python `code` in a fresh interpreter; returns the JSON it prints last, plus its peak RSS.
+
+    The child is a separate process so that its peak memory (`ru_maxrss`) is
+    its own, and so that imports and caches of one measurement never help
+    another.
+    """
+    wrapper = code + "\nimport json as _j, resource as _r, sys as _s\n" \
+                     "_RESULT['peak_rss_mb'] = _r.getrusage(_r.RUSAGE_SELF).ru_maxrss / 1024\n" \
+                     "print('@@RESULT ' + _j.dumps(_RESULT))\n"
+    env = dict(os.environ, **CHILD_ENV)
+    env["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    done = subprocess.run([sys.executable, "-c", wrapper, *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("@@RESULT ")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"benchmark child failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(lines[-1][len("@@RESULT "):])
+
+
+def timed(fn, *args, **kwargs):
+    """`(result, seconds)` of one call."""
+    started = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - started
+
+
+def ratio(value: float, baseline: float) -> float:
+    """value / baseline, rounded for tables (0 when the baseline is 0)."""
+    return round(value / baseline, 2) if baseline else 0.0
+
+
+def markdown_table(header: Sequence[str], rows: List[Sequence[Any]]) -> str:
+    """A Markdown table."""
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
