@@ -50,7 +50,7 @@ model.save(os.path.join(out, "model"), save_format="tf")
 _RESULT = {"seconds_after_start": time.perf_counter() - started, "accuracy": float(accuracy)}
 """
 
-_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[.,]\d+) - INFO - (.*)$")
+_STAMP = re.compile(r"^(\d\d:\d\d:\d\d\.\d+) - INFO - (.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -62,13 +62,13 @@ def step_seconds(log: str) -> Dict[str, float]:
         match = _STAMP.match(_ANSI.sub("", raw))
         if not match:
             continue
-        when = datetime.strptime(match.group(1).replace(",", "."), "%Y-%m-%d %H:%M:%S.%f")
+        when = datetime.strptime(match.group(1), "%H:%M:%S.%f")
         text = match.group(2)
         task = re.search(r"'([^']+)'", text)
         if task and text.startswith("Executing task"):
             started[task.group(1)] = when
         elif task and text.startswith("Task ") and "finished" in text and task.group(1) in started:
-            out[task.group(1)] = round((when - started[task.group(1)]).total_seconds(), 2)
+            out[task.group(1)] = round((when - started[task.group(1)]).total_seconds() % 86400, 2)
     return out
 
 

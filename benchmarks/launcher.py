@@ -36,7 +36,7 @@ for i in range(jobs):
     job = sample_tfjob(f"bench-{i}")
     operator.script(job.name, Scenario(pending_seconds=0.1, run_seconds=0.3))
     before = len(server.requests.all())
-    launch_and_wait(job, api, timeout_seconds=60, log=lambda line: None)
+    launch_and_wait(job, api, timeout_seconds=60, log=lambda line: None, owner=None)
     reactions.append(time.monotonic() - operator.terminal_at[job.name])
     requests.append(len(server.requests.all()) - before)
 polls = {}

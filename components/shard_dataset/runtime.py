@@ -30,7 +30,8 @@ from kfdist.components.common.dataset_spec import (
 from kfdist.components.common.errors import InvalidInputError, KfdistError, require
 from kfdist.components.shard_dataset import readers
 from kfdist.components.shard_dataset.options import ShardOptions, validate_options
-from kfdist.components.shard_dataset.scan import ScanResult, eval_mask, eval_threshold, scan_source
+from kfdist.components.shard_dataset.scan import (
+    ScanResult, batch_checksum, eval_mask, eval_threshold, scan_source)
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
 from kfdist.components.shard_dataset.source import ReaderOptions, Source
 from kfdist.components.shard_dataset.writer import SplitWriter
@@ -83,9 +84,28 @@ def check_split_sizes(scan: ScanResult, options: ShardOptions) -> None:
                 f"needs an example: lower {knob}, change eval_fraction or add data")
 
 
+def _split_masks(source: Source, scan: Optional[ScanResult], threshold: int):
+    """Each source batch with its eval mask: the scan's, checked against the batch's CRC."""
+    known = list(scan.batch_splits) if scan is not None else []
+    for index, batch in enumerate(source.batches()):
+        if not known:
+            yield batch, eval_mask(batch, threshold)
+            continue
+        if index >= len(known) or known[index][0] != batch_checksum(batch):
+            raise SourceChangedError(f"batch {index} of {batch.origin} differs from what the "
+                                     "scan read: the source changed while it was being read")
+        yield batch, np.unpackbits(known[index][1], count=len(batch.labels)).astype(bool)
+
+
 def write_splits(source: Source, options: ShardOptions, root: str,
-                 log: Callable[[str], None]) -> Dict[str, SplitInfo]:
-    """The writing pass: every example into its split's shuffled, balanced shards."""
+                 log: Callable[[str], None], scan: Optional[ScanResult] = None
+                 ) -> Dict[str, SplitInfo]:
+    """The writing pass: every example into its split's shuffled, balanced shards.
+
+    With the `scan` of the first pass, the split of each example comes from it
+    (each batch's CRC-32 proves it is the batch that was scanned) instead of
+    hashing every example again.
+    """
     threshold = eval_threshold(options.eval_fraction)
     feature = source.feature
     item_bytes = 1 if feature.dtype == "uint8" else 4
@@ -99,8 +119,7 @@ def write_splits(source: Source, options: ShardOptions, root: str,
     written, next_report = 0, PROGRESS_EVERY
     with open_writer("train", options.num_shards) as train, \
             open_writer("eval", options.num_eval_shards) as evaluation:
-        for batch in source.batches():
-            in_eval = eval_mask(batch, threshold)
+        for batch, in_eval in _split_masks(source, scan, threshold):
             for writer, mask in ((train, ~in_eval), (evaluation, in_eval)):
                 writer.write(encoder.encode(batch.inputs[mask], batch.labels[mask]))
             written += len(batch.labels)
@@ -192,7 +211,7 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
         else:
             build_dir = f"{os.path.abspath(output_dir).rstrip(os.sep)}.tmp-{uuid.uuid4().hex[:12]}"
         try:
-            splits = write_splits(source, options, build_dir, log)
+            splits = write_splits(source, options, build_dir, log, scan)
             for split, count in (("train", scan.num_train), ("eval", scan.num_eval)):
                 if splits[split].num_examples != count:
                     raise SourceChangedError(
