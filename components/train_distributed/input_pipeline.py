@@ -10,10 +10,13 @@ and switches tf.data auto-sharding off:
 `sharding="file"` or `"record"` forces one mode; forcing `file` with fewer
 files than pipelines is an error (some workers would get no data).
 
-Then: interleave the TFRecord files in parallel, cache the serialized records
-when they fit in memory, shuffle (seeded), repeat, batch to the per-replica
-batch, parse the whole batch at once, apply the recorded preprocessing,
-prefetch. The stream is infinite; `steps_per_epoch` bounds an epoch.
+Then, when the pipeline's part fits in memory (`CACHE_LIMIT_BYTES`, counting
+float32 inputs): read it once (files interleaved in parallel), parse and
+preprocess it in one go, cache the tensors, and cut every epoch from a fresh
+seeded permutation into batches with parallel gathers (a full shuffle, at
+close to in-memory speed). Otherwise stream: interleave, shuffle through a bounded
+buffer, repeat, batch, parse each batch at once, preprocess. Both prefetch.
+The stream is infinite; `steps_per_epoch` bounds an epoch.
 
 With an `InputWaitMeter`, each batch carries the moment it was ready across
 `prefetch`, so the replica can measure how long each step waited for its
@@ -35,8 +38,10 @@ from kfdist.components.train_distributed import config
 
 BY_FILE = "file"
 BY_RECORD = "record"
-#: Cache a pipeline's serialized records in memory when they fit in this budget.
-CACHE_LIMIT_BYTES = 256 * 1024 * 1024
+#: Hold a pipeline's part decoded and preprocessed in memory when it fits in this budget.
+CACHE_LIMIT_BYTES = 512 * 1024 * 1024
+#: Preprocessed inputs are float32: up to 4 bytes in memory per stored byte (uint8 images).
+DECODED_EXPANSION = 4
 #: Assumed expansion of GZIP shards when estimating their in-memory size.
 GZIP_EXPANSION = 4
 SHUFFLE_BUFFER = 10_000
@@ -157,24 +162,47 @@ def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_rep
         raw, label = parse(serialized)
         return preprocess(raw), label
 
+    def in_memory(records: tf.data.Dataset, shuffle_seed) -> tf.data.Dataset:
+        # The pipeline's whole part, decoded once and cached as one tensor; every epoch
+        # is a fresh permutation (seeded by epoch) cut into batches by parallel gathers.
+        whole = records.batch(1 << 30).map(parse_batch).cache()  # preprocessed once
+
+        def epoch_batches(epoch, inputs, labels):
+            count = tf.shape(labels, out_type=tf.int64)[0]
+            order = tf.random.experimental.stateless_shuffle(
+                tf.range(count), seed=tf.stack([tf.cast(shuffle_seed, tf.int64), epoch]))
+
+            def take(i):
+                picked = order[i * batch_size_per_replica:(i + 1) * batch_size_per_replica]
+                return tf.gather(inputs, picked), tf.gather(labels, picked)
+
+            return (tf.data.Dataset.range(count // batch_size_per_replica)
+                    .map(take, num_parallel_calls=tf.data.AUTOTUNE))
+
+        epochs = tf.data.Dataset.range(1 << 62)
+        return tf.data.Dataset.zip((epochs, whole.repeat())).flat_map(
+            lambda epoch, data: epoch_batches(epoch, data[0], data[1]))
+
+    def streamed(records: tf.data.Dataset, shuffle_seed) -> tf.data.Dataset:
+        return (records.shuffle(SHUFFLE_BUFFER, seed=shuffle_seed, reshuffle_each_iteration=True)
+                .repeat()
+                .batch(batch_size_per_replica, drop_remainder=True)
+                .map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE))
+
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
         plan = plan_shards(meta, dataset_dir, split, input_context.num_input_pipelines,
                            input_context.input_pipeline_id, sharding)
-        cached = plan.estimated_bytes <= CACHE_LIMIT_BYTES
+        cached = plan.estimated_bytes * DECODED_EXPANSION <= CACHE_LIMIT_BYTES
         if log is not None:
-            log(plan.describe() + ("; cached in memory" if cached else "; not cached"))
-        records = _records(plan, compression)
-        if cached:
-            records = records.cache()
+            log(plan.describe() + ("; decoded and cached in memory, reshuffled every epoch"
+                                   if cached else "; streamed through a shuffle buffer"))
         shuffle_seed = seed
         if per_worker_order:
             # One graph runs on every parameter_server worker: a seed drawn when it runs
             # gives each worker its own order (a fixed one would give them the same batches).
             shuffle_seed = tf.cast(tf.timestamp() * 1e6, tf.int64) % (2 ** 31)
-        dataset = (records.shuffle(SHUFFLE_BUFFER, seed=shuffle_seed, reshuffle_each_iteration=True)
-                   .repeat()
-                   .batch(batch_size_per_replica, drop_remainder=True)
-                   .map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE))
+        records = _records(plan, compression)
+        dataset = in_memory(records, shuffle_seed) if cached else streamed(records, shuffle_seed)
         if wait_meter is None:
             dataset = dataset.prefetch(tf.data.AUTOTUNE)
         else:  # each batch carries the time it was ready into the step's side of `prefetch`

@@ -11,7 +11,9 @@ meter measures that wait per step, from two clocks:
 
 A batch ready before its step began cost no wait; otherwise the step waited
 `ready - begin` (at most the step's time). The input-bound fraction is the
-total wait over the total step time. The first step of a run is left out: it
+total wait over the total step time of the steps measured: one in
+`SAMPLE_EVERY` (reading the stamp costs a little, which small steps would
+feel). The first measured step of a run is left out: it
 traces the step function and fills the pipeline, a one-off cost that shows in
 the first epoch's time instead. Where a distribution strategy buffers one
 more batch per device after the pipeline, the stored stamp can be one batch
@@ -26,15 +28,21 @@ from typing import Optional
 import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
 
+#: Measure one step in this many.
+SAMPLE_EVERY = 4
+
 
 class InputWaitMeter(tf.keras.callbacks.Callback):
     """Measures the input-bound fraction of `fit`; create it outside any strategy scope."""
 
     def __init__(self):
         super().__init__()
+        self._supports_tf_logs = True  # never needs the step's logs as numpy (no extra sync)
+        self._sampled = False
         self._ready = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="input_ready_time")
         self._begin = 0.0
         self._first = True
+        self._count = 0
         self.wait_seconds = 0.0
         self.step_seconds = 0.0
         self.steps = 0
@@ -50,9 +58,14 @@ class InputWaitMeter(tf.keras.callbacks.Callback):
             return tf.identity(features), tf.identity(labels)
 
     def on_train_batch_begin(self, batch, logs=None):
-        self._begin = time.time()
+        self._count += 1
+        self._sampled = self._count % SAMPLE_EVERY == 1  # the first step is sampled (and skipped)
+        if self._sampled:
+            self._begin = time.time()
 
     def on_train_batch_end(self, batch, logs=None):
+        if not self._sampled:
+            return
         end = time.time()
         if self._first:
             self._first = False

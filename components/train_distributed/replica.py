@@ -70,13 +70,22 @@ PEER_LOST_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
                     tf.errors.DeadlineExceededError)
 
 
+def _one_device() -> bool:
+    """Whether this machine has a single device to train on (no or one GPU)."""
+    return len(tf.config.list_logical_devices("GPU")) <= 1
+
+
 def _mirrored(cluster: Optional[dict]) -> tf.distribute.Strategy:
-    return tf.distribute.MirroredStrategy()
+    # Mirroring over one device only adds overhead (about 20 % of a small step).
+    return tf.distribute.get_strategy() if _one_device() else tf.distribute.MirroredStrategy()
 
 
 def _multi_worker_mirrored(cluster: Optional[dict]) -> tf.distribute.Strategy:
     # Without TF_CONFIG (a lone replica) this is MultiWorkerMirrored over the
-    # local devices: one code path and the same numerics for 1 and N workers.
+    # local devices, or the default strategy when there is only one device:
+    # the same numerics (nothing to all-reduce), without the collective's overhead.
+    if cluster is None and _one_device():
+        return tf.distribute.get_strategy()
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 
@@ -308,7 +317,9 @@ def _callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_batc
         callbacks += [tf.keras.callbacks.BackupAndRestore(backup_dir), checkpoint]
     if meter is not None:
         callbacks.append(meter)
-    callbacks += [history, EpochLogger(training.epochs, steps * global_batch, role.leader)]
+    # The history first: its epoch time is the steps' time, before the backups are written.
+    callbacks = [history] + callbacks + [EpochLogger(training.epochs, steps * global_batch,
+                                                     role.leader)]
     if job.state_uri and role.leader:
         from kfdist.components.train_distributed import backup_sync
 
