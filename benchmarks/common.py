@@ -75,8 +75,10 @@ def run_child(code: str, *args: str, timeout: float = 900) -> Dict[str, Any]:
     its own, and so that imports and caches of one measurement never help
     another.
     """
-    wrapper = code + "\nimport json as _j, resource as _r, sys as _s\n" \
-                     "_RESULT['peak_rss_mb'] = _r.getrusage(_r.RUSAGE_SELF).ru_maxrss / 1024\n" \
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across fork+exec.
+    wrapper = code + "\nimport json as _j\n" \
+                     "_hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')]\n" \
+                     "_RESULT['peak_rss_mb'] = int(_hwm[0].split()[1]) / 1024 if _hwm else None\n" \
                      "print('@@RESULT ' + _j.dumps(_RESULT))\n"
     env = dict(os.environ, **CHILD_ENV)
     env["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
