@@ -88,7 +88,12 @@ def run(job: config.JobConfig, log: Callable[[str], None],
     results: List[Dict[str, float]] = []
     while not should_stop():
         if job.state_uri:  # a cluster job: the chief publishes its checkpoints there
-            _fetch_checkpoints(job.state_uri, os.path.dirname(prefix))
+            try:
+                _fetch_checkpoints(job.state_uri, os.path.dirname(prefix))
+            except Exception as e:  # noqa: BLE001 -- mid-upload or overwritten: try again later
+                log(f"evaluator: checkpoints not fetched yet ({type(e).__name__}); retrying")
+                time.sleep(POLL_SECONDS)
+                continue
         version = _checkpoint_version(prefix)
         if version is None or version == seen:
             time.sleep(POLL_SECONDS)
@@ -96,7 +101,7 @@ def run(job: config.JobConfig, log: Callable[[str], None],
         seen = version
         try:
             model.load_weights(prefix).expect_partial()
-        except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+        except (tf.errors.OpError, ValueError, OSError) as e:  # a checkpoint being (up)loaded
             seen = None  # caught mid-write: read it again
             log(f"evaluator: checkpoint not readable yet ({type(e).__name__}); retrying")
             time.sleep(POLL_SECONDS)
