@@ -122,7 +122,8 @@ class _EmulatorProcess:
             endpoint = f"http://127.0.0.1:{port}"
             log = tempfile.TemporaryFile("w+")  # a file, not a pipe: the emulator never blocks
             proc = subprocess.Popen(
-                [sys.executable, "-m", "gcp_storage_emulator", "start", "--host=127.0.0.1",
+                [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                              "gcs_emulator_server.py"), "start", "--host=127.0.0.1",
                  f"--port={port}", "--in-memory"],
                 stdout=log, stderr=subprocess.STDOUT, text=True)
             config.add_cleanup(lambda: cls._stop(proc, log))
