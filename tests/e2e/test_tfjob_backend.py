@@ -357,8 +357,11 @@ def _pod_log(cluster: Cluster, pod_name: str) -> List[str]:
 
 
 PRINT_ENV = "import os; print(os.environ.get('TF_CONFIG', 'none')); print(os.environ['FROM_SPEC'])"
-#: Prints, then lingers so every replica has printed before the chief ends the job.
-PRINT_ENV_AND_LINGER = PRINT_ENV + "; import time; time.sleep(2)"
+#: Prints, then lingers so every replica has printed before the chief ends the job; the chief
+#: lingers longest, so the others have finished (Succeeded) by then even on a loaded machine.
+PRINT_ENV_AND_LINGER = (PRINT_ENV + "; import json, time; "
+                        "time.sleep(5 if json.loads(os.environ['TF_CONFIG'])['task']['type'] "
+                        "== 'chief' else 1)")
 
 
 def test_operator_injects_tf_config_in_the_operators_layout(cluster):
