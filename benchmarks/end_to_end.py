@@ -55,7 +55,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def step_seconds(log: str) -> Dict[str, float]:
-    """Seconds per task, from kfp.local's `Executing task` / `Task ... finished` lines."""
+    """Seconds per task, from kfp.local's `Executing task` / `Task ... finished` lines
+    (kept in the run's step logs)."""
     started: Dict[str, datetime] = {}
     out: Dict[str, float] = {}
     for raw in log.splitlines():
@@ -70,6 +71,17 @@ def step_seconds(log: str) -> Dict[str, float]:
         elif task and text.startswith("Task ") and "finished" in text and task.group(1) in started:
             out[task.group(1)] = round((when - started[task.group(1)]).total_seconds() % 86400, 2)
     return out
+
+
+def _logs_of(run_dir: str) -> str:
+    """Every line `kfdist run` kept (`<run>/logs/<step>.log`), as one text."""
+    import glob
+
+    texts = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "logs", "*.log"))):
+        with open(path) as f:
+            texts.append(f.read())
+    return "\n".join(texts)
 
 
 def measure(workers: int = 2, epochs: int = 10) -> Dict[str, Any]:
@@ -88,7 +100,7 @@ def measure(workers: int = 2, epochs: int = 10) -> Dict[str, Any]:
         kfdist_wall = time.perf_counter() - started
         if done.returncode != 0:
             raise RuntimeError(f"kfdist run mnist failed:\n{done.stderr[-3000:]}")
-        steps = step_seconds(done.stdout + "\n" + done.stderr)
+        steps = step_seconds(_logs_of(os.path.join(root, "run")))
         started = time.perf_counter()
         plain = run_child(PLAIN, data, os.path.join(root, "plain"), str(epochs))
         plain_wall = time.perf_counter() - started

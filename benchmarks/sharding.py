@@ -19,14 +19,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from typing import Any, Dict
 
 from benchmarks.common import run_child, write_synthetic_mnist
 
 KFDIST = """
 import sys, time
-import tensorflow, tensorflow_io  # imported before the clock starts, as in the naive writer
+import tensorflow  # imported before the clock starts, as in the naive writer
 from kfdist.components.shard_dataset.runtime import shard
 started = time.perf_counter()
 meta = shard(sys.argv[1], sys.argv[2], source_format="mnist_idx", num_shards=8, log=lambda l: None)

@@ -24,6 +24,7 @@ import time
 from typing import Dict, List
 
 import kfdist  # noqa: F401
+from kfdist.train_cmd import sample_dataset
 
 STRATEGY_RUNS: Dict[str, dict] = {
     "mirrored": dict(workers=1),
@@ -33,17 +34,6 @@ STRATEGY_RUNS: Dict[str, dict] = {
 }
 
 
-def _sample_dataset(root: str) -> str:
-    from kfdist.components.shard_dataset.runtime import shard
-    from kfdist.sample_data import write_mnist_sample
-
-    raw = os.path.join(root, "raw")
-    write_mnist_sample(raw)
-    dataset = os.path.join(root, "dataset")
-    shard(raw, dataset, source_format="mnist_idx", num_shards=4, log=lambda line: None)
-    return dataset
-
-
 def measure(epochs: int, batch_size: int) -> List[dict]:
     """Trains with every strategy; returns one row of measurements per strategy."""
     from kfdist.components.evaluate_model.runtime import evaluate
@@ -51,7 +41,7 @@ def measure(epochs: int, batch_size: int) -> List[dict]:
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="kfdist-bench-strategies-") as root:
-        dataset = _sample_dataset(root)
+        dataset = sample_dataset(root)
         for strategy, settings in STRATEGY_RUNS.items():
             model_dir = os.path.join(root, strategy)
             started = time.perf_counter()

@@ -15,7 +15,6 @@ too, with kfdist's input-bound fraction.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from typing import Any, Dict
@@ -51,6 +50,7 @@ _RESULT = {"epoch_seconds": times, "steps_per_epoch": steps, "fit_seconds": time
 
 KFDIST = """
 import json, os, sys, time
+from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.train_distributed import runtime
 root, epochs, batch, workers, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 started = time.perf_counter()
@@ -58,8 +58,7 @@ report = runtime.train(root, out, workers=workers, epochs=epochs, batch_size_per
                        log=lambda line: None)
 job = time.perf_counter() - started
 with open(os.path.join(out, "history.json")) as f:
-    times = [e["seconds"] for e in json.load(f)["epochs"]]
-from kfdist.components.common import dataset_spec
+    times = [e[model_artifact.EPOCH_SECONDS] for e in json.load(f)["epochs"]]
 meta = dataset_spec.load_metadata(root)
 _RESULT = {"epoch_seconds": times, "steps_per_epoch": meta.splits["train"].num_examples // (batch * workers),
            "fit_seconds": report.wall_seconds, "job_seconds": job,

@@ -37,11 +37,13 @@ def _add_run(sub) -> None:
     p.add_argument("--workers", type=int, default=2, help="training workers (default: %(default)s)")
     p.add_argument("--strategy", default="multi_worker_mirrored",
                    help="mirrored, multi_worker_mirrored, parameter_server or horovod")
-    p.add_argument("--ps", type=int, default=0, help="parameter servers (parameter_server)")
+    p.add_argument("--ps", type=int, default=None,
+                   help="parameter servers (parameter_server; default: 1 there)")
     p.add_argument("--chief", action="store_true", help="add a chief (multi_worker_mirrored)")
     p.add_argument("--evaluator", action="store_true", help="add a side-car evaluator")
     p.add_argument("--slots-per-worker", type=int, default=1, help="MPI ranks per worker (horovod)")
-    p.add_argument("--restart-policy", default="ExitCode", help="Never, OnFailure or ExitCode")
+    p.add_argument("--restart-policy", default=None,
+                   help="Never, OnFailure or ExitCode (default: ExitCode; OnFailure for horovod)")
     p.add_argument("--backoff-limit", type=int, default=6, help="replica restarts allowed")
     p.add_argument("--model", dest="model_name", default="mnist_mlp",
                    help="mnist_mlp, mnist_cnn or package.module:function")
@@ -54,6 +56,11 @@ def _add_run(sub) -> None:
     p.add_argument("--accuracy-threshold", type=float, default=0.9)
     p.add_argument("--serving-model-name", default="mnist")
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="run every step, even the shard step whose output an earlier run with "
+                        "the same data and parameters left")
+    p.add_argument("--verbose", action="store_true",
+                   help="print every line of every step (always kept in OUTPUT/logs/<step>.log)")
     p.set_defaults(func=_cmd_run)
 
 
@@ -73,13 +80,13 @@ def _cmd_sample_data(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from kfdist.local_run import MnistRunOptions, run_mnist
+    from kfdist.local_run import MnistRunOptions, format_summary, run_mnist
 
     fields = {k: v for k, v in vars(args).items() if k not in ("func", "pipeline", "command")}
     fields["output_dir"] = fields.pop("output")
     fields["source_uri"] = fields.pop("data")
     summary = run_mnist(MnistRunOptions(**fields))
-    print(json.dumps(summary, indent=2, sort_keys=True))
+    print(format_summary(summary))
     return 0
 
 

@@ -2,6 +2,9 @@
 
 Each step runs as a subprocess of this Python (kfp.local's SubprocessRunner);
 the training step starts its replicas as further processes with TF_CONFIG.
+The console shows a line per step (`run_console`); every line goes to
+`<output_dir>/logs/<step>.log`. The shard step's output is cached under the
+pipeline root and reused by a later run with the same data and parameters.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ from typing import Any, Dict, Optional
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
 
 SUMMARY_FILE = "summary.json"
+LOGS_DIR = "logs"
+PIPELINE_ROOT_DIR = "pipeline_root"
+#: The export step's task and its record output, read back for the summary.
+EXPORT_TASK, EXPORT_RECORD = "export-saved-model", "export"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,12 +42,14 @@ class MnistRunOptions:
     accuracy_threshold: float = 0.9
     serving_model_name: str = "mnist"
     seed: int = 42
-    ps: int = 0
+    ps: Optional[int] = None
     chief: bool = False
     evaluator: bool = False
     slots_per_worker: int = 1
-    restart_policy: str = "ExitCode"
+    restart_policy: Optional[str] = None
     backoff_limit: int = 6
+    cache: bool = True
+    verbose: bool = False
 
 
 def validate_mnist_options(opts: MnistRunOptions) -> None:
@@ -82,20 +91,23 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
     """Runs the `mnist` pipeline locally and writes `<output_dir>/summary.json`.
 
     Without `source_uri`, the bundled sample digits are written to
-    `<output_dir>/data/mnist` first. Without `export_base`, models are exported
-    under `<output_dir>/serving`.
+    `<output_dir>/data/mnist` first (unchanged files when already there, so the
+    shard step's cached output is reused). Without `export_base`, models are
+    exported under `<output_dir>/serving`.
 
     Returns:
       The summary written to `summary.json`.
 
     Raises:
       InvalidInputError: If an option is invalid (nothing is written then).
-      TrainingFailedError: If a pipeline step fails.
+      TrainingFailedError: If a pipeline step fails (its log's last lines in the message).
     """
     validate_mnist_options(opts)
     from kfp import local
 
+    from kfdist.components.common import storage
     from kfdist.pipelines.mnist import mnist_pipeline
+    from kfdist.run_console import RunConsole
     from kfdist.sample_data import write_mnist_sample
 
     start = time.monotonic()
@@ -106,19 +118,28 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
         write_mnist_sample(source_uri)
     export_base = opts.export_base or os.path.join(output_dir, "serving")
     local.init(runner=local.SubprocessRunner(use_venv=False),
-               pipeline_root=os.path.join(output_dir, "pipeline_root"), raise_on_error=True)
+               pipeline_root=os.path.join(output_dir, PIPELINE_ROOT_DIR), raise_on_error=True,
+               enable_caching=opts.cache)
+    console = RunConsole(os.path.join(output_dir, LOGS_DIR), verbose=opts.verbose)
+    print(_headline(opts, output_dir), flush=True)
     try:
-        task = mnist_pipeline(
-            source_uri=source_uri, export_base=export_base, backend="local",
-            strategy=opts.strategy, workers=opts.workers, model_name=opts.model_name,
-            epochs=opts.epochs, batch_size_per_replica=opts.batch_size_per_replica,
-            learning_rate=opts.learning_rate, num_shards=opts.num_shards,
-            eval_fraction=opts.eval_fraction, accuracy_threshold=opts.accuracy_threshold,
-            serving_model_name=opts.serving_model_name, seed=opts.seed, ps=opts.ps,
-            chief=opts.chief, evaluator=opts.evaluator, slots_per_worker=opts.slots_per_worker,
-            restart_policy=opts.restart_policy, backoff_limit=opts.backoff_limit)
+        with console:
+            task = mnist_pipeline(
+                source_uri=source_uri, export_base=export_base, backend="local",
+                strategy=opts.strategy, workers=opts.workers, model_name=opts.model_name,
+                epochs=opts.epochs, batch_size_per_replica=opts.batch_size_per_replica,
+                learning_rate=opts.learning_rate, num_shards=opts.num_shards,
+                eval_fraction=opts.eval_fraction, accuracy_threshold=opts.accuracy_threshold,
+                serving_model_name=opts.serving_model_name, seed=opts.seed,
+                source_version=storage.content_version(source_uri), ps=opts.ps or 0,
+                chief=opts.chief, evaluator=opts.evaluator,
+                slots_per_worker=opts.slots_per_worker,
+                restart_policy=opts.restart_policy or "", backoff_limit=opts.backoff_limit)
     except RuntimeError as err:
-        raise TrainingFailedError(f"pipeline 'mnist' failed: {err}") from err
+        step = console.failed_step or "a step"
+        where = (f"; its whole log: {console.log_path(console.failed_step)}"
+                 if console.failed_step else f"; logs: {console.logs_dir}")
+        raise TrainingFailedError(f"pipeline 'mnist' failed in {step}: {err}{where}") from err
     summary = _summarise(task.outputs, opts, source_uri, export_base, output_dir,
                          time.monotonic() - start)
     with open(os.path.join(output_dir, SUMMARY_FILE), "w") as f:
@@ -126,20 +147,47 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
     return summary
 
 
+def _headline(opts: MnistRunOptions, output_dir: str) -> str:
+    from kfdist.components.train_distributed import config
+
+    effective = config.strategy_defaults(opts.strategy, opts.ps, opts.restart_policy)
+    replicas = f"{opts.workers} worker(s)" + (f", {effective['ps']} ps" if effective["ps"] else "")
+    return (f"kfdist run mnist: {opts.strategy}, {replicas}, {opts.epochs} epochs of "
+            f"{opts.model_name} -> {output_dir}")
+
+
+def _export_record(outputs) -> Dict[str, Any]:
+    """The export step's record, read from its output beside the training step's.
+
+    The export task runs under `dsl.If(blessed)`, so it is no pipeline output;
+    kfp.local writes every task's outputs under `<pipeline_root>/<run>/<task>/`.
+    """
+    run_dir = os.path.dirname(os.path.dirname(outputs["training_metrics"].path))
+    try:
+        with open(os.path.join(run_dir, EXPORT_TASK, EXPORT_RECORD)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {"exported": False, "path": None, "version": None,
+                "reason": "the export step was skipped: the model is not blessed"}
+
+
 def _summarise(outputs, opts: MnistRunOptions, source_uri: str, export_base: str,
                output_dir: str, wall_seconds: float) -> Dict[str, Any]:
-    with open(outputs["export"].path) as f:
-        export = json.load(f)
+    from kfdist.components.train_distributed import config
+
     train_metrics = dict(outputs["training_metrics"].metadata)
+    effective = config.strategy_defaults(opts.strategy, opts.ps, opts.restart_policy)
     return {
         "pipeline": "mnist",
         "data": source_uri,
         "output_dir": output_dir,
+        "logs_dir": os.path.join(output_dir, LOGS_DIR),
         "train": {
             "backend": "local",
             "strategy": opts.strategy,
             "workers": opts.workers,
-            "ps": opts.ps,
+            "ps": effective["ps"],
+            "restart_policy": effective["restart_policy"],
             "model_name": opts.model_name,
             "epochs": opts.epochs,
             "final_loss": train_metrics.get("final_loss"),
@@ -149,8 +197,23 @@ def _summarise(outputs, opts: MnistRunOptions, source_uri: str, export_base: str
             "input_bound_fraction": train_metrics.get("input_bound_fraction"),
             "restarts": train_metrics.get("restarts"),
         },
-        "eval": {"accuracy": outputs["accuracy"], "threshold": opts.accuracy_threshold},
+        "eval": {"accuracy": outputs["evaluation_metrics"].metadata["accuracy"],
+                 "threshold": opts.accuracy_threshold},
         "blessed": bool(outputs["blessed"]),
-        "export": {"base": export_base, **export},
+        "export": {"base": export_base, **_export_record(outputs)},
         "wall_seconds": round(wall_seconds, 2),
     }
+
+
+def format_summary(summary: Dict[str, Any]) -> str:
+    """A few lines a person reads at the end of `kfdist run`."""
+    evaluation, export = summary["eval"], summary["export"]
+    verdict = "blessed" if summary["blessed"] else "not blessed"
+    lines = [f"held-out accuracy {evaluation['accuracy']:.4f} (threshold "
+             f"{evaluation['threshold']}): {verdict}"]
+    lines.append(f"model exported to {export['path']}" if export.get("exported")
+                 else f"not exported: {export.get('reason')}")
+    lines.append(f"done in {summary['wall_seconds']:.1f}s; summary: "
+                 f"{os.path.join(summary['output_dir'], SUMMARY_FILE)}; every step's log: "
+                 f"{summary['logs_dir']}/")
+    return "\n".join(lines)

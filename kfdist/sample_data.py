@@ -49,18 +49,30 @@ def write_idx_images(path: str, images: np.ndarray) -> None:
     """Writes uint8 images `[N, rows, cols]` as a gzip IDX3 file (MNIST format)."""
     require(images.dtype == np.uint8 and images.ndim == 3,
             f"images must be uint8 [N, rows, cols], got {images.dtype} {images.shape}")
-    with gzip.open(path, "wb") as f:
-        f.write(struct.pack(">IIII", IDX_IMAGES_MAGIC, *images.shape))
-        f.write(np.ascontiguousarray(images).tobytes())
+    _write_gzip(path, struct.pack(">IIII", IDX_IMAGES_MAGIC, *images.shape)
+                + np.ascontiguousarray(images).tobytes())
 
 
 def write_idx_labels(path: str, labels: np.ndarray) -> None:
     """Writes uint8 labels `[N]` as a gzip IDX1 file (MNIST format)."""
     require(labels.dtype == np.uint8 and labels.ndim == 1,
             f"labels must be uint8 [N], got {labels.dtype} {labels.shape}")
-    with gzip.open(path, "wb") as f:
-        f.write(struct.pack(">II", IDX_LABELS_MAGIC, len(labels)))
-        f.write(labels.tobytes())
+    _write_gzip(path, struct.pack(">II", IDX_LABELS_MAGIC, len(labels)) + labels.tobytes())
+
+
+def _write_gzip(path: str, payload: bytes) -> None:
+    """Writes `payload` gzipped (no timestamp), leaving a file with the same bytes untouched.
+
+    An untouched file keeps its modification time, so a later `kfdist run` on
+    the same sample sees unchanged data and reuses its cached shard step.
+    """
+    data = gzip.compress(payload, mtime=0)
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def write_mnist_sample(out_dir: str, test_fraction: float = 0.2, seed: int = 0) -> dict:
@@ -70,7 +82,8 @@ def write_mnist_sample(out_dir: str, test_fraction: float = 0.2, seed: int = 0) 
     shard step may re-split them; both files are read).
 
     Args:
-      out_dir: Directory to create or fill; existing MNIST files are replaced.
+      out_dir: Directory to create or fill; existing MNIST files are replaced
+        (files already holding the same bytes are left as they are).
       test_fraction: Share of the digits put into the `t10k-*` files, in (0, 1).
       seed: Seed of the shuffle before splitting.
 

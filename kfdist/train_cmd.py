@@ -37,7 +37,8 @@ def add_train_parser(sub) -> None:
     p.add_argument("--strategy", default=config.MULTI_WORKER_MIRRORED,
                    choices=list(config.STRATEGIES))
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--ps", type=int, default=0, help="parameter servers (parameter_server)")
+    p.add_argument("--ps", type=int, default=None,
+                   help="parameter servers (parameter_server; default: 1 there)")
     p.add_argument("--chief", action="store_true", help="add a chief (multi_worker_mirrored)")
     p.add_argument("--evaluator", action="store_true", help="add a side-car evaluator")
     p.add_argument("--slots-per-worker", type=int, default=1, help="MPI ranks per worker (horovod)")
@@ -46,7 +47,8 @@ def add_train_parser(sub) -> None:
     p.add_argument("--batch-size", dest="batch_size_per_replica", type=int, default=64)
     p.add_argument("--learning-rate", type=float, default=0.001)
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--restart-policy", default="ExitCode", choices=list(config.RESTART_POLICIES))
+    p.add_argument("--restart-policy", default=None, choices=list(config.RESTART_POLICIES),
+                   help="default: ExitCode, or OnFailure for horovod")
     p.add_argument("--backoff-limit", type=int, default=6)
     p.add_argument("--active-deadline-seconds", type=float, default=None)
     p.add_argument("--input-sharding", default="auto", choices=list(config.INPUT_SHARDINGS))
@@ -75,7 +77,7 @@ def run_train_command(args: argparse.Namespace) -> int:
                                 "metadata.json); write one with the shard_dataset step, or "
                                 "leave --dataset out to use the bundled sample")
     output = os.path.abspath(args.output)
-    dataset_dir = args.dataset or _sample_dataset(output, args.seed)
+    dataset_dir = args.dataset or sample_dataset(output, args.seed)
     report = runtime.train(dataset_dir, os.path.join(output, "model"), **kwargs)
     from kfdist.components.evaluate_model.runtime import evaluate
 
@@ -92,8 +94,16 @@ def run_train_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sample_dataset(output: str, seed: int) -> str:
-    """The bundled digits, sharded into `output/dataset` (reused when already there)."""
+def sample_dataset(output: str, seed: int = 42) -> str:
+    """The bundled digits, sharded into `output/dataset` in 4 train shards (reused when there).
+
+    Args:
+      output: Directory; the raw sample goes to `output/data/mnist`.
+      seed: Shuffle and shard-assignment seed.
+
+    Returns:
+      The dataset directory.
+    """
     dataset_dir = os.path.join(output, "dataset")
     if os.path.isfile(os.path.join(dataset_dir, "metadata.json")):
         return dataset_dir

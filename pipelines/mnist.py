@@ -8,6 +8,8 @@ from typing import Dict, NamedTuple
 
 from kfp import dsl, kubernetes
 
+from kfdist.pipelines import step_pods
+
 from kfdist.components.evaluate_model.component import evaluate_model
 from kfdist.components.export_saved_model.component import export_saved_model
 from kfdist.components.shard_dataset.component import shard_dataset
@@ -37,11 +39,12 @@ def mnist_pipeline(
     accuracy_threshold: float = 0.9,
     serving_model_name: str = "mnist",
     seed: int = 42,
+    source_version: str = "",
     ps: int = 0,
     chief: bool = False,
     evaluator: bool = False,
     slots_per_worker: int = 1,
-    restart_policy: str = "ExitCode",
+    restart_policy: str = "",
     backoff_limit: int = 6,
     image: str = "",
     namespace: str = "",
@@ -53,9 +56,13 @@ def mnist_pipeline(
     node_selector: Dict[str, str] = {},
     service_account: str = "",
     timeout_seconds: int = 86400,
-) -> NamedTuple("MnistOutputs", [("accuracy", float), ("blessed", bool),
-                                 ("export", dsl.Artifact), ("training_metrics", dsl.Metrics)]):
-    """Shard, train, evaluate and export an MNIST classifier.
+) -> NamedTuple("MnistOutputs", [("blessed", bool), ("evaluation_metrics", dsl.Metrics),
+                                 ("training_metrics", dsl.Metrics)]):
+    """Shard, train, evaluate and, when the model is blessed, export an MNIST classifier.
+
+    The export task runs under `dsl.If(blessed)`: an unblessed model's run
+    shows it skipped. Only the shard task is cached (keyed by its parameters
+    and `source_version`); training, evaluation and export always run.
 
     Args:
         source_uri: Directory (local or gs://) of MNIST IDX files
@@ -75,11 +82,18 @@ def mnist_pipeline(
         accuracy_threshold: Held-out accuracy needed to export the model.
         serving_model_name: Model name in the serving layout.
         seed: Seed for shuffling, shard assignment and initialisation.
-        ps: Parameter servers (`parameter_server` only).
+        source_version: Identifies the content of `source_uri` (a dataset
+            version or a hash); it only takes part in the shard task's cache
+            key, so a cached dataset is reused only for the same data.
+            `kfdist run` sets it from the files' names, sizes and times.
+        ps: Parameter servers (`parameter_server` only); 0: the strategy's
+            default (one under `parameter_server`).
         chief: Add a chief replica to `multi_worker_mirrored`.
         evaluator: Add a side-car evaluator replica (not with `horovod`).
         slots_per_worker: `horovod`: MPI ranks per worker.
-        restart_policy: `Never`, `OnFailure` or `ExitCode` (restart killed replicas).
+        restart_policy: `Never`, `OnFailure` or `ExitCode` (restart killed
+            replicas); empty: the strategy's default (`ExitCode`; `OnFailure`
+            for `horovod`, as the MPI Operator's launcher).
         backoff_limit: Replica restarts allowed before training fails.
         image: Cluster backends: image of the training replicas (empty: kfdist's
             runtime image for `tfjob`, its Horovod image for `mpijob`).
@@ -94,14 +108,14 @@ def mnist_pipeline(
         service_account: Cluster backends: service account of the replica pods.
         timeout_seconds: Cluster backends: deadline of the training job.
 
-    Empty strings mean "not set" (kfp 2.13's local runner cannot pass None
-    pipeline parameters).
+    Empty strings (and `ps=0`) mean "not set": kfp's local runner cannot pass
+    None as a pipeline parameter.
     """
     from collections import namedtuple
 
     shard = shard_dataset(source_uri=source_uri, source_format="mnist_idx",
-                          num_shards=num_shards, eval_fraction=eval_fraction, seed=seed)
-    shard.set_display_name("shard")
+                          num_shards=num_shards, eval_fraction=eval_fraction, seed=seed,
+                          source_version=source_version)
     train = train_distributed(
         dataset=shard.outputs["dataset"], backend=backend, strategy=strategy, workers=workers,
         model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
@@ -113,7 +127,6 @@ def mnist_pipeline(
         node_selector=node_selector, service_account=service_account,
         timeout_seconds=timeout_seconds, run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
-    train.set_display_name("train")
     # The launcher names its pod as the job's owner, so deleting the run's
     # pods garbage-collects any job left behind.
     for env_name, field_path in (("KFP_POD_NAME", "metadata.name"),
@@ -122,10 +135,10 @@ def mnist_pipeline(
         kubernetes.use_field_path_as_env(train, env_name=env_name, field_path=field_path)
     evaluate = evaluate_model(model=train.outputs["model"], dataset=shard.outputs["dataset"],
                               accuracy_threshold=accuracy_threshold)
-    evaluate.set_display_name("evaluate")
-    export = export_saved_model(model=train.outputs["model"], blessing=evaluate.outputs["blessing"],
-                                export_base=export_base, serving_model_name=serving_model_name)
-    export.set_display_name("export")
-    outputs = namedtuple("MnistOutputs", ["accuracy", "blessed", "export", "training_metrics"])
-    return outputs(evaluate.outputs["accuracy"], evaluate.outputs["blessed"],
-                   export.outputs["export"], train.outputs["metrics"])
+    with dsl.If(evaluate.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a DSL condition)
+        export = export_saved_model(model=train.outputs["model"],
+                                    blessing=evaluate.outputs["blessing"],
+                                    export_base=export_base, serving_model_name=serving_model_name)
+    step_pods.configure(shard=shard, train=train, evaluate=evaluate, export=export)
+    outputs = namedtuple("MnistOutputs", ["blessed", "evaluation_metrics", "training_metrics"])
+    return outputs(evaluate.outputs["Output"], evaluate.outputs["metrics"], train.outputs["metrics"])

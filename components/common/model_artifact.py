@@ -25,6 +25,8 @@ SAVED_MODEL_DIR = "saved_model"
 DATASET_METADATA_FILE = "dataset_metadata.json"
 HISTORY_FILE = "history.json"
 TRAINING_REPORT_FILE = "training_report.json"
+#: Per-epoch wall time of the training steps in `history.json`, beside the metrics.
+EPOCH_SECONDS = "seconds"
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_PREFIX = "ckpt"
 BACKUP_DIR = "backup"

@@ -1,7 +1,5 @@
 """KFP interface of `evaluate_model`; the work is done by `runtime.evaluate`."""
 
-from typing import NamedTuple
-
 from kfp import dsl
 
 from kfdist import RUNTIME_IMAGE
@@ -17,8 +15,11 @@ def evaluate_model(
     summary: dsl.Output[dsl.Markdown],
     blessing: dsl.Output[dsl.Artifact],
     accuracy_threshold: float = 0.9,
-) -> NamedTuple("EvaluationOutputs", [("accuracy", float), ("blessed", bool)]):
+) -> bool:
     """Evaluates a trained model on the held-out split and decides its blessing.
+
+    The step's one parameter output is the verdict, for a pipeline's
+    `dsl.If(evaluate.outputs["Output"] == True)` gate; the figures are in `metrics`.
 
     Args:
         model: Model written by `train_distributed`.
@@ -33,11 +34,9 @@ def evaluate_model(
             to be blessed (and exported).
 
     Returns:
-        accuracy: Held-out accuracy.
-        blessed: Whether the model reached the threshold.
+        Whether the model is blessed: its held-out accuracy reached the threshold.
     """
     import json
-    from collections import namedtuple
 
     from kfdist.components.common import model_artifact
     from kfdist.components.evaluate_model import runtime
@@ -58,4 +57,4 @@ def evaluate_model(
     with open(blessing.path, "w") as f:
         json.dump(verdict, f)
     blessing.metadata.update(verdict)
-    return namedtuple("EvaluationOutputs", ["accuracy", "blessed"])(result.accuracy, result.blessed)
+    return result.blessed

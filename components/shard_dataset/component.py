@@ -19,6 +19,7 @@ def shard_dataset(
     seed: int = 42,
     compression: Optional[str] = None,
     image_shape: Optional[List[int]] = None,
+    source_version: str = "",
 ):
     """Splits a dataset into train/eval and writes balanced TFRecord shards.
 
@@ -35,13 +36,16 @@ def shard_dataset(
             training workers for per-file sharding).
         num_eval_shards: Number of eval shards; 0 (the default) means in
             proportion to `eval_fraction` (at least 1). (An integer, not Optional:
-            kfp 2.13's local runner cannot pass None to an integer parameter.)
+            kfp's local runner cannot pass None as a pipeline parameter.)
         eval_fraction: Share of examples put into `eval`, strictly between 0 and 1.
             The split is a stable hash of each example, so reruns agree.
         seed: Seed of the shuffle and of the shard assignment.
         compression: `GZIP` to compress shards; none by default.
         image_shape: For TFRecord input with a raw-bytes image feature, its
             shape, e.g. [28, 28].
+        source_version: Identifies the content of `source_uri` (a dataset
+            version, a hash). Not read by the step: it takes part in KFP's
+            cache key, so a cached output is reused only for the same data.
     """
     from kfdist.components.shard_dataset import runtime
 

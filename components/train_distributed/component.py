@@ -20,11 +20,11 @@ def train_distributed(
     batch_size_per_replica: int = 64,
     learning_rate: float = 0.001,
     seed: int = 42,
-    ps: int = 0,
+    ps: Optional[int] = None,
     chief: bool = False,
     evaluator: bool = False,
     slots_per_worker: int = 1,
-    restart_policy: str = "ExitCode",
+    restart_policy: Optional[str] = None,
     backoff_limit: int = 6,
     input_sharding: str = "auto",
     image: str = "",
@@ -72,7 +72,8 @@ def train_distributed(
             is this times the number of replicas.
         learning_rate: Adam learning rate.
         seed: Seed of weight initialisation and input shuffling.
-        ps: Parameter servers (`parameter_server` only; at least 1 there).
+        ps: Parameter servers (`parameter_server` only); None or 0: the
+            strategy's default, one under `parameter_server`.
         chief: Add a chief replica to `multi_worker_mirrored` (it trains and
             writes the outputs); `parameter_server` always has one.
         evaluator: Add a side-car evaluator that evaluates each epoch's
@@ -81,7 +82,8 @@ def train_distributed(
         restart_policy: What happens to a failed replica: `Never` (the step
             fails), `OnFailure` (restarted), `ExitCode` (restarted when killed
             or when it lost a peer: exit codes 128-255; `horovod`: `Never` or
-            `OnFailure`).
+            `OnFailure`); None or empty: the strategy's default, `ExitCode`,
+            or `OnFailure` for `horovod` (the MPI Operator's launcher default).
         backoff_limit: Replica restarts allowed before the step fails.
         input_sharding: How workers split the training files: `auto`, `file`
             (whole files per worker; needs at least one file per worker) or
@@ -122,8 +124,8 @@ def train_distributed(
         dataset.path, model.path, backend=backend, strategy=strategy, workers=workers,
         model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
         learning_rate=learning_rate, seed=seed, cluster=cluster, dataset_uri=dataset.uri,
-        ps=ps, chief=chief, evaluator=evaluator, slots_per_worker=slots_per_worker,
-        restart_policy=restart_policy, backoff_limit=backoff_limit, input_sharding=input_sharding)
+        ps=ps or None, chief=chief, evaluator=evaluator, slots_per_worker=slots_per_worker,
+        restart_policy=restart_policy or None, backoff_limit=backoff_limit, input_sharding=input_sharding)
     metrics.log_metric("final_loss", report.final_loss)
     metrics.log_metric("final_accuracy", report.final_accuracy)
     metrics.log_metric("examples_per_second", report.examples_per_second)

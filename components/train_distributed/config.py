@@ -55,6 +55,15 @@ BACKENDS: Tuple[str, ...] = tuple(STRATEGIES_BY_BACKEND)
 RESTART_POLICIES: Tuple[str, ...] = ("Never", "OnFailure", "ExitCode")
 #: The MPI Operator accepts only these for MPIJob replicas.
 MPI_RESTART_POLICIES: Tuple[str, ...] = ("Never", "OnFailure")
+#: The restart policy of a job that sets none, by strategy. TensorFlow jobs restart a
+#: replica that was killed or lost a peer (exit codes 128-255) and fail on the rest;
+#: Horovod restarts its launcher (mpirun) on failure, as the MPI Operator defaults it.
+DEFAULT_RESTART_POLICIES: Dict[str, str] = {
+    MIRRORED: "ExitCode", MULTI_WORKER_MIRRORED: "ExitCode", PARAMETER_SERVER: "ExitCode",
+    HOROVOD: "OnFailure",
+}
+#: Parameter servers of a job that sets none, by strategy.
+DEFAULT_PS: Dict[str, int] = {PARAMETER_SERVER: 1}
 SUCCESS_POLICIES: Tuple[str, ...] = ("", "AllWorkers")
 #: How the input pipelines split the training files (see `input_pipeline`).
 INPUT_SHARDINGS: Tuple[str, ...] = ("auto", "file", "record")
@@ -334,12 +343,31 @@ def training_task_labels(strategy: str, spec: JobSpec) -> List[str]:
     worker; `parameter_server`: the chief (workers and PS serve its steps);
     `horovod`: every MPI rank, `rank-<r>`.
     """
+    from kfdist.components.train_distributed.tf_config import CHIEF, WORKER, Task
+
     if strategy == HOROVOD:
-        return [f"rank-{r}" for r in range(spec.workers * spec.slots_per_worker)]
+        return [Task("rank", r).label for r in range(spec.workers * spec.slots_per_worker)]
+    chief = [Task(CHIEF, 0).label]
     if strategy == PARAMETER_SERVER:
-        return ["chief-0"]
-    labels = ["chief-0"] if spec.chief else []
-    return labels + [f"worker-{i}" for i in range(spec.workers)]
+        return chief
+    return (chief if spec.chief else []) + [Task(WORKER, i).label for i in range(spec.workers)]
+
+
+def strategy_defaults(strategy: str, ps: Optional[int] = None,
+                      restart_policy: Optional[str] = None) -> Dict[str, object]:
+    """`ps` and `restart_policy`, each filled in with the strategy's default when unset.
+
+    Args:
+      strategy: A strategy name (an unknown one gets the TensorFlow defaults;
+        it is rejected by validation).
+      ps: Parameter servers; None or 0: `DEFAULT_PS` of the strategy (0 if none).
+      restart_policy: None or empty: `DEFAULT_RESTART_POLICIES` of the strategy.
+
+    Returns:
+      `{"ps": ..., "restart_policy": ...}` for `JobSpec`.
+    """
+    return {"ps": ps or DEFAULT_PS.get(strategy, 0),
+            "restart_policy": restart_policy or DEFAULT_RESTART_POLICIES.get(strategy, "ExitCode")}
 
 
 def default_success_policy(strategy: str) -> str:

@@ -62,11 +62,3 @@ def horovod_keras():
     _hvd = hvd
     return hvd
 
-
-def is_available() -> bool:
-    """Whether Horovod with its TensorFlow ops can be imported here."""
-    try:
-        horovod_keras()
-    except RuntimeError:
-        return False
-    return True

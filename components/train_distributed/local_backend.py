@@ -141,7 +141,6 @@ class _Replica:
     process: Optional[subprocess.Popen] = None
     reader: Optional[threading.Thread] = None
     succeeded: bool = False
-    restarts: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,15 +245,15 @@ class _Supervisor:
     def _on_failure(self, replica: _Replica, code: int, returncode: int) -> None:
         policy = self._spec.restart_policy
         limit = self._spec.backoff_limit
+        why = None
         if not is_retryable(policy, code):
-            raise TrainingFailedError(self._failure_message(
-                replica, returncode, f"restartPolicy {policy} does not restart exit code {code}"))
-        if limit is not None and self.restarts >= limit:
-            raise TrainingFailedError(self._failure_message(
-                replica, returncode, f"backoff limit reached: {self.restarts} restart(s) of "
-                                     f"backoff_limit={limit} already made"))
+            why = f"restartPolicy {policy} does not restart exit code {code}"
+        elif limit is not None and self.restarts >= limit:
+            why = f"backoff limit reached: {self.restarts} restart(s) of backoff_limit={limit} already made"
+        if why is not None:
+            self.stop_all()  # the others first; also completes the failed replica's tail
+            raise TrainingFailedError(self._failure_message(replica, returncode, why))
         self.restarts += 1
-        replica.restarts += 1
         if replica.reader is not None:
             replica.reader.join(timeout=TERMINATE_GRACE_SECONDS)
         self.log(f"{replica.task.label} exited with code {code}; restarting it "
@@ -285,7 +284,6 @@ class _Supervisor:
         reason = f"exit code {exit_code_of(returncode)}"
         if returncode < 0:
             reason += f" (killed by {signal.Signals(-returncode).name})"
-        self.stop_all()
         last = next((line for line in reversed(failed.tail) if line.strip()), "(no output)")
         lines = "\n".join(f"  {line}" for line in failed.tail) or "  (no output)"
         return (f"training failed: {failed.task.label} (pid {failed.process.pid}) ended with "

@@ -36,6 +36,7 @@ import tensorflow as tf
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.train_distributed import (config, input_pipeline, input_wait, models,
                                                 tf_config)
+from kfdist.components.train_distributed.epoch_line import format_epoch_line
 
 
 
@@ -150,13 +151,8 @@ class EpochLogger(tf.keras.callbacks.Callback):
         if not self._enabled:
             return
         seconds = time.perf_counter() - self._start
-        metrics = " ".join(f"{k}={v:.4f}" for k, v in sorted((logs or {}).items()))
-        log(f"epoch {epoch + 1}/{self._epochs}: {metrics} "
-            f"examples/s={self._examples_per_epoch / seconds:.0f} ({seconds:.1f}s)")
-
-
-#: Per-epoch wall time in `history.json`, beside the metrics.
-EPOCH_SECONDS = "seconds"
+        log(format_epoch_line(epoch + 1, self._epochs, logs or {},
+                              self._examples_per_epoch / seconds, seconds))
 
 
 class HistoryWriter(tf.keras.callbacks.Callback):
@@ -182,7 +178,7 @@ class HistoryWriter(tf.keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         self.epochs = [e for e in self.epochs if e["epoch"] != epoch + 1]
         self.epochs.append({"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()},
-                            EPOCH_SECONDS: time.perf_counter() - self._started})
+                            model_artifact.EPOCH_SECONDS: time.perf_counter() - self._started})
         if self._enabled:
             _write_json(self._path, {"epochs": self.epochs})
 
@@ -327,12 +323,28 @@ def _callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_batc
     return callbacks, history, backup_dir
 
 
-def train_replica(job: config.JobConfig) -> Optional[model_artifact.ReplicaReport]:
+@dataclasses.dataclass(frozen=True)
+class ReplicaOutcome:
+    """What a training replica did.
+
+    Attributes:
+      report: Its `ReplicaReport` (also written to the job's work_dir).
+      leader: Whether it wrote the Model artifact (the chief, or Horovod rank 0).
+    """
+
+    report: model_artifact.ReplicaReport
+    leader: bool
+
+
+def train_replica(job: config.JobConfig) -> Optional[ReplicaOutcome]:
     """Plays this replica's part in the job and writes its outputs.
 
     Parameter servers and `parameter_server` workers serve until the job
     ends them; the evaluator evaluates checkpoints until then; every other
     replica trains with `fit`.
+
+    Returns:
+      The outcome of a training replica; None for a server or the evaluator.
     """
     training = job.training
     skip_autograph_for_tf_keras()
@@ -397,7 +409,7 @@ def train_replica(job: config.JobConfig) -> Optional[model_artifact.ReplicaRepor
                              meter.fraction if meter is not None else None, initial_epoch)
     _write_json(config.replica_report_path(job.work_dir, role.task.label), dataclasses.asdict(report))
     log(f"replica {role.task.name} done: weights sha256 {report.weights_sha256[:16]}...")
-    return report
+    return ReplicaOutcome(report, role.leader)
 
 
 def serve_forever(cluster_config: dict, task: tf_config.Task) -> None:
@@ -429,16 +441,6 @@ def _write_chief_outputs(job: config.JobConfig, epochs: List[dict], examples_per
     })
     if input_bound_fraction is not None:
         log(f"input-bound fraction: {input_bound_fraction:.1%} of step time waited for input")
-
-
-def is_leader_process(strategy: str) -> bool:
-    """Whether this process leads its job: Horovod rank 0, else the TF_CONFIG chief."""
-    if strategy == config.HOROVOD:
-        return _task_of_this_process().index == 0
-    cluster_config = tf_config.parse_env(os.environ)
-    if strategy == config.PARAMETER_SERVER:
-        return tf_config.current_task(cluster_config).type == tf_config.CHIEF
-    return tf_config.is_chief(cluster_config)
 
 
 def _task_of_this_process() -> tf_config.Task:

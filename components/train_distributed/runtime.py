@@ -53,7 +53,9 @@ def build_configs(*, backend: str = "local", strategy: str = "multi_worker_mirro
 
     `more` takes the other fields of both records (`ps`, `chief`, `evaluator`,
     `slots_per_worker`, `restart_policy`, `backoff_limit`,
-    `active_deadline_seconds`, `success_policy`, `input_sharding`).
+    `active_deadline_seconds`, `success_policy`, `input_sharding`). `ps` and
+    `restart_policy` left out, None, 0 or empty take the strategy's default
+    (`config.strategy_defaults`).
 
     Raises:
       InvalidInputError: Naming the first invalid value and what would be valid.
@@ -65,8 +67,10 @@ def build_configs(*, backend: str = "local", strategy: str = "multi_worker_mirro
         model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
         learning_rate=learning_rate, seed=seed, strategy=strategy,
         **{k: v for k, v in more.items() if k in _TRAINING_FIELDS})
-    spec = config.JobSpec(backend=backend, workers=workers,
-                          **{k: v for k, v in more.items() if k in _SPEC_FIELDS})
+    spec_fields = {k: v for k, v in more.items() if k in _SPEC_FIELDS}
+    spec_fields.update(config.strategy_defaults(strategy, spec_fields.pop("ps", None),
+                                                spec_fields.pop("restart_policy", None)))
+    spec = config.JobSpec(backend=backend, workers=workers, **spec_fields)
     training.validate()
     spec.validate(strategy)
     models.resolve_model(model_name)

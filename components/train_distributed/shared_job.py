@@ -88,9 +88,9 @@ def run_shared_replica(layout: SharedJobLayout, scratch: str) -> None:
     os.makedirs(job.model_dir)
     os.makedirs(job.work_dir)
     backup_sync.restore(layout.model_uri, job.model_dir, replica.log)
-    replica.train_replica(job)
+    outcome = replica.train_replica(job)
     storage.copy_dir_to(job.work_dir, layout.reports_uri)
-    if replica.is_leader_process(job.training.strategy):
+    if outcome is not None and outcome.leader:
         storage.copy_dir_to(job.model_dir, layout.model_uri)
         backup_sync.discard_backup(layout.model_uri)
 

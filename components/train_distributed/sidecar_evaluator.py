@@ -62,11 +62,25 @@ def _checkpoint_version(prefix: str) -> Optional[str]:
 
 
 def _fetch_checkpoints(state_uri: str, local_dir: str) -> None:
+    """Copies the published checkpoint here when it differs from the local one.
+
+    Only its small index is read on every poll (it holds each tensor's
+    checksum); the data files are copied when the index has changed.
+    """
     from kfdist.components.common import storage
 
     remote = storage.join(state_uri, model_artifact.CHECKPOINTS_DIR)
-    if storage.list_uris(remote):
-        storage.copy_dir_from(remote, local_dir)
+    index_name = model_artifact.CHECKPOINT_PREFIX + ".index"
+    remote_index = storage.join(remote, index_name)
+    if not storage.list_uris(remote_index):
+        return
+    fetched = storage.download(remote_index, os.path.join(local_dir, index_name + ".remote"))
+    local_index = os.path.join(local_dir, index_name)
+    if os.path.isfile(local_index):
+        with open(fetched, "rb") as new, open(local_index, "rb") as old:
+            if new.read() == old.read():
+                return
+    storage.copy_dir_from(remote, local_dir)
 
 
 def run(job: config.JobConfig, log: Callable[[str], None],

@@ -1,16 +1,41 @@
 #!/usr/bin/env bash
-# Installs Horovod 0.28.1 (TensorFlow + MPI) into the active Python environment, for the
-# `horovod` strategy on this machine. Does nothing when Horovod's TensorFlow ops already load.
+# Builds Horovod 0.28.1 (TensorFlow + MPI) from its sdist against the TensorFlow installed in the
+# active Python environment, with the two patches kfdist needs, and installs it there; or, with
+# --wheel-dir DIR, only writes the wheel into DIR (the Horovod image's build stage does that).
+#
+#   bash containers/horovod/install-horovod.sh              # install here (skipped when built)
+#   bash containers/horovod/install-horovod.sh --wheel-dir /wheels
+#
+# The patches:
+#   1. horovod/tensorflow/CMakeLists.txt: drop xla_mpi_ops.cc. Its XLA headers moved in
+#      TensorFlow 2.18+, and kfdist never uses Horovod's XLA ops.
+#   2. horovod/tensorflow/keras/{__init__,callbacks}.py: take the Keras backend from
+#      tf.keras (tf-keras under TF_USE_LEGACY_KERAS=1) instead of a bare `import keras`
+#      (Keras 3), whose backend lacks constant/get_value/set_value.
 # Needs OpenMPI, CMake and a C++ compiler; installs them with apt-get when run as root.
 set -euo pipefail
 
+HOROVOD_VERSION=0.28.1
 python=${PYTHON:-python}
-if "$python" -c "import horovod.tensorflow.mpi_ops" >/dev/null 2>&1; then
+wheel_dir=""
+if [ "${1:-}" = "--wheel-dir" ]; then
+  wheel_dir=${2:?"--wheel-dir needs a directory"}
+elif [ $# -gt 0 ]; then
+  echo "install-horovod: unknown argument '$1'; expected nothing or --wheel-dir DIR" >&2
+  exit 2
+fi
+
+# Built already, against this TensorFlow: its ops library loads only when the ABI matches.
+if [ -z "$wheel_dir" ] && "$python" - >/dev/null 2>&1 <<EOF
+import horovod, horovod.tensorflow.mpi_ops
+assert horovod.__version__ == "$HOROVOD_VERSION"
+EOF
+then
   exit 0
 fi
 
 missing=()
-for tool in mpirun mpicc cmake g++; do
+for tool in mpirun mpicc cmake g++ make; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -19,16 +44,43 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       openmpi-bin libopenmpi-dev cmake g++ make >/dev/null
   else
-    echo "install-horovod: missing ${missing[*]}; install openmpi-bin libopenmpi-dev cmake g++ first" >&2
+    echo "install-horovod: missing ${missing[*]}; install openmpi-bin libopenmpi-dev cmake g++ make first" >&2
     exit 1
   fi
 fi
 
-# Horovod compiles against the TensorFlow installed here, so no build isolation; its build
-# imports setuptools and wheel from this environment.
-"$python" -m pip install -q "setuptools<70" wheel
-echo "install-horovod: building Horovod 0.28.1 against TensorFlow (a few minutes)" >&2
-HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1 \
-HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
-  "$python" -m pip install -q --no-build-isolation horovod==0.28.1
-"$python" -c "import horovod.tensorflow.mpi_ops"
+src=$(mktemp -d)
+trap 'rm -rf "$src"' EXIT
+"$python" -m pip download -q --no-cache-dir --no-deps --no-binary :all: --dest "$src" \
+  "horovod==$HOROVOD_VERSION"
+tar -xzf "$src/horovod-$HOROVOD_VERSION.tar.gz" -C "$src"
+tree="$src/horovod-$HOROVOD_VERSION"
+
+sed -i '/xla_mpi_ops\.cc/d' "$tree/horovod/tensorflow/CMakeLists.txt"
+if grep -q 'xla_mpi_ops' "$tree/horovod/tensorflow/CMakeLists.txt"; then
+  echo "install-horovod: could not drop xla_mpi_ops.cc from horovod/tensorflow/CMakeLists.txt" >&2
+  exit 1
+fi
+for module in __init__ callbacks; do
+  file="$tree/horovod/tensorflow/keras/$module.py"
+  sed -i 's/^\( *\)from keras import backend as K$/\1K = keras.backend/' "$file"
+  grep -q '^ *K = keras.backend$' "$file" || {
+    echo "install-horovod: could not patch the Keras backend import in $file" >&2
+    exit 1
+  }
+done
+
+# Horovod compiles against the TensorFlow installed here, so no build isolation (its build
+# imports setuptools and wheel from this environment) and no cache: pip would otherwise reuse a
+# wheel built against another TensorFlow.
+"$python" -m pip install -q --no-cache-dir "setuptools<70" wheel
+echo "install-horovod: building Horovod $HOROVOD_VERSION against TensorFlow" \
+  "$("$python" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null) (a few minutes)" >&2
+export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1 \
+  HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)"
+if [ -n "$wheel_dir" ]; then
+  "$python" -m pip wheel -q --no-cache-dir --no-build-isolation --no-deps --wheel-dir "$wheel_dir" "$tree"
+else
+  "$python" -m pip install -q --no-cache-dir --no-build-isolation "$tree"
+  "$python" -c "import horovod.tensorflow.mpi_ops"
+fi

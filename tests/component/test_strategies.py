@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -27,12 +29,15 @@ ACCURACY_TARGET = 0.90
 
 
 def _train(tmp_path_factory, digits_dataset, name, *args):
+    """Runs `kfdist train`; returns the summary, the run directory and what it printed."""
     out = tmp_path_factory.mktemp(name)
-    code = kfdist_main(["train", "--dataset", digits_dataset, "--output", str(out), "--epochs", "10",
-                        *args])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):  # the step's log, every replica's lines
+        code = kfdist_main(["train", "--dataset", digits_dataset, "--output", str(out),
+                            "--epochs", "10", *args])
     assert code == 0
     with open(out / "train-summary.json") as f:
-        return json.load(f), out
+        return json.load(f), out, printed.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +60,7 @@ def horovod(tmp_path_factory, digits_dataset):
 
 @pytest.mark.parametrize("run", ["mirrored", "parameter_server", "horovod"])
 def test_each_strategy_reaches_the_accuracy_target(run, request):
-    summary, out = request.getfixturevalue(run)
+    summary, out, _ = request.getfixturevalue(run)
     assert summary["training"]["strategy"] == run
     assert summary["eval"]["accuracy"] >= ACCURACY_TARGET, summary["eval"]
     assert summary["training"]["epochs"] == 10
@@ -64,20 +69,20 @@ def test_each_strategy_reaches_the_accuracy_target(run, request):
 
 
 def test_all_reduce_strategies_report_their_input_bound_fraction(mirrored, horovod):
-    for summary, _ in (mirrored, horovod):
+    for summary, _, _ in (mirrored, horovod):
         fraction = summary["training"]["input_bound_fraction"]
         assert fraction is not None and 0.0 <= fraction <= 1.0
 
 
 def test_horovod_ranks_end_with_identical_weights(horovod):
-    summary, _ = horovod
+    summary, _, _ = horovod
     weights = summary["replica_weights_sha256"]
     assert sorted(weights) == ["rank:0", "rank:1"]
     assert len(set(weights.values())) == 1
 
 
 def test_parameter_server_variables_live_on_both_ps_tasks(parameter_server):
-    summary, out = parameter_server
+    summary, out, _ = parameter_server
     report = model_artifact.read_training_report(str(out / "model"))
     [chief] = report.replicas
     assert chief.task == "chief:0"
@@ -86,9 +91,14 @@ def test_parameter_server_variables_live_on_both_ps_tasks(parameter_server):
     assert {d.split("/task:")[1].split("/")[0] for d in devices} == {"0", "1"}
 
 
-def test_parameter_server_evaluator_evaluated_checkpoints_and_was_ended(parameter_server):
-    summary, out = parameter_server
+def test_parameter_server_evaluator_runs_beside_training_and_is_ended(parameter_server):
+    summary, _, printed = parameter_server
     assert summary["training"]["restarts"] == 0
+    # The evaluator never ends by itself: the job ends it (and the servers) once the chief is done.
+    [ended] = [line for line in printed.splitlines()
+               if line.startswith("job succeeded; ending the replicas still running: ")]
+    assert ended.split(": ", 1)[1].split(", ") == ["worker-0", "worker-1", "ps-0", "ps-1",
+                                                   "evaluator-0"]
 
 
 GRADIENT_PROBE = textwrap.dedent("""

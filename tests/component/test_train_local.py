@@ -16,6 +16,7 @@ import pytest
 from kfdist.components.common import model_artifact
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed import runtime
+from process_state import is_running
 
 pytestmark = pytest.mark.slow
 
@@ -60,21 +61,6 @@ def launched_pids(lines):
     """The worker pids the launcher logged."""
     started = [line for line in lines if "local replica process(es): " in line]
     return [int(p) for p in re.findall(r"pid (\d+)", started[0])]
-
-
-def is_running(pid):
-    """Whether `pid` is a live process (a zombie left to a non-reaping init counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
 
 
 def assert_gone(pids):

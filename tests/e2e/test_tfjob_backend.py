@@ -36,6 +36,7 @@ from kfdist.components.train_distributed.shared_job import replica_command
 from kube_server import KubeServer
 from kube_server.store import NotFound
 from kube_server.process_operator import ProcessOperator
+from process_state import is_running
 
 pytestmark = pytest.mark.slow
 
@@ -148,7 +149,7 @@ def cluster(gcs_emulator, tmp_path, monkeypatch):  # noqa: F811  (fixture)
         # load_kube_config() set the client's process-wide default configuration.
         kubernetes.client.Configuration.set_default(None)
     assert operator.running_pids() == []
-    assert not [pid for pid in operator.pids() if _is_running(pid)]
+    assert not [pid for pid in operator.pids() if is_running(pid)]
 
 
 @pytest.fixture
@@ -169,14 +170,6 @@ def dataset_uri(gcs_emulator, digits_dataset):  # noqa: F811  (fixture)
 def _options(run_id: str = "run-123", **overrides) -> ClusterOptions:
     return ClusterOptions(namespace=NAMESPACE, run_id=run_id, task_name="train-distributed",
                           timeout_seconds=STEP_TIMEOUT_S, **overrides)
-
-
-def _is_running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_two_replicas_train_as_a_tfjob(cluster, dataset_uri, digits_dataset, tmp_path):
@@ -424,7 +417,7 @@ def test_operator_kills_the_replicas_of_a_deleted_job(cluster):
     assert len(pids) == 2
     cluster.server.store.delete(key)
     assert cluster.wait_no_processes(10) == []
-    assert not [pid for pid in pids if _is_running(pid)]
+    assert not [pid for pid in pids if is_running(pid)]
     assert cluster.server.store.items(PODS, NAMESPACE) == []
 
 

@@ -14,6 +14,7 @@ import pytest
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed import config, local_backend, tf_config
 from kfdist.components.train_distributed.local_backend import PortReservation, run_processes
+from process_state import is_running
 
 
 def _program(code: str):
@@ -27,14 +28,6 @@ def _spec(**kw) -> config.JobSpec:
 class Log(list):
     def __call__(self, line):
         self.append(line)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 KILL_SELF_ONCE = """
@@ -68,7 +61,7 @@ def test_chief_success_ends_the_job_and_the_ps_and_evaluator(tmp_path):
     assert time.monotonic() - started < 30
     assert result.ended == ["ps-0", "evaluator-0"] and result.restarts == 0
     assert "[chief-0] chief done" in log
-    assert not _alive(int(pid_file.read_text()))
+    assert not is_running(int(pid_file.read_text()))
 
 
 def test_without_a_chief_worker_0_decides_unless_all_workers_must_succeed(tmp_path):
@@ -131,7 +124,7 @@ def test_active_deadline_stops_every_replica(tmp_path):
     with pytest.raises(TrainingFailedError, match=r"DeadlineExceeded: the job ran longer than active_deadline_seconds=1"):
         run_processes(replicas, _spec(active_deadline_seconds=1), config.MIRRORED, Log())
     assert time.monotonic() - started < 15
-    assert not _alive(int(pid_file.read_text()))
+    assert not is_running(int(pid_file.read_text()))
 
 
 def test_horovod_jobs_end_with_their_launcher():

@@ -33,14 +33,18 @@ def test_normalisation_only_hides_sdk_version():
     assert _normalise(a) != _normalise(a.replace("x:1", "x:2"))
 
 
-def test_compiled_mnist_wires_the_dag():
+def _compiled_mnist():
     with open(registry.compiled_path("mnist")) as f:
-        spec, platform = yaml.safe_load_all(f)
+        return tuple(yaml.safe_load_all(f))
+
+
+def test_compiled_mnist_wires_the_dag():
+    spec, platform = _compiled_mnist()
     tasks = spec["root"]["dag"]["tasks"]
-    assert set(tasks) == {"shard-dataset", "train-distributed", "evaluate-model", "export-saved-model"}
-    assert tasks["export-saved-model"]["dependentTasks"] == ["evaluate-model", "train-distributed"]
+    assert set(tasks) == {"shard-dataset", "train-distributed", "evaluate-model", "condition-1"}
     params = spec["root"]["inputDefinitions"]["parameters"]
     assert params["workers"]["defaultValue"] == 2
+    assert params["restart_policy"]["defaultValue"] == ""  # the strategy's default
     assert "defaultValue" not in params["source_uri"]
     train_env = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][
         "exec-train-distributed"]["fieldPathAsEnv"]
@@ -49,3 +53,53 @@ def test_compiled_mnist_wires_the_dag():
     assert "run_id" in train_inputs and "task_name" in train_inputs
     images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
     assert len(images) == 1 and not next(iter(images)).endswith(":latest")
+
+
+def test_export_runs_only_under_the_blessing_condition():
+    spec, _ = _compiled_mnist()
+    gate = spec["root"]["dag"]["tasks"]["condition-1"]
+    assert gate["taskInfo"]["name"] == "blessed"
+    assert gate["dependentTasks"] == ["evaluate-model", "train-distributed"]
+    assert gate["triggerPolicy"]["condition"] == (
+        "inputs.parameter_values['pipelinechannel--evaluate-model-Output'] == true")
+    inner = spec["components"]["comp-condition-1"]["dag"]["tasks"]
+    assert set(inner) == {"export-saved-model"}
+    assert "export-saved-model" not in spec["root"]["dag"]["tasks"]
+
+
+def test_only_the_shard_step_is_cached():
+    spec, _ = _compiled_mnist()
+    tasks = dict(spec["root"]["dag"]["tasks"])
+    tasks.update(spec["components"]["comp-condition-1"]["dag"]["tasks"])
+    cached = {name for name, task in tasks.items()
+              if task.get("cachingOptions", {}).get("enableCache")}
+    assert cached == {"shard-dataset"}
+    shard_inputs = tasks["shard-dataset"]["inputs"]["parameters"]
+    assert shard_inputs["source_version"]["componentInputParameter"] == "source_version"
+
+
+def test_every_step_pod_is_labelled_secured_and_kept_off_gpu_nodes():
+    from kfdist.pipelines import step_pods
+
+    _, platform = _compiled_mnist()
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert set(executors) == {f"exec-{task}" for task in step_pods.STEP_NAMES}
+    for name, executor in executors.items():
+        step = step_pods.STEP_NAMES[name[len("exec-"):]]
+        assert executor["podMetadata"]["labels"] == {"app.kubernetes.io/part-of": "kfdist",
+                                                     "kfdist.dev/step": step}
+        assert executor["securityContext"] == {"runAsUser": "1000", "runAsGroup": "1000",
+                                               "runAsNonRoot": True}
+        [affinity] = executor["nodeAffinity"]
+        assert affinity["matchExpressions"] == [{"key": "nvidia.com/gpu.present",
+                                                 "operator": "DoesNotExist"}]
+        assert 1 <= affinity["weight"] <= 100
+
+
+def test_step_pods_reject_an_unknown_step():
+    from kfp import dsl
+
+    from kfdist.pipelines import step_pods
+
+    with pytest.raises(ValueError, match=r"unknown step 'trian'; known steps: \['evaluate', "):
+        step_pods.configure(trian=dsl.PipelineTask.__new__(dsl.PipelineTask))

@@ -103,7 +103,7 @@ def test_defaults_are_valid():
     # The combinations that cannot work, each named before anything starts.
     ({"strategy": "horovod", "ps": 2}, "ps=2: parameter servers are used only by strategy "
                                        "parameter_server, not 'horovod'"),
-    ({"strategy": "parameter_server", "ps": 0}, "strategy parameter_server needs ps >= 1"),
+    ({"strategy": "parameter_server", "ps": -1}, "ps must be an integer >= 0, got -1"),
     ({"strategy": "horovod", "evaluator": True}, "strategy horovod cannot run a side-car evaluator"),
     ({"strategy": "horovod", "chief": True}, "strategy horovod has no chief"),
     ({"strategy": "mirrored", "workers": 2}, "strategy mirrored runs on one worker's local "
@@ -130,6 +130,20 @@ def test_invalid_arguments_are_named(change, named):
     with pytest.raises(InvalidInputError) as error:
         runtime.validate_training_args(**{**DEFAULTS, **change})
     assert named in str(error.value)
+
+
+@pytest.mark.parametrize("strategy, workers, policy, ps", [
+    ("mirrored", 1, "ExitCode", 0),
+    ("multi_worker_mirrored", 2, "ExitCode", 0),
+    ("parameter_server", 2, "ExitCode", 1),
+    ("horovod", 2, "OnFailure", 0),  # the MPI Operator's launcher default; ExitCode is invalid there
+])
+def test_each_strategy_runs_with_its_defaults(strategy, workers, policy, ps):
+    for unset in ({}, {"restart_policy": None, "ps": None}, {"restart_policy": "", "ps": 0}):
+        _, spec = runtime.build_configs(strategy=strategy, workers=workers, **unset)
+        assert (spec.restart_policy, spec.ps) == (policy, ps)
+    _, chosen = runtime.build_configs(strategy=strategy, workers=workers, restart_policy="Never")
+    assert chosen.restart_policy == "Never"
 
 
 def test_unknown_model_lists_valid_names():

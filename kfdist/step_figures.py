@@ -1,0 +1,55 @@
+"""The one figure `kfdist run` shows for each finished step, from the step's outputs."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Mapping
+
+
+def _shard(outputs: Mapping[str, Any], epochs: int) -> str:
+    meta = outputs.get("dataset") or {}
+    if "train_examples" not in meta:
+        return ""
+    # KFP keeps numeric metadata as floats.
+    train, held_out = int(meta["train_examples"]), int(meta.get("eval_examples", 0))
+    return (f"{train + held_out:,} examples written ({train:,} train in "
+            f"{int(meta.get('train_shards', 0))} shards, {held_out:,} eval)")
+
+
+def _train(outputs: Mapping[str, Any], epochs: int) -> str:
+    metrics = outputs.get("metrics") or {}
+    if "final_accuracy" not in metrics:
+        return ""
+    text = (f"{epochs} epochs, " if epochs else "") + (
+        f"training accuracy {metrics['final_accuracy']:.4f}, "
+        f"{metrics.get('examples_per_second', 0):,.0f} examples/s")
+    restarts = int(metrics.get("restarts", 0) or 0)
+    return text + (f", {restarts} replica restart(s)" if restarts else "")
+
+
+def _evaluate(outputs: Mapping[str, Any], epochs: int) -> str:
+    blessing = outputs.get("blessing") or {}
+    if "reason" not in blessing:
+        return ""
+    return f"held-out {blessing['reason']}: {'blessed' if blessing.get('blessed') else 'not blessed'}"
+
+
+def _export(outputs: Mapping[str, Any], epochs: int) -> str:
+    path = outputs.get("export_path")
+    return f"exported to {path}" if path else ""
+
+
+_FIGURES: Dict[str, Callable[[Mapping[str, Any], int], str]] = {
+    "shard": _shard, "train": _train, "evaluate": _evaluate, "export": _export,
+}
+
+
+def step_figure(step: str, outputs: Mapping[str, Any], epochs: int = 0) -> str:
+    """The figure that matters for a finished `step`, or "" when its outputs lack it.
+
+    Args:
+      step: Short step name (`shard`, `train`, `evaluate`, `export`).
+      outputs: The step's outputs: parameters by name, artifacts as their metadata.
+      epochs: Epochs the console saw finish (training only).
+    """
+    figure = _FIGURES.get(step)
+    return figure(outputs, epochs) if figure else ""

@@ -1,0 +1,60 @@
+"""What every kfdist pipeline step gets on a cluster, and the steps' short names.
+
+Set through kfp-kubernetes, so the compiled YAML carries it as KFP platform
+config (no hand-written pod fields):
+
+* labels `app.kubernetes.io/part-of: kfdist` and `kfdist.dev/step: <step>`,
+  to find, select or account a run's step pods;
+* a security context matching kfdist's images (uid/gid 1000, non-root);
+* a preferred node affinity for nodes without NVIDIA GPUs: steps run CPU
+  work or wait on a training job, and should not hold a GPU node's room
+  (training replicas get GPUs through the job they create);
+* caching: only the shard step, whose output depends on its parameters and
+  the source's content alone; training, evaluation and export always run.
+"""
+
+from typing import Dict
+
+from kfp import dsl, kubernetes
+
+#: Short step names by task (component) name, as the UI and `kfdist run` show them.
+STEP_NAMES: Dict[str, str] = {
+    "shard-dataset": "shard",
+    "train-distributed": "train",
+    "evaluate-model": "evaluate",
+    "export-saved-model": "export",
+}
+#: Steps whose outputs may be reused from an earlier run with the same inputs.
+CACHED_STEPS = frozenset({"shard"})
+#: uid and gid of the user kfdist's images run as (see containers/).
+IMAGE_USER_ID = 1000
+PART_OF_LABEL = ("app.kubernetes.io/part-of", "kfdist")
+STEP_LABEL = "kfdist.dev/step"
+#: Node label NVIDIA's GPU feature discovery puts on GPU nodes.
+GPU_NODE_LABEL = "nvidia.com/gpu.present"
+GPU_AVOIDANCE_WEIGHT = 100
+
+
+def configure(**steps: dsl.PipelineTask) -> None:
+    """Names, labels, secures, places and sets caching for each step's task.
+
+    Args:
+      **steps: Tasks by step name (`shard=...`); each name must be one of
+        `STEP_NAMES`' values.
+
+    Raises:
+      ValueError: If a step name is not a known step.
+    """
+    known = set(STEP_NAMES.values())
+    for step, task in steps.items():
+        if step not in known:
+            raise ValueError(f"unknown step {step!r}; known steps: {sorted(known)}")
+        task.set_display_name(step)
+        task.set_caching_options(step in CACHED_STEPS)
+        kubernetes.add_pod_label(task, *PART_OF_LABEL)
+        kubernetes.add_pod_label(task, STEP_LABEL, step)
+        kubernetes.set_security_context(task, run_as_user=IMAGE_USER_ID,
+                                        run_as_group=IMAGE_USER_ID, run_as_non_root=True)
+        kubernetes.add_node_affinity(
+            task, match_expressions=[{"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}],
+            weight=GPU_AVOIDANCE_WEIGHT)
