@@ -34,7 +34,8 @@ def _add_run(sub) -> None:
     p.add_argument("--data", default=None,
                    help="MNIST IDX directory, local or gs:// (default: the bundled sample digits)")
     p.add_argument("--export-base", default=None, help="serving export base (default: OUTPUT/serving)")
-    p.add_argument("--workers", type=int, default=2, help="training workers (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="training workers (default: 1 for mirrored, else 2)")
     p.add_argument("--strategy", default="multi_worker_mirrored",
                    help="mirrored, multi_worker_mirrored, parameter_server or horovod")
     p.add_argument("--ps", type=int, default=None,

@@ -31,7 +31,7 @@ class MnistRunOptions:
     output_dir: str
     source_uri: Optional[str] = None
     export_base: Optional[str] = None
-    workers: int = 2
+    workers: Optional[int] = None
     strategy: str = "multi_worker_mirrored"
     model_name: str = "mnist_mlp"
     epochs: int = 10
@@ -50,6 +50,14 @@ class MnistRunOptions:
     backoff_limit: int = 6
     cache: bool = True
     verbose: bool = False
+
+
+def with_strategy_defaults(opts: MnistRunOptions) -> MnistRunOptions:
+    """`opts` with `workers`, `ps` and `restart_policy` set to the strategy's defaults where unset."""
+    from kfdist.components.train_distributed import config
+
+    return dataclasses.replace(opts, **config.strategy_defaults(
+        opts.strategy, opts.ps, opts.restart_policy, opts.workers))
 
 
 def validate_mnist_options(opts: MnistRunOptions) -> None:
@@ -102,6 +110,7 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
       InvalidInputError: If an option is invalid (nothing is written then).
       TrainingFailedError: If a pipeline step fails (its log's last lines in the message).
     """
+    opts = with_strategy_defaults(opts)
     validate_mnist_options(opts)
     from kfp import local
 
@@ -131,10 +140,10 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
                 learning_rate=opts.learning_rate, num_shards=opts.num_shards,
                 eval_fraction=opts.eval_fraction, accuracy_threshold=opts.accuracy_threshold,
                 serving_model_name=opts.serving_model_name, seed=opts.seed,
-                source_version=storage.content_version(source_uri), ps=opts.ps or 0,
+                source_version=storage.content_version(source_uri), ps=opts.ps,
                 chief=opts.chief, evaluator=opts.evaluator,
                 slots_per_worker=opts.slots_per_worker,
-                restart_policy=opts.restart_policy or "", backoff_limit=opts.backoff_limit)
+                restart_policy=opts.restart_policy, backoff_limit=opts.backoff_limit)
     except RuntimeError as err:
         step = console.failed_step or "a step"
         where = (f"; its whole log: {console.log_path(console.failed_step)}"
@@ -148,10 +157,7 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
 
 
 def _headline(opts: MnistRunOptions, output_dir: str) -> str:
-    from kfdist.components.train_distributed import config
-
-    effective = config.strategy_defaults(opts.strategy, opts.ps, opts.restart_policy)
-    replicas = f"{opts.workers} worker(s)" + (f", {effective['ps']} ps" if effective["ps"] else "")
+    replicas = f"{opts.workers} worker(s)" + (f", {opts.ps} ps" if opts.ps else "")
     return (f"kfdist run mnist: {opts.strategy}, {replicas}, {opts.epochs} epochs of "
             f"{opts.model_name} -> {output_dir}")
 
@@ -173,10 +179,7 @@ def _export_record(outputs) -> Dict[str, Any]:
 
 def _summarise(outputs, opts: MnistRunOptions, source_uri: str, export_base: str,
                output_dir: str, wall_seconds: float) -> Dict[str, Any]:
-    from kfdist.components.train_distributed import config
-
     train_metrics = dict(outputs["training_metrics"].metadata)
-    effective = config.strategy_defaults(opts.strategy, opts.ps, opts.restart_policy)
     return {
         "pipeline": "mnist",
         "data": source_uri,
@@ -186,8 +189,8 @@ def _summarise(outputs, opts: MnistRunOptions, source_uri: str, export_base: str
             "backend": "local",
             "strategy": opts.strategy,
             "workers": opts.workers,
-            "ps": effective["ps"],
-            "restart_policy": effective["restart_policy"],
+            "ps": opts.ps,
+            "restart_policy": opts.restart_policy,
             "model_name": opts.model_name,
             "epochs": opts.epochs,
             "final_loss": train_metrics.get("final_loss"),

@@ -134,12 +134,15 @@ class RunConsole:
             self._show(line, closes_bar=True)
         if (m := _STARTED.search(message)) is not None:
             self._start(step_name(m["task"]))
-        self._write(self._step or self._outputs_of or PIPELINE_LOG, line)
-        if (m := _FINISHED.search(message)) is not None:
-            self._finish(step_name(m["task"]), m["status"])
-        elif (m := _OUTPUTS.search(message)) is not None:
-            self._outputs_of = step_name(m["task"])
+        outputs_begin = _OUTPUTS.search(message)
+        if outputs_begin is not None:
+            self._outputs_of = step_name(outputs_begin["task"])
             self.outputs[self._outputs_of] = {}
+        self._write(self._step or self._outputs_of or PIPELINE_LOG, line)
+        if outputs_begin is not None:
+            pass
+        elif (m := _FINISHED.search(message)) is not None:
+            self._finish(step_name(m["task"]), m["status"])
         elif self._outputs_of is not None:
             self._take_output(line)
         elif (m := _NO_OUTPUTS.search(message)) is not None:
@@ -210,13 +213,12 @@ class RunConsole:
             self._show(text)
 
     def tail(self, step: str, lines: int = FAILURE_TAIL_LINES) -> List[str]:
-        """The last non-empty lines of `step`'s log, without kfp's indentation."""
+        """The last non-empty lines `step` printed (kfp's own records left out)."""
         if step in self._files:
             self._files[step].flush()
         try:
-            with open(self.log_path(step)) as f:
-                kept = [ln.rstrip("\n")[4:] if ln.startswith("    ") else ln.rstrip("\n")
-                        for ln in f if ln.strip()]
+            with open(self.log_path(step)) as f:  # the step's own lines, kfp indents them
+                kept = [ln.rstrip("\n")[4:] for ln in f if ln.startswith("    ") and ln.strip()]
         except FileNotFoundError:
             return []
         return kept[-lines:]

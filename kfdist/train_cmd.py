@@ -36,7 +36,8 @@ def add_train_parser(sub) -> None:
                    help="where the replicas run (default: %(default)s)")
     p.add_argument("--strategy", default=config.MULTI_WORKER_MIRRORED,
                    choices=list(config.STRATEGIES))
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--workers", type=int, default=None,
+                   help="worker replicas (default: 1 for mirrored, else 2)")
     p.add_argument("--ps", type=int, default=None,
                    help="parameter servers (parameter_server; default: 1 there)")
     p.add_argument("--chief", action="store_true", help="add a chief (multi_worker_mirrored)")

@@ -64,6 +64,9 @@ DEFAULT_RESTART_POLICIES: Dict[str, str] = {
 }
 #: Parameter servers of a job that sets none, by strategy.
 DEFAULT_PS: Dict[str, int] = {PARAMETER_SERVER: 1}
+#: Workers of a job that sets none: `mirrored` runs on one worker, the others on two.
+DEFAULT_WORKERS: Dict[str, int] = {MIRRORED: 1}
+DEFAULT_WORKER_COUNT = 2
 SUCCESS_POLICIES: Tuple[str, ...] = ("", "AllWorkers")
 #: How the input pipelines split the training files (see `input_pipeline`).
 INPUT_SHARDINGS: Tuple[str, ...] = ("auto", "file", "record")
@@ -354,19 +357,24 @@ def training_task_labels(strategy: str, spec: JobSpec) -> List[str]:
 
 
 def strategy_defaults(strategy: str, ps: Optional[int] = None,
-                      restart_policy: Optional[str] = None) -> Dict[str, object]:
-    """`ps` and `restart_policy`, each filled in with the strategy's default when unset.
+                      restart_policy: Optional[str] = None,
+                      workers: Optional[int] = None) -> Dict[str, object]:
+    """`workers`, `ps` and `restart_policy`, each the strategy's default when unset.
 
     Args:
       strategy: A strategy name (an unknown one gets the TensorFlow defaults;
         it is rejected by validation).
       ps: Parameter servers; None or 0: `DEFAULT_PS` of the strategy (0 if none).
       restart_policy: None or empty: `DEFAULT_RESTART_POLICIES` of the strategy.
+      workers: None: `DEFAULT_WORKERS` of the strategy, else `DEFAULT_WORKER_COUNT`.
 
     Returns:
-      `{"ps": ..., "restart_policy": ...}` for `JobSpec`.
+      `{"workers": ..., "ps": ..., "restart_policy": ...}` for `JobSpec`.
     """
-    return {"ps": ps or DEFAULT_PS.get(strategy, 0),
+    if workers is None:
+        workers = DEFAULT_WORKERS.get(strategy, DEFAULT_WORKER_COUNT)
+    return {"workers": workers,
+            "ps": ps or DEFAULT_PS.get(strategy, 0),
             "restart_policy": restart_policy or DEFAULT_RESTART_POLICIES.get(strategy, "ExitCode")}
 
 

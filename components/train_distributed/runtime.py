@@ -46,16 +46,16 @@ _SPEC_FIELDS = {f.name for f in dataclasses.fields(config.JobSpec)}
 
 
 def build_configs(*, backend: str = "local", strategy: str = "multi_worker_mirrored",
-                  workers: int = 2, model_name: str = "mnist_mlp", epochs: int = 5,
+                  workers: Optional[int] = None, model_name: str = "mnist_mlp", epochs: int = 5,
                   batch_size_per_replica: int = 64, learning_rate: float = 0.001, seed: int = 42,
                   **more) -> "tuple[config.TrainingConfig, config.JobSpec]":
     """Validated `TrainingConfig` and `JobSpec` from `train`'s keyword arguments.
 
     `more` takes the other fields of both records (`ps`, `chief`, `evaluator`,
     `slots_per_worker`, `restart_policy`, `backoff_limit`,
-    `active_deadline_seconds`, `success_policy`, `input_sharding`). `ps` and
-    `restart_policy` left out, None, 0 or empty take the strategy's default
-    (`config.strategy_defaults`).
+    `active_deadline_seconds`, `success_policy`, `input_sharding`). `workers`,
+    `ps` and `restart_policy` left out, None, 0 or empty take the strategy's
+    default (`config.strategy_defaults`).
 
     Raises:
       InvalidInputError: Naming the first invalid value and what would be valid.
@@ -69,8 +69,8 @@ def build_configs(*, backend: str = "local", strategy: str = "multi_worker_mirro
         **{k: v for k, v in more.items() if k in _TRAINING_FIELDS})
     spec_fields = {k: v for k, v in more.items() if k in _SPEC_FIELDS}
     spec_fields.update(config.strategy_defaults(strategy, spec_fields.pop("ps", None),
-                                                spec_fields.pop("restart_policy", None)))
-    spec = config.JobSpec(backend=backend, workers=workers, **spec_fields)
+                                                spec_fields.pop("restart_policy", None), workers))
+    spec = config.JobSpec(backend=backend, **spec_fields)
     training.validate()
     spec.validate(strategy)
     models.resolve_model(model_name)
@@ -152,7 +152,7 @@ def assemble_report(job: config.JobConfig, restarts: int = 0) -> model_artifact.
 
 
 def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
-          strategy: str = "multi_worker_mirrored", workers: int = 2, model_name: str = "mnist_mlp",
+          strategy: str = "multi_worker_mirrored", workers: Optional[int] = 2, model_name: str = "mnist_mlp",
           epochs: int = 5, batch_size_per_replica: int = 64, learning_rate: float = 0.001,
           seed: int = 42, log: Callable[[str], None] = print,
           debug_dir: Optional[str] = None, cluster: Optional[ClusterOptions] = None,
@@ -165,7 +165,8 @@ def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
       backend: Where replicas run: `local` (processes on this machine),
         `tfjob` or `mpijob` (on the cluster).
       strategy: `mirrored`, `multi_worker_mirrored`, `parameter_server` or `horovod`.
-      workers: Worker replicas; without a chief, worker 0 leads.
+      workers: Worker replicas; without a chief, worker 0 leads. None: the
+        strategy's default (1 for `mirrored`, else 2).
       model_name: `mnist_mlp`, `mnist_cnn` or `package.module:function`.
       epochs: Passes over the train split.
       batch_size_per_replica: Examples per replica per step.

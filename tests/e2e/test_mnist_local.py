@@ -50,8 +50,22 @@ def test_summary_reports_distributed_training_and_accuracy(mnist_run):
 
 
 def test_every_worker_streams_into_the_training_step_log(mnist_run):
-    _, _, log = mnist_run
+    out, _, printed = mnist_run
+    with open(os.path.join(out, "logs", "train.log")) as f:
+        log = f.read()
     assert "[worker-0]" in log and "[worker-1]" in log
+    assert "[worker-0]" not in printed  # the console shows the step's line and progress only
+
+
+def test_the_console_shows_a_line_per_step_and_a_short_summary(mnist_run):
+    out, summary, printed = mnist_run
+    lines = printed.splitlines()
+    assert len(lines) < 60, printed
+    for step in ("shard", "train", "evaluate", "export"):
+        assert any(line.startswith(f"  {step:<9} done in ") for line in lines), printed
+    assert any(line.startswith("  train     [####################] epoch 10/10") for line in lines)
+    assert f"model exported to {summary['export']['path']}" in lines
+    assert not [line for line in lines if "KFP Executor" in line or "executor_input" in line]
 
 
 def test_export_predicts_the_classes_evaluation_counted(mnist_run):
