@@ -2,7 +2,7 @@
 
 Importing kfdist selects legacy Keras (tf-keras) for every TensorFlow import
 that follows: distributed Keras training (MultiWorkerMirrored, ParameterServer,
-Horovod) only works with it in TensorFlow 2.16. A value already set in the
+Horovod) only works with it in TensorFlow 2.16+. A value already set in the
 environment is respected.
 """
 

@@ -1,6 +1,6 @@
 """A small fake Kubeflow Pipelines API server, over real HTTP, for tests.
 
-It implements only the v2beta1 REST endpoints that `kfp.Client` 2.13 calls to
+It implements only the v2beta1 REST endpoints that `kfp.Client` 2.17 calls to
 create a run from a package and follow it:
 
     GET  /apis/v2beta1/healthz                      {"multi_user": bool}

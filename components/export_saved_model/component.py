@@ -18,8 +18,10 @@ def export_saved_model(
 ) -> NamedTuple("ExportOutputs", [("exported", bool), ("export_path", str)]):
     """Exports a blessed model for TF Serving; records why when it is not blessed.
 
-    The gate lives here (as TFX's Pusher checks a blessing) so the same
-    pipeline runs on kfp.local, which has no `dsl.If`.
+    The pipelines run this task under `dsl.If(blessed)`, so an unblessed
+    model's export is skipped in the DAG. The step still reads the blessing
+    (as TFX's Pusher does): wired without that gate, it writes nothing for an
+    unblessed model and records why.
 
     Args:
         model: Model written by `train_distributed`.
@@ -31,8 +33,8 @@ def export_saved_model(
             digits, `-`, `_`, `.`).
         version: Version number; 0 (the default) means the current Unix time
             (and above every existing version), so the newest export is the one
-            TF Serving loads. (An integer, not Optional: kfp 2.13's local
-            runner cannot pass None to an integer parameter.)
+            TF Serving loads. (An integer, not Optional: kfp's local
+            runner cannot pass None as a pipeline parameter.)
 
     Returns:
         exported: Whether a model was written.

@@ -5,8 +5,8 @@ whose `serving_default` signature takes raw inputs exactly as stored in the
 dataset (e.g. uint8 `image` [None, 28, 28]), applies the recorded
 preprocessing, runs the model and returns `class_ids` (int64 [None]) and
 `probabilities` (float32 [None, num_classes]). Unblessed models are not
-exported: the step succeeds and records why (kfp's local runner has no
-`dsl.If`, so the gate lives here).
+exported: the pipelines skip the step under `dsl.If(blessed)`, and the step
+itself, run without that gate, writes nothing and records why.
 """
 
 from __future__ import annotations

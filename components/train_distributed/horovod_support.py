@@ -1,7 +1,7 @@
 """Horovod for tf-keras (legacy Keras), imported so that it really averages gradients.
 
 Horovod 0.28.1's `horovod.tensorflow.keras` takes its Keras backend from a
-bare `import keras`. With TensorFlow 2.16 that is Keras 3, whose backend
+bare `import keras`. With TensorFlow 2.16+ that is Keras 3, whose backend
 lacks what Horovod's callbacks call (`MetricAverageCallback` fails), and a
 Keras 3 model wrapped in `DistributedOptimizer` trains without averaging its
 gradients and without any error. kfdist trains tf-keras models, so the
@@ -55,10 +55,10 @@ def horovod_keras():
             import horovod.tensorflow.keras.callbacks  # noqa: F401
     except ImportError as e:
         raise RuntimeError(
-            "strategy horovod needs Horovod built with TensorFlow and MPI: apt-get install "
-            "openmpi-bin libopenmpi-dev cmake g++, then HOROVOD_WITH_TENSORFLOW=1 "
-            "HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 "
-            f"pip install --no-build-isolation horovod==0.28.1 ({e})") from e
+            "strategy horovod needs Horovod 0.28.1 built against this TensorFlow with MPI: "
+            "run containers/horovod/install-horovod.sh from the kfdist repository (it patches "
+            "Horovod's sdist for TensorFlow 2.18+ and builds it; it needs openmpi-bin "
+            f"libopenmpi-dev cmake g++) ({e})") from e
     _hvd = hvd
     return hvd
 

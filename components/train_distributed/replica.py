@@ -379,6 +379,11 @@ def train_replica(job: config.JobConfig) -> Optional[ReplicaOutcome]:
             learning_rate *= role.replicas  # the global batch is `replicas` times larger
         models.compile_model(model, learning_rate,
                              wrap_optimizer=role.hvd.DistributedOptimizer if role.hvd else None)
+        if role.hvd is not None:
+            # Horovod's broadcast pairs variables across ranks by name. Built lazily (tf-keras
+            # 2.21), the optimizer's slots are named `Adam/m/...` on rank 0, which also runs
+            # BackupAndRestore, and `m/...` on the others: the first broadcast waits forever.
+            model.optimizer.build(model.trainable_variables)
     callbacks, history_writer, backup_dir = _callbacks(job, role, meter, steps, global_batch)
     initial_epoch = _resume_epoch(role, backup_dir) if role.hvd is not None else 0
     log_lr = f", learning rate {learning_rate:g}" if learning_rate != training.learning_rate else ""
