@@ -145,10 +145,13 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
                 slots_per_worker=opts.slots_per_worker,
                 restart_policy=opts.restart_policy, backoff_limit=opts.backoff_limit)
     except RuntimeError as err:
+        import re
+
+        err = re.sub(r"\x1b\[[0-9;]*m", "", str(err))  # kfp colours the task name
         step = console.failed_step or "a step"
         where = (f"; its whole log: {console.log_path(console.failed_step)}"
                  if console.failed_step else f"; logs: {console.logs_dir}")
-        raise TrainingFailedError(f"pipeline 'mnist' failed in {step}: {err}{where}") from err
+        raise TrainingFailedError(f"pipeline 'mnist' failed in {step}: {err}{where}") from None
     summary = _summarise(task.outputs, opts, source_uri, export_base, output_dir,
                          time.monotonic() - start)
     with open(os.path.join(output_dir, SUMMARY_FILE), "w") as f:
