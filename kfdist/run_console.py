@@ -22,7 +22,7 @@ import time
 from typing import Dict, List, Optional, TextIO
 
 from kfdist.components.train_distributed.epoch_line import parse_epoch_line
-from kfdist.pipelines.step_pods import STEP_NAMES
+from kfdist.pipelines.step_pods import CONDITIONAL_STEPS, STEP_NAMES
 from kfdist.step_figures import step_figure
 
 PIPELINE_LOG = "pipeline"
@@ -107,7 +107,8 @@ class RunConsole:
 
     def __exit__(self, *exc) -> None:
         self._stack.close()
-        self.feed_text("\n") if self._partial else None
+        if self._partial:
+            self.feed_text("\n")
         self._close_bar()
         for f in self._files.values():
             f.close()
@@ -134,14 +135,13 @@ class RunConsole:
             self._show(line, closes_bar=True)
         if (m := _STARTED.search(message)) is not None:
             self._start(step_name(m["task"]))
-        outputs_begin = _OUTPUTS.search(message)
-        if outputs_begin is not None:
-            self._outputs_of = step_name(outputs_begin["task"])
+        if (m := _OUTPUTS.search(message)) is not None:
+            self._outputs_of = step_name(m["task"])
             self.outputs[self._outputs_of] = {}
+            self._write(self._outputs_of, line)
+            return
         self._write(self._step or self._outputs_of or PIPELINE_LOG, line)
-        if outputs_begin is not None:
-            pass
-        elif (m := _FINISHED.search(message)) is not None:
+        if (m := _FINISHED.search(message)) is not None:
             self._finish(step_name(m["task"]), m["status"])
         elif self._outputs_of is not None:
             self._take_output(line)
@@ -152,7 +152,8 @@ class RunConsole:
             self._say(step_name(m["task"]), "cached: reused the output of an earlier run with the "
                                             "same inputs (--no-cache to run it again)")
         elif (m := _CONDITION_SKIPPED.search(message)) is not None:
-            self._say("export", "skipped: the model is not blessed")
+            step, why = CONDITIONAL_STEPS.get(m["task"], (m["task"], "its condition is false"))
+            self._say(step, f"skipped: {why}")
         elif (m := _UPSTREAM_FAILED.search(message)) is not None:
             self._say(step_name(m["task"]), "not run: an earlier step failed")
         elif self._step is not None and (progress := parse_epoch_line(message)) is not None:

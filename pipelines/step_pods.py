@@ -1,4 +1,4 @@
-"""What every kfdist pipeline step gets on a cluster, and the steps' short names.
+"""What every kfdist pipeline step gets on a cluster, the steps' short names and gates.
 
 Set through kfp-kubernetes, so the compiled YAML carries it as KFP platform
 config (no hand-written pod fields):
@@ -13,7 +13,7 @@ config (no hand-written pod fields):
   the source's content alone; training, evaluation and export always run.
 """
 
-from typing import Dict
+from typing import Dict, Tuple
 
 from kfp import dsl, kubernetes
 
@@ -23,6 +23,11 @@ STEP_NAMES: Dict[str, str] = {
     "train-distributed": "train",
     "evaluate-model": "evaluate",
     "export-saved-model": "export",
+}
+#: The step each pipeline condition gates, by its compiled task name, and why it is skipped
+#: when the condition is false (`tests/unit/test_pipeline_compile.py` checks the layout).
+CONDITIONAL_STEPS: Dict[str, Tuple[str, str]] = {
+    "condition-1": ("export", "the model is not blessed"),
 }
 #: Steps whose outputs may be reused from an earlier run with the same inputs.
 CACHED_STEPS = frozenset({"shard"})

@@ -64,6 +64,9 @@ def test_export_runs_only_under_the_blessing_condition():
         "inputs.parameter_values['pipelinechannel--evaluate-model-Output'] == true")
     inner = spec["components"]["comp-condition-1"]["dag"]["tasks"]
     assert set(inner) == {"export-saved-model"}
+    from kfdist.pipelines.step_pods import CONDITIONAL_STEPS, STEP_NAMES
+
+    assert CONDITIONAL_STEPS["condition-1"][0] == STEP_NAMES["export-saved-model"]
     assert "export-saved-model" not in spec["root"]["dag"]["tasks"]
 
 
