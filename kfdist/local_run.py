@@ -145,9 +145,9 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
                 slots_per_worker=opts.slots_per_worker,
                 restart_policy=opts.restart_policy, backoff_limit=opts.backoff_limit)
     except RuntimeError as err:
-        import re
+        from kfdist.run_console import strip_colours
 
-        err = re.sub(r"\x1b\[[0-9;]*m", "", str(err))  # kfp colours the task name
+        err = strip_colours(str(err))
         step = console.failed_step or "a step"
         where = (f"; its whole log: {console.log_path(console.failed_step)}"
                  if console.failed_step else f"; logs: {console.logs_dir}")

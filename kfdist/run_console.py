@@ -47,6 +47,11 @@ _ARTIFACT_METADATA = re.compile(r"metadata=(?P<metadata>\{.*\}) \)$")
 _RULE = re.compile(r"^-{20,}$")
 
 
+def strip_colours(text: str) -> str:
+    """`text` without the ANSI colour codes kfp.local puts around task names."""
+    return _ANSI.sub("", text)
+
+
 def step_name(task: str) -> str:
     """The short step name of a kfp task (`train-distributed` → `train`)."""
     return STEP_NAMES.get(task, task)
@@ -129,10 +134,10 @@ class RunConsole:
 
     def feed(self, raw: str) -> None:
         """Handles one line of kfp.local's output."""
-        line = _ANSI.sub("", raw).rstrip("\r")
+        line = strip_colours(raw).rstrip("\r")
         message = _RECORD_PREFIX.sub("", line)
         if self.verbose:
-            self._show(line, closes_bar=True)
+            self._show(line)
         if (m := _STARTED.search(message)) is not None:
             self._start(step_name(m["task"]))
         if (m := _OUTPUTS.search(message)) is not None:
@@ -140,17 +145,18 @@ class RunConsole:
             self.outputs[self._outputs_of] = {}
             self._write(self._outputs_of, line)
             return
-        self._write(self._step or self._outputs_of or PIPELINE_LOG, line)
+        cache_hit = _CACHE_HIT.search(message)
+        self._write(step_name(cache_hit["task"]) if cache_hit else
+                    self._step or self._outputs_of or PIPELINE_LOG, line)
         if (m := _FINISHED.search(message)) is not None:
             self._finish(step_name(m["task"]), m["status"])
         elif self._outputs_of is not None:
             self._take_output(line)
         elif (m := _NO_OUTPUTS.search(message)) is not None:
             self._show_done(step_name(m["task"]))
-        elif (m := _CACHE_HIT.search(message)) is not None:
-            self._write(step_name(m["task"]), line)
-            self._say(step_name(m["task"]), "cached: reused the output of an earlier run with the "
-                                            "same inputs (--no-cache to run it again)")
+        elif cache_hit is not None:
+            self._say(step_name(cache_hit["task"]), "cached: reused the output of an earlier run "
+                                                    "with the same inputs (--no-cache to run it again)")
         elif (m := _CONDITION_SKIPPED.search(message)) is not None:
             step, why = CONDITIONAL_STEPS.get(m["task"], (m["task"], "its condition is false"))
             self._say(step, f"skipped: {why}")
@@ -238,9 +244,8 @@ class RunConsole:
         else:
             self._show(f"kfdist: {step} {text}")
 
-    def _show(self, text: str, closes_bar: bool = True) -> None:
-        if closes_bar:
-            self._close_bar()
+    def _show(self, text: str) -> None:
+        self._close_bar()
         self.out.write(text + "\n")
         self.out.flush()
 

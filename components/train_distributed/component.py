@@ -124,8 +124,8 @@ def train_distributed(
         dataset.path, model.path, backend=backend, strategy=strategy, workers=workers,
         model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
         learning_rate=learning_rate, seed=seed, cluster=cluster, dataset_uri=dataset.uri,
-        ps=ps or None, chief=chief, evaluator=evaluator, slots_per_worker=slots_per_worker,
-        restart_policy=restart_policy or None, backoff_limit=backoff_limit, input_sharding=input_sharding)
+        ps=ps, chief=chief, evaluator=evaluator, slots_per_worker=slots_per_worker,
+        restart_policy=restart_policy, backoff_limit=backoff_limit, input_sharding=input_sharding)
     metrics.log_metric("final_loss", report.final_loss)
     metrics.log_metric("final_accuracy", report.final_accuracy)
     metrics.log_metric("examples_per_second", report.examples_per_second)

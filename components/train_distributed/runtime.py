@@ -152,9 +152,9 @@ def assemble_report(job: config.JobConfig, restarts: int = 0) -> model_artifact.
 
 
 def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
-          strategy: str = "multi_worker_mirrored", workers: Optional[int] = 2, model_name: str = "mnist_mlp",
-          epochs: int = 5, batch_size_per_replica: int = 64, learning_rate: float = 0.001,
-          seed: int = 42, log: Callable[[str], None] = print,
+          strategy: str = "multi_worker_mirrored", workers: Optional[int] = None,
+          model_name: str = "mnist_mlp", epochs: int = 5, batch_size_per_replica: int = 64,
+          learning_rate: float = 0.001, seed: int = 42, log: Callable[[str], None] = print,
           debug_dir: Optional[str] = None, cluster: Optional[ClusterOptions] = None,
           dataset_uri: Optional[str] = None, **more) -> model_artifact.TrainingReport:
     """Trains `model_name` on a kfdist dataset with `workers` replicas; writes the Model artifact.
