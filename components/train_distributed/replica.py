@@ -238,6 +238,20 @@ def make_role(training: config.TrainingConfig, cluster_config: Optional[dict]) -
                 strategy.num_replicas_in_sync, all_save=True)
 
 
+def _wait_for_all_workers(role: Role, training: config.TrainingConfig) -> None:
+    """A barrier across the workers of a MultiWorkerMirrored job (a one-value all-reduce)."""
+    if training.strategy != config.MULTI_WORKER_MIRRORED or role.hvd is not None:
+        return
+    strategy = role.strategy
+
+    @tf.function
+    def _all_reduce():
+        return strategy.reduce(tf.distribute.ReduceOp.SUM,
+                               strategy.run(lambda: tf.constant(1.0)), axis=None)
+
+    _all_reduce()
+
+
 def save_model(model: tf.keras.Model, job: config.JobConfig, role: Role) -> None:
     """Saves the SavedModel: the leader into model_dir; under MultiWorkerMirrored every
     replica must call it (collectives), the others into a scratch directory deleted after."""
@@ -395,7 +409,11 @@ def train_replica(job: config.JobConfig) -> Optional[ReplicaOutcome]:
                         initial_epoch=initial_epoch, callbacks=callbacks)
     wall = time.perf_counter() - start
     initial_epoch = history.epoch[0] if history.epoch else training.epochs
-    if role.leader:  # training is complete: nothing is left to resume
+    # Training is complete: nothing is left to resume. The other workers remove their own
+    # backup scratch (`workertemp_N`) as their last epoch ends; the leader removes the rest
+    # only once every worker is past that point.
+    _wait_for_all_workers(role, training)
+    if role.leader:
         shutil.rmtree(backup_dir, ignore_errors=True)
 
     save_model(model, job, role)
