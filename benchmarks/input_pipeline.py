@@ -24,7 +24,7 @@ import kfdist
 import numpy as np
 import tensorflow as tf
 from kfdist.components.common import dataset_spec, tf_features
-from kfdist.components.train_distributed import input_pipeline
+from kfdist.components.train_distributed.replica import input_pipeline
 BATCH = 256
 root, epochs = sys.argv[1], int(sys.argv[2])
 meta = dataset_spec.load_metadata(root)

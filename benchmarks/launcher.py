@@ -24,9 +24,9 @@ import json, random, sys, time
 sys.path.insert(0, sys.argv[1])
 from kube_server import FakeOperator, KubeServer, Scenario, sample_tfjob
 from kfdist.components.common.errors import TrainingFailedError
-from kfdist.components.train_distributed import job_status
-from kfdist.components.train_distributed.kube_api import KubeApi
-from kfdist.components.train_distributed.launcher import launch_and_wait
+from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
+from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi
+from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import launch_and_wait
 jobs, periods = int(sys.argv[2]), [float(p) for p in sys.argv[3].split(",") if p]
 server = KubeServer().start()
 operator = FakeOperator(server.store)

@@ -27,7 +27,7 @@ import kfdist
 import numpy as np
 import tensorflow as tf
 from kfdist.components.common import dataset_spec, tf_features
-from kfdist.components.train_distributed import models
+from kfdist.components.train_distributed.replica import models
 root, epochs, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 meta = dataset_spec.load_metadata(root)
 parse, preprocess = tf_features.parse_fn(meta), tf_features.preprocess_fn(meta)

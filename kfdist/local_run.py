@@ -54,7 +54,7 @@ class MnistRunOptions:
 
 def with_strategy_defaults(opts: MnistRunOptions) -> MnistRunOptions:
     """`opts` with `workers`, `ps` and `restart_policy` set to the strategy's defaults where unset."""
-    from kfdist.components.train_distributed import config
+    from kfdist.components.train_distributed.job import config
 
     return dataclasses.replace(opts, **config.strategy_defaults(
         opts.strategy, opts.ps, opts.restart_policy, opts.workers))

@@ -18,17 +18,17 @@ from typing import Dict, List, Optional
 import yaml
 
 from kfdist.components.common.errors import InvalidInputError, require
-from kfdist.components.train_distributed.job_parts import PvcMount, Resources, RunPolicy
-from kfdist.components.train_distributed.job_spec import (
+from kfdist.components.train_distributed.kubernetes.build.job_parts import PvcMount, Resources, RunPolicy
+from kfdist.components.train_distributed.kubernetes.build.job_spec import (
     STRATEGIES_BY_CLUSTER_BACKEND, ClusterJobSpec, job_name_for, run_labels)
-from kfdist.components.train_distributed.job_kinds import RenderedJob
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
 
 #: Where replicas meet when neither a command nor --work-uri is given (a PVC path).
 DEFAULT_WORK_ROOT = "/mnt/kfdist/jobs"
 
 
 def _success_policy(args):
-    from kfdist.components.train_distributed.config import default_success_policy
+    from kfdist.components.train_distributed.job.config import default_success_policy
 
     if args.success_policy is not None or args.backend != "tfjob" or args.chief:
         return args.success_policy
@@ -36,7 +36,7 @@ def _success_policy(args):
 
 
 def _default_command(args) -> tuple:
-    from kfdist.components.train_distributed.shared_job import replica_command
+    from kfdist.components.train_distributed.job.work_location import replica_command
 
     name = args.name or job_name_for(args.run_id, args.task_name)
     return tuple(replica_command(args.work_uri or f"{DEFAULT_WORK_ROOT}/{name}"))
@@ -151,8 +151,8 @@ def render_from_args(args: argparse.Namespace) -> RenderedJob:
     Raises:
       InvalidInputError: Naming the first bad argument.
     """
-    from kfdist.components.train_distributed.render_mpijob import render_mpijob
-    from kfdist.components.train_distributed.render_tfjob import render_tfjob
+    from kfdist.components.train_distributed.kubernetes.build.render_mpijob import render_mpijob
+    from kfdist.components.train_distributed.kubernetes.build.render_tfjob import render_tfjob
 
     spec = spec_from_args(args)
     if spec.backend == "mpijob":

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Dict, List, Optional, TextIO
 
-from kfdist.components.train_distributed.epoch_line import parse_epoch_line
+from kfdist.components.train_distributed.job.epoch_line import parse_epoch_line
 from kfdist.pipelines.step_pods import CONDITIONAL_STEPS, STEP_NAMES
 from kfdist.step_figures import step_figure
 

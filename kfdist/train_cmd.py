@@ -25,7 +25,7 @@ SUMMARY_FILE = "train-summary.json"
 
 def add_train_parser(sub) -> None:
     """Adds the `train` sub-command to the `kfdist` parser."""
-    from kfdist.components.train_distributed import config
+    from kfdist.components.train_distributed.job import config
 
     p = sub.add_parser("train", help="run the training step alone and evaluate its model",
                        description=__doc__.split("\n")[0])

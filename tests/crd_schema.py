@@ -22,8 +22,8 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from kfdist.components.train_distributed import k8s_syntax as k8s
-from kfdist.components.train_distributed.job_kinds import JobKind
+from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import JobKind
 
 #: Where the CRDs are looked for, first match wins: $KFDIST_CRD_DIR, then the copies in
 #: tests/data/crds (Training Operator v1.9, MPI Operator v0.8.2, unmodified).

@@ -109,7 +109,7 @@ def train_distributed(
         task_name: The KFP task name (the pipeline passes it).
     """
     from kfdist.components.train_distributed import runtime
-    from kfdist.components.train_distributed.cluster_options import ClusterOptions
+    from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 
     # Empty strings arrive for unset pipeline parameters: the local runner
     # cannot pass None, so both mean "not set".

@@ -32,8 +32,10 @@ from typing import Callable, Optional
 
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.common.errors import TrainingFailedError, require
-from kfdist.components.train_distributed import config, local_backend, models
-from kfdist.components.train_distributed.cluster_options import ClusterOptions
+from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.local import local_backend
+from kfdist.components.train_distributed.replica import models
+from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 
 JOB_CONFIG_FILE = "job.json"
 
@@ -215,7 +217,7 @@ def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
         if backend == config.LOCAL_BACKEND:
             restarts = local_backend.run_job(job, config_path, log).restarts
         else:
-            from kfdist.components.train_distributed import cluster_backend
+            from kfdist.components.train_distributed.kubernetes import backend as cluster_backend
 
             cluster_backend.run_job(job, cluster or ClusterOptions(), log,
                                     dataset_uri=dataset_uri)

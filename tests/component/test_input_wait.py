@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kfdist.components.train_distributed.input_wait import InputWaitMeter
+from kfdist.components.train_distributed.replica.input_wait import InputWaitMeter
 
 
 def _fit_with_meter(delay_seconds: float, steps: int = 48) -> float:

@@ -14,8 +14,10 @@ import pytest
 
 from gcs_emulator import gcs_emulator  # noqa: F401  (fixture)
 from kfdist.components.common import storage
-from kfdist.components.train_distributed import config, local_backend, tf_config
-from kfdist.components.train_distributed.shared_job import SharedJobLayout, replica_command
+from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.local import local_backend
+from kfdist.components.train_distributed.job import tf_config
+from kfdist.components.train_distributed.job.work_location import SharedJobLayout, replica_command
 
 pytestmark = pytest.mark.slow
 

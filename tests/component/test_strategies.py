@@ -106,7 +106,7 @@ GRADIENT_PROBE = textwrap.dedent("""
     import kfdist
     import numpy as np
     import tensorflow as tf
-    from kfdist.components.train_distributed.horovod_support import horovod_keras
+    from kfdist.components.train_distributed.replica.horovod_support import horovod_keras
 
     hvd = horovod_keras()
     hvd.init()

@@ -28,11 +28,12 @@ import crd_schema
 from gcs_emulator import gcs_emulator  # noqa: F401  (fixture)
 from kfdist.components.common import model_artifact
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
-from kfdist.components.train_distributed import job_status, runtime
-from kfdist.components.train_distributed.cluster_options import ClusterOptions
-from kfdist.components.train_distributed.job_kinds import TFJOB_V1
-from kfdist.components.train_distributed.job_spec import job_name_for
-from kfdist.components.train_distributed.shared_job import replica_command
+from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
+from kfdist.components.train_distributed import runtime
+from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import TFJOB_V1
+from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
+from kfdist.components.train_distributed.job.work_location import replica_command
 from kube_server import KubeServer
 from kube_server.store import NotFound
 from kube_server.process_operator import ProcessOperator
@@ -62,8 +63,9 @@ USER_MODELS = textwrap.dedent('''
 # The step as its own process (SIGKILLed by the retry test); arguments come as JSON.
 STEP_SCRIPT = textwrap.dedent('''
     import json, sys
-    from kfdist.components.train_distributed import job_status, runtime
-    from kfdist.components.train_distributed.cluster_options import ClusterOptions
+    from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
+    from kfdist.components.train_distributed import runtime
+    from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 
     args = json.loads(sys.argv[1])
     cluster = ClusterOptions(**args.pop("cluster"))
@@ -235,7 +237,7 @@ def test_failing_replica_fails_the_step_with_its_last_lines(cluster, dataset_uri
             f"has failed because 1 Worker replica(s) failed.") in message
     assert "worker-1: container tensorflow terminated: Error (exit code 1)" in message
     assert "Last lines of worker-1:" in message
-    assert "replica failed: RuntimeError: boom in user model on worker 1" in message
+    assert "replica worker:1 failed: RuntimeError: boom in user model on worker 1" in message
     assert cluster.wait_no_processes() == []
     assert len(cluster.jobs()) == 1  # a failed job is kept for inspection
     pods = {p["metadata"]["name"]: p for p in cluster.server.store.items(PODS, NAMESPACE)}
@@ -439,7 +441,7 @@ def test_operator_fails_the_job_when_a_replica_fails(cluster):
 def test_horovod_trains_as_an_mpijob(cluster, dataset_uri, digits_dataset, tmp_path):
     """backend=mpijob: one MPIJob v2beta1; its launcher's mpirun runs 2 Horovod ranks here."""
     from kfdist import HOROVOD_IMAGE
-    from kfdist.components.train_distributed.job_kinds import MPIJOB_V2BETA1
+    from kfdist.components.train_distributed.kubernetes.build.job_kinds import MPIJOB_V2BETA1
 
     model_dir = str(tmp_path / "model")
     log = Log()

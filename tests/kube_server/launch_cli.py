@@ -11,8 +11,8 @@ import sys
 
 import kubernetes
 
-from kfdist.components.train_distributed.kube_api import KubeApi, OwnerRef
-from kfdist.components.train_distributed.launcher import cancel_on_sigterm, launch_and_wait
+from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi, OwnerRef
+from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import cancel_on_sigterm, launch_and_wait
 from kube_server.sample_jobs import sample_tfjob
 
 

@@ -7,7 +7,7 @@ import random
 import string
 from typing import Any, Dict, Iterator, List, Tuple
 
-from kfdist.components.train_distributed.job_kinds import (
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     JOB_NAME_LABEL, JOB_ROLE_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL)
 from kube_server.store import ObjectKey, now_rfc3339
 

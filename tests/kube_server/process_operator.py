@@ -53,7 +53,7 @@ import threading
 import time
 from typing import Any, Deque, Dict, List, Mapping, Optional
 
-from kfdist.components.train_distributed.local_backend import free_ports
+from kfdist.components.train_distributed.local.local_backend import free_ports
 from kube_server import pods as pod_objects
 from kube_server.store import AlreadyExists, NotFound, ObjectKey, ObjectStore, now_rfc3339
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kfdist.components.train_distributed.job_kinds import (
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     JOB_NAME_LABEL, JOB_ROLE_LABEL, MPIJOB_V2BETA1, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL,
     TFJOB_V1, RenderedJob)
 

@@ -19,10 +19,10 @@ from typing import List
 import pytest
 
 from kfdist.components.common.errors import TrainingFailedError
-from kfdist.components.train_distributed.kube_api import KubeApi, OwnerRef
-from kfdist.components.train_distributed.kube_errors import (
+from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi, OwnerRef
+from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
     CrdNotInstalledError, NotFoundError, PermissionDeniedError)
-from kfdist.components.train_distributed.launcher import (
+from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import (
     SPEC_HASH_ANNOTATION, JobNameConflictError, JobTimeoutError, cancel_on_sigterm, launch_and_wait,
     prepare_body)
 from kube_server import DEFAULT_USER, FakeOperator, KubeServer, Scenario, sample_mpijob, sample_tfjob

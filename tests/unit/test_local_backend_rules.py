@@ -12,8 +12,10 @@ import time
 import pytest
 
 from kfdist.components.common.errors import TrainingFailedError
-from kfdist.components.train_distributed import config, local_backend, tf_config
-from kfdist.components.train_distributed.local_backend import PortReservation, run_processes
+from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.local import local_backend
+from kfdist.components.train_distributed.job import tf_config
+from kfdist.components.train_distributed.local.local_backend import PortReservation, run_processes
 from process_state import is_running
 
 

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 import kfdist
-from kfdist.components.train_distributed.job_kinds import JobKind
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import JobKind
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import crd_schema  # noqa: E402  (tests/ helper module)
@@ -41,7 +41,7 @@ OVERLAYS = {
     "standalone": ("kubeflow", "pipeline-runner"),
 }
 NAME = "kfdist-pipeline-runner"
-#: The Role, exactly: (apiGroup, resource) -> verbs. What components/train_distributed/kube_api.py
+#: The Role, exactly: (apiGroup, resource) -> verbs. What components/train_distributed/kubernetes/client/kube_api.py
 #: calls (see test_role_matches_what_the_launcher_calls).
 EXPECTED_RULES = {
     ("kubeflow.org", "tfjobs"): {"create", "get", "watch", "patch", "delete"},
@@ -309,7 +309,7 @@ def _launcher_api_calls(source: str) -> set:
 
 def test_role_matches_what_the_launcher_calls():
     """Every permission is used by the one module that calls the API, and every call is allowed."""
-    kube_api = REPO / "components" / "train_distributed" / "kube_api.py"
+    kube_api = REPO / "components" / "train_distributed" / "kubernetes" / "client" / "kube_api.py"
     calls = _launcher_api_calls(kube_api.read_text())
     granted = {(g, r, v) for (g, r), verbs in _grants(_role(built(MANIFESTS / "base"))).items()
                for v in verbs}

@@ -18,7 +18,9 @@ from typing import Dict, Optional
 
 import pytest
 
-from kfdist.components.train_distributed import config, local_backend, tf_config
+from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.local import local_backend
+from kfdist.components.train_distributed.job import tf_config
 
 
 def operator_tf_config(job: str, namespace: str, replicas: Dict[str, int], rtype: str, index: int,

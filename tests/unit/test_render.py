@@ -19,16 +19,16 @@ import yaml
 
 from kfdist import render_cmd
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.train_distributed import k8s_syntax as k8s
-from kfdist.components.train_distributed.job_kinds import (
+from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     JOB_NAME_LABEL, JOB_ROLE_LABEL, MPIJOB_V1, MPIJOB_V2BETA1, REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL, TFJOB_V1)
-from kfdist.components.train_distributed.job_parts import (
+from kfdist.components.train_distributed.kubernetes.build.job_parts import (
     PvcMount, ReplicaOverride, Resources, RunPolicy, SchedulingPolicy, Toleration)
-from kfdist.components.train_distributed.job_spec import (
+from kfdist.components.train_distributed.kubernetes.build.job_spec import (
     GENERATED_NAME_MAX, RUN_ID_LABEL, ClusterJobSpec, job_name_for, run_labels)
-from kfdist.components.train_distributed.render_mpijob import render_mpijob
-from kfdist.components.train_distributed.render_tfjob import render_tfjob
+from kfdist.components.train_distributed.kubernetes.build.render_mpijob import render_mpijob
+from kfdist.components.train_distributed.kubernetes.build.render_tfjob import render_tfjob
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import crd_schema  # noqa: E402  (tests/ helper module)
@@ -49,7 +49,7 @@ def _crd(kind):
 def _tfjob_mwms(**changes) -> ClusterJobSpec:
     fields: Dict[str, Any] = dict(
         name="mnist-mwms", namespace="kubeflow-user", backend="tfjob", strategy="multi_worker_mirrored",
-        image=IMAGE, command=("python", "-m", "kfdist.components.train_distributed.replica"),
+        image=IMAGE, command=("python", "-m", "kfdist.components.train_distributed.replica.train"),
         args=("--config", "gs://bucket/job.json"), workers=3, chief=True,
         resources=Resources(cpu="4", memory="16Gi", memory_limit="16Gi", gpus=4),
         run_policy=RUN_POLICY, node_selector={"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
@@ -180,7 +180,7 @@ def test_mpijob_v2beta1_structure():
     launcher, worker = _container(body, "Launcher"), _container(body, "Worker")
     command = launcher["command"]
     assert command[:3] == ["mpirun", "-np", "8"]
-    assert command[-3:] == ["python", "-m", "kfdist.components.train_distributed.replica"]
+    assert command[-3:] == ["python", "-m", "kfdist.components.train_distributed.replica.train"]
     for name in ("PATH", "NCCL_DEBUG", "KFDIST_DATA_URI", "KFDIST_MODEL_URI"):
         assert name in command[command.index("-x"):]
     assert "resources" not in launcher  # GPUs on workers only

@@ -11,7 +11,7 @@ import io
 import logging
 import sys
 
-from kfdist.components.train_distributed.epoch_line import format_epoch_line, parse_epoch_line
+from kfdist.components.train_distributed.job.epoch_line import format_epoch_line, parse_epoch_line
 from kfdist.run_console import RunConsole
 
 CYAN, GREEN, RED, RESET = "\x1b[96m", "\x1b[92m", "\x1b[91m", "\x1b[0m"

@@ -10,8 +10,12 @@ import pytest
 
 from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.train_distributed import config, local_backend, models, runtime, tf_config
-from kfdist.components.train_distributed.tf_config import Task
+from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.local import local_backend
+from kfdist.components.train_distributed.replica import models
+from kfdist.components.train_distributed import runtime
+from kfdist.components.train_distributed.job import tf_config
+from kfdist.components.train_distributed.job.tf_config import Task
 
 
 def _workers(n):
@@ -174,7 +178,7 @@ def test_mnist_models_need_28x28_images():
 
 
 def test_shard_plans_by_file_then_by_record():
-    from kfdist.components.train_distributed import input_pipeline
+    from kfdist.components.train_distributed.replica import input_pipeline
 
     by_file = input_pipeline.plan_shards(_meta(shards=4), "/d", "train", 2, 1)
     assert by_file.mode == "file" and by_file.files == ["/d/train/s1", "/d/train/s3"]

@@ -15,7 +15,7 @@ import time
 from typing import Callable, Optional, TypeVar
 
 from kfdist.components.common.errors import require
-from kfdist.components.train_distributed.kube_errors import TransientApiError
+from kfdist.components.train_distributed.kubernetes.client.kube_errors import TransientApiError
 
 T = TypeVar("T")
 

@@ -18,12 +18,12 @@ import json
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from kfdist.components.common.errors import KfdistError
-from kfdist.components.train_distributed import job_status as js
-from kfdist.components.train_distributed.api_retry import RetryPolicy, call_with_retry
-from kfdist.components.train_distributed.job_kinds import RenderedJob
-from kfdist.components.train_distributed.job_removal import delete_job_and_wait
-from kfdist.components.train_distributed.kube_api import OwnerRef
-from kfdist.components.train_distributed.kube_errors import (
+from kfdist.components.train_distributed.kubernetes.lifecycle import job_status as js
+from kfdist.components.train_distributed.kubernetes.client.api_retry import RetryPolicy, call_with_retry
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
+from kfdist.components.train_distributed.kubernetes.lifecycle.job_removal import delete_job_and_wait
+from kfdist.components.train_distributed.kubernetes.client.kube_api import OwnerRef
+from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
     AlreadyExistsError, KubeApiError, NotFoundError, TransientApiError)
 
 #: Annotation holding the digest that marks a job as this step's own.

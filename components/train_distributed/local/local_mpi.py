@@ -16,7 +16,7 @@ import shutil
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.train_distributed import config
+from kfdist.components.train_distributed.job import config
 
 HOSTFILE = "hostfile"
 

@@ -21,7 +21,8 @@ import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
 
 from kfdist.components.common import dataset_spec, model_artifact, tf_features
-from kfdist.components.train_distributed import config, models
+from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.replica import models
 
 POLL_SECONDS = 1.0
 EVALUATIONS_FILE = "evaluations.json"

@@ -35,10 +35,10 @@ import posixpath
 from typing import Any, Dict, List
 
 from kfdist.components.common.errors import require
-from kfdist.components.train_distributed.job_kinds import (
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     JOB_NAME_LABEL, JOB_ROLE_LABEL, MPIJOB_V1, MPIJOB_V2BETA1, REPLICA_TYPE_LABEL, RenderedJob)
-from kfdist.components.train_distributed.job_spec import MPIJOB_BACKEND, ClusterJobSpec
-from kfdist.components.train_distributed.pod_template import (
+from kfdist.components.train_distributed.kubernetes.build.job_spec import MPIJOB_BACKEND, ClusterJobSpec
+from kfdist.components.train_distributed.kubernetes.build.pod_template import (
     job_metadata, pod_template, render_run_policy)
 
 MPI_API_VERSIONS = ("v2beta1", "v1")

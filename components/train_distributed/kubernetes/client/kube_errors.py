@@ -11,7 +11,7 @@ import re
 from typing import Any, Dict, Optional
 
 from kfdist.components.common.errors import KfdistError
-from kfdist.components.train_distributed.job_kinds import JobKind
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import JobKind
 
 #: The RBAC manifest (kustomize base) and Role a pipeline runner needs.
 RBAC_MANIFEST = "manifests/base/rbac.yaml"

@@ -12,7 +12,7 @@ import posixpath
 from typing import Mapping, Optional, Sequence
 
 from kfdist.components.common.errors import require
-from kfdist.components.train_distributed import k8s_syntax as k8s
+from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
 
 GPU_RESOURCE = "nvidia.com/gpu"
 CLEAN_POD_POLICIES = ("None", "Running", "All")

@@ -21,8 +21,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from kfdist.components.common.errors import KfdistError
-from kfdist.components.train_distributed.job_kinds import JobKind
-from kfdist.components.train_distributed import kube_errors as errors
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import JobKind
+from kfdist.components.train_distributed.kubernetes.client import kube_errors as errors
 
 #: Where a pod finds its own namespace.
 SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

@@ -34,7 +34,7 @@ import tensorflow as tf
 from kfdist.components.common import tf_features
 from kfdist.components.common.dataset_spec import DatasetMetadata
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.train_distributed import config
+from kfdist.components.train_distributed.job import config
 
 BY_FILE = "file"
 BY_RECORD = "record"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from kfdist.components.train_distributed.job_parts import GPU_RESOURCE, Resources, RunPolicy, Toleration
-from kfdist.components.train_distributed.job_spec import ClusterJobSpec
+from kfdist.components.train_distributed.kubernetes.build.job_parts import GPU_RESOURCE, Resources, RunPolicy, Toleration
+from kfdist.components.train_distributed.kubernetes.build.job_spec import ClusterJobSpec
 
 #: Pod annotation that keeps Istio from injecting its sidecar.
 ISTIO_INJECT_ANNOTATION = "sidecar.istio.io/inject"

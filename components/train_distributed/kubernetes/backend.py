@@ -6,7 +6,7 @@ run leaves nothing behind:
 1. build the job description from the step's settings, validate and render
    it (pure; any error names the bad value before a single API call);
 2. stage the job (config and, unless it is already on `gs://`, the dataset)
-   at the shared work location (see `shared_job`);
+   at the shared work location (see `job.work_location`);
 3. create the job, or re-attach to it when a retried step finds its own job,
    stream the chief's (MPI launcher's) log and wait (`launcher`); SIGTERM or the timeout
    deletes the job; a failed job's error quotes the last log lines of the
@@ -28,14 +28,14 @@ from typing import Callable, Optional
 
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
-from kfdist.components.train_distributed import config
-from kfdist.components.train_distributed.cluster_options import ClusterOptions
-from kfdist.components.train_distributed.job_kinds import RenderedJob
-from kfdist.components.train_distributed.job_parts import PvcMount, Resources, RunPolicy
-from kfdist.components.train_distributed.job_spec import ClusterJobSpec, job_name_for, run_labels
-from kfdist.components.train_distributed.render_mpijob import render_mpijob
-from kfdist.components.train_distributed.render_tfjob import render_tfjob
-from kfdist.components.train_distributed.shared_job import SharedJobLayout, replica_command
+from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
+from kfdist.components.train_distributed.kubernetes.build.job_parts import PvcMount, Resources, RunPolicy
+from kfdist.components.train_distributed.kubernetes.build.job_spec import ClusterJobSpec, job_name_for, run_labels
+from kfdist.components.train_distributed.kubernetes.build.render_mpijob import render_mpijob
+from kfdist.components.train_distributed.kubernetes.build.render_tfjob import render_tfjob
+from kfdist.components.train_distributed.job.work_location import SharedJobLayout, replica_command
 
 #: Used for the job name when the step runs outside a KFP run (e.g. from a notebook).
 DEFAULT_RUN_ID = "manual"
@@ -63,7 +63,7 @@ def resolve_namespace(options: ClusterOptions) -> str:
 
 
 def resolve_work_uri(options: ClusterOptions, dataset_uri: Optional[str], job_name: str) -> str:
-    """Where the step and the replicas exchange files (see `shared_job`).
+    """Where the step and the replicas exchange files (see `job.work_location`).
 
     The option wins; otherwise, when the dataset artifact lives on `gs://`,
     a folder beside it named after the job.
@@ -169,7 +169,9 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
       KubeApiError: The operator is not installed, or RBAC denied a call.
     """
     rendered, layout = render_step_job(job, options, dataset_uri)
-    from kfdist.components.train_distributed import kube_api, launcher, step_signals
+    from kfdist.components.train_distributed.kubernetes.client import kube_api
+    from kfdist.components.train_distributed.kubernetes.lifecycle import launcher
+    from kfdist.components.train_distributed.kubernetes.lifecycle import step_signals
 
     api = api or kube_api.KubeApi.from_environment()
     backend = job.job.backend
@@ -207,9 +209,9 @@ def failed_replica_logs(api, rendered: RenderedJob, lines: int = FAILED_LOG_TAIL
     Returns:
       `Last lines of worker-1:` blocks, or "" when there is nothing to quote.
     """
-    from kfdist.components.train_distributed import job_status as js
-    from kfdist.components.train_distributed.job_kinds import JOB_NAME_LABEL
-    from kfdist.components.train_distributed.kube_errors import KubeApiError
+    from kfdist.components.train_distributed.kubernetes.lifecycle import job_status as js
+    from kfdist.components.train_distributed.kubernetes.build.job_kinds import JOB_NAME_LABEL
+    from kfdist.components.train_distributed.kubernetes.client.kube_errors import KubeApiError
 
     try:
         pods, _ = api.list_pods(rendered.namespace, f"{JOB_NAME_LABEL}={rendered.name}")

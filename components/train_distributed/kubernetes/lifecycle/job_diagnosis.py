@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Callable, List, Sequence
 
-from kfdist.components.train_distributed import job_status as js
-from kfdist.components.train_distributed.job_kinds import JOB_NAME_LABEL, RenderedJob
-from kfdist.components.train_distributed.kube_errors import KubeApiError
+from kfdist.components.train_distributed.kubernetes.lifecycle import job_status as js
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import JOB_NAME_LABEL, RenderedJob
+from kfdist.components.train_distributed.kubernetes.client.kube_errors import KubeApiError
 
 #: At most this many Pending pods get their events read.
 MAX_PENDING_PODS_TO_EXPLAIN = 4

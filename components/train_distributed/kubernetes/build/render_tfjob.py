@@ -30,10 +30,10 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from kfdist.components.common.errors import require
-from kfdist.components.train_distributed.job_kinds import (
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, TFJOB_V1, RenderedJob)
-from kfdist.components.train_distributed.job_spec import TFJOB_BACKEND, ClusterJobSpec
-from kfdist.components.train_distributed.pod_template import (
+from kfdist.components.train_distributed.kubernetes.build.job_spec import TFJOB_BACKEND, ClusterJobSpec
+from kfdist.components.train_distributed.kubernetes.build.pod_template import (
     job_metadata, pod_template, render_run_policy)
 
 #: The container the Training Operator injects TF_CONFIG into.

@@ -17,8 +17,8 @@ import re
 from typing import Dict, Mapping, Optional, Tuple
 
 from kfdist.components.common.errors import require
-from kfdist.components.train_distributed import k8s_syntax as k8s
-from kfdist.components.train_distributed.job_parts import (
+from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
+from kfdist.components.train_distributed.kubernetes.build.job_parts import (
     PvcMount, ReplicaOverride, Resources, RunPolicy, Toleration)
 
 TFJOB_BACKEND = "tfjob"
@@ -185,7 +185,7 @@ class ClusterJobSpec:
         Raises:
           InvalidInputError: Naming the first bad value and what would be valid.
         """
-        from kfdist.components.train_distributed import job_validation
+        from kfdist.components.train_distributed.kubernetes.build import job_validation
 
         job_validation.validate_cluster_job(self)
 

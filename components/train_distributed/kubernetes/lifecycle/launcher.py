@@ -19,18 +19,18 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from kfdist.components.common.errors import TrainingFailedError
-from kfdist.components.train_distributed import job_status as js
-from kfdist.components.train_distributed.api_retry import Backoff, RetryPolicy, call_with_retry
-from kfdist.components.train_distributed.job_adoption import (  # noqa: F401  (re-exported)
+from kfdist.components.train_distributed.kubernetes.lifecycle import job_status as js
+from kfdist.components.train_distributed.kubernetes.client.api_retry import Backoff, RetryPolicy, call_with_retry
+from kfdist.components.train_distributed.kubernetes.lifecycle.job_adoption import (  # noqa: F401  (re-exported)
     SPEC_HASH_ANNOTATION, JobClaim, JobNameConflictError, create_or_adopt, delete_claimed,
     prepare_body, spec_hash)
-from kfdist.components.train_distributed.job_diagnosis import diagnose_pods
-from kfdist.components.train_distributed.job_kinds import JOB_NAME_LABEL, RenderedJob
-from kfdist.components.train_distributed.kube_api import KubeApi, OwnerRef
-from kfdist.components.train_distributed.kube_errors import (
+from kfdist.components.train_distributed.kubernetes.lifecycle.job_diagnosis import diagnose_pods
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import JOB_NAME_LABEL, RenderedJob
+from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi, OwnerRef
+from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
     NotFoundError, ResourceExpiredError, TransientApiError)
-from kfdist.components.train_distributed.pod_logs import PodLogFollower
-from kfdist.components.train_distributed.step_signals import (  # noqa: F401  (re-exported)
+from kfdist.components.train_distributed.kubernetes.lifecycle.pod_logs import PodLogFollower
+from kfdist.components.train_distributed.kubernetes.lifecycle.step_signals import (  # noqa: F401  (re-exported)
     StepCancelled, cancel_on_sigterm, shielded)
 
 #: Longest single watch request; the loop re-watches from the last resourceVersion.

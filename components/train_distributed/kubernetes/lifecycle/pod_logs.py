@@ -20,9 +20,9 @@ import threading
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
-from kfdist.components.train_distributed import job_status as js
-from kfdist.components.train_distributed.api_retry import Backoff, RetryPolicy, call_with_retry
-from kfdist.components.train_distributed.kube_errors import (
+from kfdist.components.train_distributed.kubernetes.lifecycle import job_status as js
+from kfdist.components.train_distributed.kubernetes.client.api_retry import Backoff, RetryPolicy, call_with_retry
+from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
     KubeApiError, NotFoundError, ResourceExpiredError, TransientApiError)
 
 WATCH_SECONDS = 30

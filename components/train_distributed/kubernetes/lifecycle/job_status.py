@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from kfdist.components.train_distributed.job_kinds import (
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     JOB_ROLE_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL)
 
 SUCCEEDED = "Succeeded"

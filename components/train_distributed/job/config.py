@@ -346,7 +346,7 @@ def training_task_labels(strategy: str, spec: JobSpec) -> List[str]:
     worker; `parameter_server`: the chief (workers and PS serve its steps);
     `horovod`: every MPI rank, `rank-<r>`.
     """
-    from kfdist.components.train_distributed.tf_config import CHIEF, WORKER, Task
+    from kfdist.components.train_distributed.job.tf_config import CHIEF, WORKER, Task
 
     if strategy == HOROVOD:
         return [Task("rank", r).label for r in range(spec.workers * spec.slots_per_worker)]

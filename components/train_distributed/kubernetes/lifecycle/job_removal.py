@@ -14,9 +14,9 @@ import math
 import time
 from typing import Callable, Optional
 
-from kfdist.components.train_distributed.api_retry import RetryPolicy, call_with_retry
-from kfdist.components.train_distributed.job_kinds import RenderedJob
-from kfdist.components.train_distributed.kube_errors import (
+from kfdist.components.train_distributed.kubernetes.client.api_retry import RetryPolicy, call_with_retry
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
+from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
     ConflictError, KubeApiError, NotFoundError, ResourceExpiredError, TransientApiError)
 
 #: Retries while cleaning up are kept short: a terminated pod has ~30 s in all.

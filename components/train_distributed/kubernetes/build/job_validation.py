@@ -10,10 +10,10 @@ storage, scheduling and run policy.
 from __future__ import annotations
 
 from kfdist.components.common.errors import require
-from kfdist.components.train_distributed import k8s_syntax as k8s
-from kfdist.components.train_distributed.job_parts import (
+from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
+from kfdist.components.train_distributed.kubernetes.build.job_parts import (
     ReplicaOverride, Resources, check_env, check_labels, check_string_map, is_int)
-from kfdist.components.train_distributed.job_spec import (
+from kfdist.components.train_distributed.kubernetes.build.job_spec import (
     MPI_IMPLEMENTATIONS, MPIJOB_BACKEND, REPLICA_TYPES, RESERVED_ENV, RESTART_POLICIES,
     STRATEGIES_BY_CLUSTER_BACKEND, SUCCESS_POLICIES, TFJOB_BACKEND, ClusterJobSpec)
 

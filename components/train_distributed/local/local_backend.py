@@ -30,7 +30,7 @@ import time
 from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from kfdist.components.common.errors import TrainingFailedError
-from kfdist.components.train_distributed import config, tf_config
+from kfdist.components.train_distributed.job import config, exit_codes, tf_config
 
 REPLICA_MODULE = "kfdist.components.train_distributed.replica"
 LAUNCHER = "launcher"
@@ -114,20 +114,6 @@ def replica_env(tf_config_value: Optional[dict]) -> Dict[str, str]:
     env.update({"TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1",
                 "PYTHONPATH": replica_pythonpath(), config.LAUNCHER_PID_ENV: str(os.getpid())})
     return env
-
-
-def exit_code_of(returncode: int) -> int:
-    """A process's exit status as a container reports it: killed by signal N is 128 + N."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-def is_retryable(policy: str, code: int) -> bool:
-    """Whether a replica that exited with `code` (non-zero) is restarted under `policy`.
-
-    As the Training Operator: `OnFailure` always, `ExitCode` for 128-255
-    (signals, or a replica that lost a peer), `Never` not.
-    """
-    return policy == "OnFailure" or (policy == "ExitCode" and 128 <= code <= 255)
 
 
 @dataclasses.dataclass
@@ -235,7 +221,7 @@ class _Supervisor:
                 if code == 0:
                     replica.succeeded = True
                     continue
-                self._on_failure(replica, exit_code_of(code), code)
+                self._on_failure(replica, exit_codes.container_exit_code(code), code)
             time.sleep(POLL_SECONDS)
         ended = [r.task.label for r in self.replicas if r.process.poll() is None]
         if ended:
@@ -246,7 +232,7 @@ class _Supervisor:
         policy = self._spec.restart_policy
         limit = self._spec.backoff_limit
         why = None
-        if not is_retryable(policy, code):
+        if not exit_codes.should_restart(policy, code):
             why = f"restartPolicy {policy} does not restart exit code {code}"
         elif limit is not None and self.restarts >= limit:
             why = f"backoff limit reached: {self.restarts} restart(s) of backoff_limit={limit} already made"
@@ -281,7 +267,7 @@ class _Supervisor:
                 r.reader.join(timeout=TERMINATE_GRACE_SECONDS)
 
     def _failure_message(self, failed: _Replica, returncode: int, why: str) -> str:
-        reason = f"exit code {exit_code_of(returncode)}"
+        reason = f"exit code {exit_codes.container_exit_code(returncode)}"
         if returncode < 0:
             reason += f" (killed by {signal.Signals(-returncode).name})"
         last = next((line for line in reversed(failed.tail) if line.strip()), "(no output)")
@@ -334,7 +320,7 @@ def run_job(job: config.JobConfig, config_path: str, log: Callable[[str], None])
     argv = [sys.executable, "-u", "-m", REPLICA_MODULE, "--config", config_path]
     reservation = None
     if strategy == config.HOROVOD:
-        from kfdist.components.train_distributed import local_mpi
+        from kfdist.components.train_distributed.local import local_mpi
 
         launcher_argv, launcher_env = local_mpi.launcher(spec, argv, job.work_dir,
                                                          replica_env(None))

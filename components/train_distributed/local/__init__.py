@@ -1,0 +1,1 @@
+"""The local backend: a supervisor that runs a job's replicas as processes on this machine."""

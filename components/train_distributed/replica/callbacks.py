@@ -1,0 +1,126 @@
+"""The Keras callbacks of a training replica: backups, history, epoch lines, Horovod's."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import List
+
+import tensorflow as tf
+
+from kfdist.components.common import model_artifact
+from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.job.epoch_line import format_epoch_line
+from kfdist.components.train_distributed.replica.outputs import log, write_json
+from kfdist.components.train_distributed.replica.strategies import Role
+
+
+class EpochLogger(tf.keras.callbacks.Callback):
+    """Logs one line per epoch (loss, accuracy, global examples per second) and a resume."""
+
+    def __init__(self, epochs: int, examples_per_epoch: int, enabled: bool):
+        super().__init__()
+        self._epochs = epochs
+        self._examples_per_epoch = examples_per_epoch
+        self._enabled = enabled
+        self._start = 0.0
+        self._first = True
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._first and epoch > 0 and self._enabled:
+            log(f"resuming from the backup: epochs 1-{epoch} are done, starting epoch {epoch + 1}")
+        self._first = False
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self._enabled:
+            return
+        seconds = time.perf_counter() - self._start
+        log(format_epoch_line(epoch + 1, self._epochs, logs or {},
+                              self._examples_per_epoch / seconds, seconds))
+
+
+class HistoryWriter(tf.keras.callbacks.Callback):
+    """Keeps `history.json` current after every epoch, across restarts of the job.
+
+    A resumed run starts a new `fit`, whose History holds only the epochs it
+    ran; the epochs done before the interruption come from the file.
+    """
+
+    def __init__(self, path: str, enabled: bool):
+        super().__init__()
+        self._path = path
+        self._enabled = enabled
+        self._started = 0.0
+        self.epochs: List[dict] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not self.epochs and self._enabled and os.path.isfile(self._path):
+            with open(self._path) as f:
+                self.epochs = [e for e in json.load(f)["epochs"] if e["epoch"] <= epoch]
+        self._started = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs = [e for e in self.epochs if e["epoch"] != epoch + 1]
+        self.epochs.append({"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()},
+                            model_artifact.EPOCH_SECONDS: time.perf_counter() - self._started})
+        if self._enabled:
+            write_json(self._path, {"epochs": self.epochs})
+
+
+def resume_epoch(role: Role, backup_dir: str) -> int:
+    """Under Horovod: the epoch rank 0's backup resumes from, agreed by every rank."""
+    epoch = 0
+    if role.leader:
+        path = os.path.join(backup_dir, EPOCHS_DONE_FILE)
+        if os.path.isfile(path):
+            with open(path) as f:
+                epoch = int(json.load(f)["epochs_done"])
+    import horovod.tensorflow as hvd_tf  # bound to tf-keras already (horovod_support)
+
+    return int(hvd_tf.broadcast_object(epoch, root_rank=0, name="kfdist_resume_epoch"))
+
+
+EPOCHS_DONE_FILE = "kfdist-epochs-done.json"
+
+
+class _EpochsDone(tf.keras.callbacks.Callback):
+    """Records next to Horovod rank 0's backup how many epochs it holds."""
+
+    def __init__(self, backup_dir: str):
+        super().__init__()
+        self._path = os.path.join(backup_dir, EPOCHS_DONE_FILE)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if os.path.isdir(os.path.dirname(self._path)):
+            write_json(self._path, {"epochs_done": epoch + 1})
+
+
+def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_batch: int):
+    training = job.training
+    backup_dir = os.path.join(job.model_dir, model_artifact.BACKUP_DIR)
+    checkpoint = tf.keras.callbacks.ModelCheckpoint(
+        os.path.join(job.model_dir, model_artifact.CHECKPOINTS_DIR, model_artifact.CHECKPOINT_PREFIX),
+        save_weights_only=True)
+    history = HistoryWriter(os.path.join(job.model_dir, model_artifact.HISTORY_FILE), role.leader)
+    callbacks: List[tf.keras.callbacks.Callback] = []
+    if role.hvd is not None:
+        # Broadcast first (identical start), average metrics before anything reads them.
+        callbacks += [role.hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+                      role.hvd.callbacks.MetricAverageCallback()]
+        if role.leader:
+            callbacks += [tf.keras.callbacks.BackupAndRestore(backup_dir), _EpochsDone(backup_dir),
+                          checkpoint]
+    else:
+        callbacks += [tf.keras.callbacks.BackupAndRestore(backup_dir), checkpoint]
+    if meter is not None:
+        callbacks.append(meter)
+    # The history first: its epoch time is the steps' time, before the backups are written.
+    callbacks = [history] + callbacks + [EpochLogger(training.epochs, steps * global_batch,
+                                                     role.leader)]
+    if job.state_uri and role.leader:
+        from kfdist.components.train_distributed.replica import backup_sync
+
+        callbacks.append(backup_sync.PublishEachEpoch(job.model_dir, job.state_uri))
+    return callbacks, history, backup_dir

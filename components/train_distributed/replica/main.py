@@ -1,0 +1,104 @@
+"""The program every training replica runs, locally and in a cluster pod.
+
+    python -u -m kfdist.components.train_distributed.replica --config JOB.json       # local backend
+    python -u -m kfdist.components.train_distributed.replica --work-uri URI          # TFJob / MPIJob pod
+
+It trains (`train.train_replica`) and exits with the code `job.exit_codes`
+defines: 0 done, `PEER_LOST` (retryable) when a peer went away mid-collective,
+`FAILED` for any other error. The local supervisor and the operators restart
+a replica on a retryable code under the `ExitCode` policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from typing import Callable, Optional, Sequence
+
+import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+import tensorflow as tf
+
+from kfdist.components.train_distributed.job import config, exit_codes, tf_config
+from kfdist.components.train_distributed.replica.outputs import log
+
+#: Errors a replica gets when another replica of its cluster died or restarted.
+PEER_LOST_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
+                    tf.errors.DeadlineExceededError)
+
+
+def exit_when_launcher_dies(launcher_pid: Optional[int]) -> None:
+    """Starts a daemon thread that ends this process once its parent has gone.
+
+    The parent is the local backend (`launcher_pid`) or, under Horovod, the
+    `mpirun` daemon the local backend started; either way, when it dies the
+    replica is re-parented and exits.
+    """
+    if not launcher_pid:
+        return
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="launcher-watchdog", daemon=True).start()
+
+
+def _task_of_this_process() -> tf_config.Task:
+    rank = os.environ.get("OMPI_COMM_WORLD_RANK")  # set by OpenMPI's mpirun for every rank
+    if rank is not None:
+        return tf_config.Task("rank", int(rank))
+    return tf_config.current_task(tf_config.parse_env(os.environ))
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The exit code of a replica that raised `error` (see `job.exit_codes`)."""
+    if isinstance(error, PEER_LOST_ERRORS):
+        return exit_codes.PEER_LOST
+    return exit_codes.FAILED
+
+
+def run_guarded(play: Callable[[], object]) -> int:
+    """Runs this replica's part; returns its exit code, logging why it failed."""
+    try:
+        play()
+    except Exception as e:  # noqa: BLE001 -- reported through the log and the exit code
+        code = exit_code_for(e)
+        task = _task_of_this_process()
+        if code == exit_codes.PEER_LOST:
+            log(f"replica {task.name} lost a peer ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''}); exiting with {code} to be restarted")
+        else:
+            traceback.print_exc()
+            log(f"replica {task.name} failed: {type(e).__name__}: {e}")
+        return code
+    return exit_codes.SUCCEEDED
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs one replica; returns the process exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--config", help="JobConfig JSON written by the local backend")
+    where.add_argument("--work-uri", help="a cluster job's work location (gs:// or a PVC path)")
+    args = parser.parse_args(argv)
+    launcher = os.environ.get(config.LAUNCHER_PID_ENV)
+    exit_when_launcher_dies(int(launcher) if launcher else None)
+    if args.config:
+        from kfdist.components.train_distributed.replica.train import train_replica
+
+        return run_guarded(lambda: train_replica(config.JobConfig.read(args.config)))
+    from kfdist.components.train_distributed.job.work_location import SharedJobLayout
+    from kfdist.components.train_distributed.replica.cluster_io import run_shared_replica
+
+    def play() -> None:
+        with tempfile.TemporaryDirectory(prefix="kfdist-replica-") as scratch:
+            run_shared_replica(SharedJobLayout(args.work_uri), scratch)
+
+    return run_guarded(play)

@@ -1,0 +1,88 @@
+"""What a replica writes: its log lines, its report, the leader's summary and the SavedModel."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from kfdist.components.common import dataset_spec, model_artifact
+from kfdist.components.train_distributed.job import config
+
+
+def log(line: str) -> None:
+    """Writes one line to stdout, which the launcher streams into the step's log."""
+    print(line, flush=True)
+
+
+def weights_sha256(weights: Sequence[np.ndarray]) -> str:
+    """SHA-256 over the weights as float32 bytes, in model order."""
+    digest = hashlib.sha256()
+    for w in weights:
+        digest.update(np.ascontiguousarray(w, dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+def write_json(path: str, value: dict) -> None:
+    """Writes `value` to `path` atomically (a reader never sees half a file)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaOutcome:
+    """What a training replica did.
+
+    Attributes:
+      report: Its `ReplicaReport` (also written to the job's work_dir).
+      leader: Whether it wrote the Model artifact (the chief, or Horovod rank 0).
+    """
+
+    report: model_artifact.ReplicaReport
+    leader: bool
+
+
+def save_model(model, job: config.JobConfig, role) -> None:
+    """Saves the SavedModel of a `strategies.Role`'s replica.
+
+    The leader saves into model_dir; under MultiWorkerMirrored every replica
+    must call it (collectives), the others into a scratch directory deleted after.
+    """
+    if role.leader:
+        # Horovod's optimizer holds Horovod ops, which a process without Horovod cannot load.
+        model.save(os.path.join(job.model_dir, model_artifact.SAVED_MODEL_DIR), save_format="tf",
+                   include_optimizer=role.hvd is None)
+        return
+    if not role.all_save:
+        return
+    scratch = config.scratch_dir(job.work_dir, role.task.label)
+    model.save(os.path.join(scratch, model_artifact.SAVED_MODEL_DIR), save_format="tf")
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def write_chief_outputs(job: config.JobConfig, epochs: List[dict], examples_per_second: float,
+                        wall_seconds: float, input_bound_fraction: Optional[float],
+                        initial_epoch: int) -> None:
+    """The leader's outputs: dataset metadata and history in model_dir, its summary in work_dir."""
+    shutil.copyfile(os.path.join(job.dataset_dir, dataset_spec.METADATA_FILE),
+                    os.path.join(job.model_dir, model_artifact.DATASET_METADATA_FILE))
+    write_json(os.path.join(job.model_dir, model_artifact.HISTORY_FILE), {"epochs": epochs})
+    last = epochs[-1] if epochs else {}
+    write_json(os.path.join(job.work_dir, config.CHIEF_SUMMARY_FILE), {
+        "epochs": len(epochs),
+        "final_loss": float(last.get("loss", float("nan"))),
+        "final_accuracy": float(last.get("accuracy", float("nan"))),
+        "examples_per_second": examples_per_second,
+        "wall_seconds": wall_seconds,
+        "input_bound_fraction": input_bound_fraction,
+        "initial_epoch": initial_epoch,
+    })
+    if input_bound_fraction is not None:
+        log(f"input-bound fraction: {input_bound_fraction:.1%} of step time waited for input")

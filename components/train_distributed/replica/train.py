@@ -1,0 +1,163 @@
+"""How a replica trains: strategy, input, model, `fit`, then its outputs.
+
+The replica finds its role in TF_CONFIG (none: a lone replica), creates the
+distribution strategy first, builds the input pipeline and the model under the
+strategy, and trains with tf-keras `fit`.
+
+Outputs: the chief writes the Model artifact's `saved_model/`,
+`dataset_metadata.json`, `history.json` and `checkpoints/` into model_dir and
+a run summary into the job's work_dir; every replica writes its
+`ReplicaReport` into the work_dir. Non-chief replicas take part in every save
+(they hold collective ops) but save into their scratch directory, deleted
+afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+from typing import Optional
+
+import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+import numpy as np
+import tensorflow as tf
+
+from kfdist.components.common import dataset_spec, model_artifact
+from kfdist.components.train_distributed.job import config, tf_config
+from kfdist.components.train_distributed.replica import callbacks as replica_callbacks
+from kfdist.components.train_distributed.replica import input_pipeline, input_wait, models
+from kfdist.components.train_distributed.replica.outputs import (ReplicaOutcome, log, save_model, weights_sha256,
+                                 write_chief_outputs, write_json)
+from kfdist.components.train_distributed.replica.strategies import Role, make_role, serve_forever, wait_for_all_workers
+
+
+def skip_autograph_for_tf_keras() -> None:
+    """Stops AutoGraph from converting tf-keras's own code (the first `fit` drops from ~15 s to ~1 s).
+
+    TensorFlow's AutoGraph rules exempt the `keras` package but not its
+    legacy fork `tf_keras`, so every first `fit` re-transpiles hundreds of
+    tf-keras functions written to run without AutoGraph. Model code outside
+    tf_keras (user models) is still converted. A no-op if TensorFlow's
+    (private) rule table ever moves.
+    """
+    try:
+        from tensorflow.python.autograph.core import config as autograph_config
+    except ImportError:
+        return
+    rules = tuple(getattr(autograph_config, "CONVERSION_RULES", ()))
+    autograph_config.CONVERSION_RULES = (autograph_config.DoNotConvert("tf_keras"),) + rules
+
+
+def _input(job: config.JobConfig, role: Role, meta, meter) -> object:
+    training = job.training
+    input_fn = input_pipeline.make_input_fn(
+        meta, job.dataset_dir, batch_size_per_replica=training.batch_size_per_replica,
+        seed=training.seed, sharding=training.input_sharding, log=log if role.leader else None,
+        wait_meter=meter, per_worker_order=training.strategy == config.PARAMETER_SERVER)
+    if role.hvd is not None:
+        return input_fn(tf.distribute.InputContext(role.replicas, role.hvd.rank(), role.replicas))
+    if training.strategy == config.PARAMETER_SERVER:
+        return tf.keras.utils.experimental.DatasetCreator(input_fn)
+    return role.strategy.distribute_datasets_from_function(input_fn)
+
+
+def train_replica(job: config.JobConfig) -> Optional[ReplicaOutcome]:
+    """Plays this replica's part in the job and writes its outputs.
+
+    Parameter servers and `parameter_server` workers serve until the job
+    ends them; the evaluator evaluates checkpoints until then; every other
+    replica trains with `fit`.
+
+    Returns:
+      The outcome of a training replica; None for a server or the evaluator.
+    """
+    training = job.training
+    skip_autograph_for_tf_keras()
+    tf.keras.utils.set_random_seed(training.seed)
+    cluster_config = tf_config.parse_env(os.environ)
+    task = tf_config.current_task(cluster_config)
+    if task.type == tf_config.EVALUATOR:
+        from kfdist.components.train_distributed.replica import sidecar_evaluator
+
+        sidecar_evaluator.run(job, log)
+        return None
+    if training.strategy == config.PARAMETER_SERVER and task.type in (tf_config.WORKER, tf_config.PS):
+        serve_forever(cluster_config, task)
+        return None
+    role = make_role(training, cluster_config)
+    cluster = ("none (no TF_CONFIG)" if cluster_config is None else
+               ", ".join(f"{len(a)} {t}" for t, a in cluster_config["cluster"].items()))
+    if role.hvd is not None:
+        cluster = f"{role.replicas} MPI rank(s)"
+    log(f"replica {role.task.name} pid={os.getpid()} leader={role.leader} cluster: {cluster}; "
+        f"strategy={training.strategy} replicas_in_sync={role.replicas}")
+    return _fit_and_report(job, role)
+
+
+def _build_model(job: config.JobConfig, role: Role, meta) -> "tuple[tf.keras.Model, float]":
+    """The compiled model under the strategy, and its learning rate."""
+    training = job.training
+    learning_rate = training.learning_rate
+    with role.strategy.scope():
+        model = models.build_model(training.model_name, meta)
+        if role.hvd is not None:
+            learning_rate *= role.replicas  # the global batch is `replicas` times larger
+        models.compile_model(model, learning_rate,
+                             wrap_optimizer=role.hvd.DistributedOptimizer if role.hvd else None)
+        if role.hvd is not None:
+            # Horovod's broadcast pairs variables across ranks by name. Built lazily (tf-keras
+            # 2.21), the optimizer's slots are named `Adam/m/...` on rank 0, which also runs
+            # BackupAndRestore, and `m/...` on the others: the first broadcast waits forever.
+            model.optimizer.build(model.trainable_variables)
+    return model, learning_rate
+
+
+def _fit_and_report(job: config.JobConfig, role: Role) -> ReplicaOutcome:
+    training = job.training
+    meta = dataset_spec.load_metadata(job.dataset_dir)
+    global_batch = training.batch_size_per_replica * role.replicas
+    steps = input_pipeline.steps_per_epoch(meta, global_batch)
+    meter = None if training.strategy == config.PARAMETER_SERVER else input_wait.InputWaitMeter()
+    dataset = _input(job, role, meta, meter)
+    model, learning_rate = _build_model(job, role, meta)
+    callbacks, history_writer, backup_dir = replica_callbacks.make_callbacks(
+        job, role, meter, steps, global_batch)
+    initial_epoch = replica_callbacks.resume_epoch(role, backup_dir) if role.hvd is not None else 0
+    log_lr = f", learning rate {learning_rate:g}" if learning_rate != training.learning_rate else ""
+    if role.leader:
+        log(f"training {training.model_name}: {training.epochs} epoch(s) x {steps} steps, "
+            f"global batch {global_batch}{log_lr}")
+    start = time.perf_counter()
+    history = model.fit(dataset, epochs=training.epochs, steps_per_epoch=steps, verbose=0,
+                        initial_epoch=initial_epoch, callbacks=callbacks)
+    wall = time.perf_counter() - start
+    initial_epoch = history.epoch[0] if history.epoch else training.epochs
+    # Training is complete: nothing is left to resume. The other workers remove their own
+    # backup scratch (`workertemp_N`) as their last epoch ends; the leader removes the rest
+    # only once every worker is past that point.
+    wait_for_all_workers(role, training)
+    if role.leader:
+        shutil.rmtree(backup_dir, ignore_errors=True)
+    save_model(model, job, role)
+    if role.leader:
+        epochs_run = training.epochs - initial_epoch
+        write_chief_outputs(job, history_writer.epochs,
+                            steps * global_batch * epochs_run / wall if epochs_run else 0.0, wall,
+                            meter.fraction if meter is not None else None, initial_epoch)
+    return _write_report(job, role, model)
+
+
+def _write_report(job: config.JobConfig, role: Role, model: tf.keras.Model) -> ReplicaOutcome:
+    weights = model.get_weights()
+    report = model_artifact.ReplicaReport(
+        task=role.task.name, pid=os.getpid(), num_replicas_in_sync=role.replicas,
+        weights_sha256=weights_sha256(weights),
+        variable_devices=[str(v.device) for v in model.trainable_variables])
+    if job.dump_weights:
+        np.savez(config.weights_dump_path(job.work_dir, role.task.label),
+                 *[np.asarray(w) for w in weights])
+    write_json(config.replica_report_path(job.work_dir, role.task.label), dataclasses.asdict(report))
+    log(f"replica {role.task.name} done: weights sha256 {report.weights_sha256[:16]}...")
+    return ReplicaOutcome(report, role.leader)
