@@ -28,35 +28,19 @@ def _add_sample_data(sub) -> None:
 
 
 def _add_run(sub) -> None:
+    from kfdist.step_flags import add_step_flags
+
     p = sub.add_parser("run", help="run a pipeline locally with kfp.local")
     p.add_argument("pipeline", choices=["mnist"], help="pipeline to run")
     p.add_argument("--output", default="kfdist-run", help="run directory (default: %(default)s)")
     p.add_argument("--data", default=None,
                    help="MNIST IDX directory, local or gs:// (default: the bundled sample digits)")
     p.add_argument("--export-base", default=None, help="serving export base (default: OUTPUT/serving)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="training workers (default: 1 for mirrored, else 2)")
-    p.add_argument("--strategy", default="multi_worker_mirrored",
-                   help="mirrored, multi_worker_mirrored, parameter_server or horovod")
-    p.add_argument("--ps", type=int, default=None,
-                   help="parameter servers (parameter_server; default: 1 there)")
-    p.add_argument("--chief", action="store_true", help="add a chief (multi_worker_mirrored)")
-    p.add_argument("--evaluator", action="store_true", help="add a side-car evaluator")
-    p.add_argument("--slots-per-worker", type=int, default=1, help="MPI ranks per worker (horovod)")
-    p.add_argument("--restart-policy", default=None,
-                   help="Never, OnFailure or ExitCode (default: ExitCode; OnFailure for horovod)")
-    p.add_argument("--backoff-limit", type=int, default=6, help="replica restarts allowed")
-    p.add_argument("--model", dest="model_name", default="mnist_mlp",
-                   help="mnist_mlp, mnist_cnn or package.module:function")
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--batch-size", dest="batch_size_per_replica", type=int, default=64,
-                   help="examples per replica per step")
-    p.add_argument("--learning-rate", type=float, default=0.001)
     p.add_argument("--num-shards", type=int, default=4)
     p.add_argument("--eval-fraction", type=float, default=0.2)
     p.add_argument("--accuracy-threshold", type=float, default=0.9)
     p.add_argument("--serving-model-name", default="mnist")
-    p.add_argument("--seed", type=int, default=42)
+    add_step_flags(p, include=lambda param: not param.cluster and param.name != "backend")
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="run every step, even the shard step whose output an earlier run with "
                         "the same data and parameters left")
@@ -82,11 +66,13 @@ def _cmd_sample_data(args) -> int:
 
 def _cmd_run(args) -> int:
     from kfdist.local_run import MnistRunOptions, format_summary, run_mnist
+    from kfdist.step_flags import step_values
 
-    fields = {k: v for k, v in vars(args).items() if k not in ("func", "pipeline", "command")}
-    fields["output_dir"] = fields.pop("output")
-    fields["source_uri"] = fields.pop("data")
-    summary = run_mnist(MnistRunOptions(**fields))
+    summary = run_mnist(MnistRunOptions(
+        output_dir=args.output, source_uri=args.data, export_base=args.export_base,
+        training=step_values(args), num_shards=args.num_shards, eval_fraction=args.eval_fraction,
+        accuracy_threshold=args.accuracy_threshold, serving_model_name=args.serving_model_name,
+        cache=args.cache, verbose=args.verbose))
     print(format_summary(summary))
     return 0
 

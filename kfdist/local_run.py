@@ -13,7 +13,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
 
@@ -26,38 +26,43 @@ EXPORT_TASK, EXPORT_RECORD = "export-saved-model", "export"
 
 @dataclasses.dataclass(frozen=True)
 class MnistRunOptions:
-    """Parameters of a local `mnist` run (see the pipeline for their meaning)."""
+    """Parameters of a local `mnist` run (see the pipeline for their meaning).
+
+    Attributes:
+      training: The training step's parameters (`job.step_params`) to set;
+        the others take their defaults. The run is local: no cluster ones.
+    """
 
     output_dir: str
     source_uri: Optional[str] = None
     export_base: Optional[str] = None
-    workers: Optional[int] = None
-    strategy: str = "multi_worker_mirrored"
-    model_name: str = "mnist_mlp"
-    epochs: int = 10
-    batch_size_per_replica: int = 64
-    learning_rate: float = 0.001
+    training: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     num_shards: int = 4
     eval_fraction: float = 0.2
     accuracy_threshold: float = 0.9
     serving_model_name: str = "mnist"
-    seed: int = 42
-    ps: Optional[int] = None
-    chief: bool = False
-    evaluator: bool = False
-    slots_per_worker: int = 1
-    restart_policy: Optional[str] = None
-    backoff_limit: int = 6
     cache: bool = True
     verbose: bool = False
 
+    def train(self) -> Dict[str, Any]:
+        """Every training parameter the pipeline takes, unset ones resolved (workers, ps, ...)."""
+        from kfdist.components.train_distributed.job import config, step_params
 
-def with_strategy_defaults(opts: MnistRunOptions) -> MnistRunOptions:
-    """`opts` with `workers`, `ps` and `restart_policy` set to the strategy's defaults where unset."""
-    from kfdist.components.train_distributed.job import config
+        values = step_params.complete(self.training)
+        values.update(config.strategy_defaults(values["strategy"], values["ps"],
+                                               values["restart_policy"], values["workers"] or None))
+        return {name: values[name] for name in pipeline_training_params()}
 
-    return dataclasses.replace(opts, **config.strategy_defaults(
-        opts.strategy, opts.ps, opts.restart_policy, opts.workers))
+
+def pipeline_training_params() -> Tuple[str, ...]:
+    """The training-step parameters the `mnist` pipeline exposes, in its order."""
+    import inspect
+
+    from kfdist.components.train_distributed.job import step_params
+    from kfdist.pipelines.mnist import mnist_pipeline
+
+    names = inspect.signature(mnist_pipeline.pipeline_func).parameters
+    return tuple(n for n in names if n in step_params.PARAMS_BY_NAME)
 
 
 def validate_mnist_options(opts: MnistRunOptions) -> None:
@@ -77,7 +82,7 @@ def validate_mnist_options(opts: MnistRunOptions) -> None:
 
     validate_options(
         source_format="mnist_idx", label_column="label", num_shards=opts.num_shards,
-        num_eval_shards=None, eval_fraction=opts.eval_fraction, seed=opts.seed,
+        num_eval_shards=None, eval_fraction=opts.eval_fraction, seed=opts.train()["seed"],
         compression=None, image_shape=None, shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER)
     if opts.source_uri is not None:
         if storage.is_gcs(opts.source_uri):
@@ -85,12 +90,7 @@ def validate_mnist_options(opts: MnistRunOptions) -> None:
                 raise InvalidInputError(f"--data {opts.source_uri!r}: nothing exists there")
         else:  # headers, counts and gzip integrity, read before anything is written
             readers.open_source(opts.source_uri, "mnist_idx", ReaderOptions())
-    validate_training_args(
-        backend="local", strategy=opts.strategy, workers=opts.workers, model_name=opts.model_name,
-        epochs=opts.epochs, batch_size_per_replica=opts.batch_size_per_replica,
-        learning_rate=opts.learning_rate, seed=opts.seed, ps=opts.ps, chief=opts.chief,
-        evaluator=opts.evaluator, slots_per_worker=opts.slots_per_worker,
-        restart_policy=opts.restart_policy, backoff_limit=opts.backoff_limit)
+    validate_training_args(**opts.train())
     validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold)
     validate_export_args(serving_model_name=opts.serving_model_name)
 
@@ -110,7 +110,6 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
       InvalidInputError: If an option is invalid (nothing is written then).
       TrainingFailedError: If a pipeline step fails (its log's last lines in the message).
     """
-    opts = with_strategy_defaults(opts)
     validate_mnist_options(opts)
     from kfp import local
 
@@ -134,16 +133,10 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
     try:
         with console:
             task = mnist_pipeline(
-                source_uri=source_uri, export_base=export_base, backend="local",
-                strategy=opts.strategy, workers=opts.workers, model_name=opts.model_name,
-                epochs=opts.epochs, batch_size_per_replica=opts.batch_size_per_replica,
-                learning_rate=opts.learning_rate, num_shards=opts.num_shards,
+                source_uri=source_uri, export_base=export_base, num_shards=opts.num_shards,
                 eval_fraction=opts.eval_fraction, accuracy_threshold=opts.accuracy_threshold,
-                serving_model_name=opts.serving_model_name, seed=opts.seed,
-                source_version=storage.content_version(source_uri), ps=opts.ps,
-                chief=opts.chief, evaluator=opts.evaluator,
-                slots_per_worker=opts.slots_per_worker,
-                restart_policy=opts.restart_policy, backoff_limit=opts.backoff_limit)
+                serving_model_name=opts.serving_model_name,
+                source_version=storage.content_version(source_uri), **opts.train())
     except RuntimeError as err:
         from kfdist.run_console import strip_colours
 
@@ -160,9 +153,10 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
 
 
 def _headline(opts: MnistRunOptions, output_dir: str) -> str:
-    replicas = f"{opts.workers} worker(s)" + (f", {opts.ps} ps" if opts.ps else "")
-    return (f"kfdist run mnist: {opts.strategy}, {replicas}, {opts.epochs} epochs of "
-            f"{opts.model_name} -> {output_dir}")
+    train = opts.train()
+    replicas = f"{train['workers']} worker(s)" + (f", {train['ps']} ps" if train["ps"] else "")
+    return (f"kfdist run mnist: {train['strategy']}, {replicas}, {train['epochs']} epochs of "
+            f"{train['model_name']} -> {output_dir}")
 
 
 def _export_record(outputs) -> Dict[str, Any]:
@@ -183,19 +177,15 @@ def _export_record(outputs) -> Dict[str, Any]:
 def _summarise(outputs, opts: MnistRunOptions, source_uri: str, export_base: str,
                output_dir: str, wall_seconds: float) -> Dict[str, Any]:
     train_metrics = dict(outputs["training_metrics"].metadata)
+    train = opts.train()
     return {
         "pipeline": "mnist",
         "data": source_uri,
         "output_dir": output_dir,
         "logs_dir": os.path.join(output_dir, LOGS_DIR),
         "train": {
-            "backend": "local",
-            "strategy": opts.strategy,
-            "workers": opts.workers,
-            "ps": opts.ps,
-            "restart_policy": opts.restart_policy,
-            "model_name": opts.model_name,
-            "epochs": opts.epochs,
+            **{k: train[k] for k in ("backend", "strategy", "workers", "ps", "restart_policy",
+                                     "model_name", "epochs")},
             "final_loss": train_metrics.get("final_loss"),
             "final_accuracy": train_metrics.get("final_accuracy"),
             "examples_per_second": train_metrics.get("examples_per_second"),

@@ -25,60 +25,30 @@ SUMMARY_FILE = "train-summary.json"
 
 def add_train_parser(sub) -> None:
     """Adds the `train` sub-command to the `kfdist` parser."""
-    from kfdist.components.train_distributed.job import config
+    from kfdist.step_flags import add_step_flags
 
     p = sub.add_parser("train", help="run the training step alone and evaluate its model",
                        description=__doc__.split("\n")[0])
     p.add_argument("--output", required=True, help="run directory: model/, dataset/, summary")
     p.add_argument("--dataset", default=None,
                    help="kfdist dataset directory (default: shard the bundled sample digits)")
-    p.add_argument("--backend", default="local", choices=list(config.BACKENDS),
-                   help="where the replicas run (default: %(default)s)")
-    p.add_argument("--strategy", default=config.MULTI_WORKER_MIRRORED,
-                   choices=list(config.STRATEGIES))
-    p.add_argument("--workers", type=int, default=None,
-                   help="worker replicas (default: 1 for mirrored, else 2)")
-    p.add_argument("--ps", type=int, default=None,
-                   help="parameter servers (parameter_server; default: 1 there)")
-    p.add_argument("--chief", action="store_true", help="add a chief (multi_worker_mirrored)")
-    p.add_argument("--evaluator", action="store_true", help="add a side-car evaluator")
-    p.add_argument("--slots-per-worker", type=int, default=1, help="MPI ranks per worker (horovod)")
-    p.add_argument("--model", dest="model_name", default="mnist_mlp")
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--batch-size", dest="batch_size_per_replica", type=int, default=64)
-    p.add_argument("--learning-rate", type=float, default=0.001)
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--restart-policy", default=None, choices=list(config.RESTART_POLICIES),
-                   help="default: ExitCode, or OnFailure for horovod")
-    p.add_argument("--backoff-limit", type=int, default=6)
-    p.add_argument("--active-deadline-seconds", type=float, default=None)
-    p.add_argument("--input-sharding", default="auto", choices=list(config.INPUT_SHARDINGS))
+    add_step_flags(p)
     p.set_defaults(func=run_train_command)
-
-
-def _training_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
-    return dict(backend=args.backend, strategy=args.strategy, workers=args.workers,
-                model_name=args.model_name, epochs=args.epochs,
-                batch_size_per_replica=args.batch_size_per_replica,
-                learning_rate=args.learning_rate, seed=args.seed, ps=args.ps, chief=args.chief,
-                evaluator=args.evaluator, slots_per_worker=args.slots_per_worker,
-                restart_policy=args.restart_policy, backoff_limit=args.backoff_limit,
-                active_deadline_seconds=args.active_deadline_seconds,
-                input_sharding=args.input_sharding)
 
 
 def run_train_command(args: argparse.Namespace) -> int:
     """Validates, prepares the dataset if needed, trains, evaluates; prints the summary."""
     from kfdist.components.train_distributed import runtime
+    from kfdist.step_flags import step_values
 
-    kwargs = _training_kwargs(args)
+    kwargs = step_values(args)
     runtime.validate_training_args(**kwargs)
     if args.dataset is not None and not os.path.isfile(os.path.join(args.dataset, "metadata.json")):
         raise InvalidInputError(f"--dataset {args.dataset!r} is not a kfdist dataset (no "
                                 "metadata.json); write one with the shard_dataset step, or "
                                 "leave --dataset out to use the bundled sample")
     output = os.path.abspath(args.output)
-    dataset_dir = args.dataset or sample_dataset(output, args.seed)
+    dataset_dir = args.dataset or sample_dataset(output, kwargs["seed"])
     report = runtime.train(dataset_dir, os.path.join(output, "model"), **kwargs)
     from kfdist.components.evaluate_model.runtime import evaluate
 

@@ -14,6 +14,7 @@ from kfdist.components.evaluate_model.component import evaluate_model
 from kfdist.components.export_saved_model.component import export_saved_model
 from kfdist.components.shard_dataset.component import shard_dataset
 from kfdist.components.train_distributed.component import train_distributed
+from kfdist.components.train_distributed.kubernetes.client.kube_api import STEP_POD_FIELDS
 
 PIPELINE_NAME = "mnist"
 
@@ -29,7 +30,7 @@ def mnist_pipeline(
     export_base: str,
     backend: str = "local",
     strategy: str = "multi_worker_mirrored",
-    workers: int = 2,
+    workers: int = 0,
     model_name: str = "mnist_mlp",
     epochs: int = 10,
     batch_size_per_replica: int = 64,
@@ -72,7 +73,7 @@ def mnist_pipeline(
             step's machine; `tfjob` creates a TFJob, `mpijob` an MPIJob (Horovod)
             on the cluster.
         strategy: `mirrored`, `multi_worker_mirrored`, `parameter_server` or `horovod`.
-        workers: Number of training workers.
+        workers: Number of training workers; 0: the strategy's default (1 for `mirrored`, else 2).
         model_name: `mnist_mlp`, `mnist_cnn` or `package.module:function`.
         epochs: Training epochs.
         batch_size_per_replica: Examples per replica per step.
@@ -129,9 +130,7 @@ def mnist_pipeline(
         task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
     # The launcher names its pod as the job's owner, so deleting the run's
     # pods garbage-collects any job left behind.
-    for env_name, field_path in (("KFP_POD_NAME", "metadata.name"),
-                                 ("KFP_POD_UID", "metadata.uid"),
-                                 ("KFP_NAMESPACE", "metadata.namespace")):
+    for env_name, field_path in STEP_POD_FIELDS:
         kubernetes.use_field_path_as_env(train, env_name=env_name, field_path=field_path)
     evaluate = evaluate_model(model=train.outputs["model"], dataset=shard.outputs["dataset"],
                               accuracy_threshold=accuracy_threshold)

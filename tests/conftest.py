@@ -9,6 +9,9 @@ import pytest
 
 import kfdist  # noqa: F401  (legacy Keras for every test)
 
+#: Fixtures of the test doubles: the GCS emulator, and the API server with its process operator.
+pytest_plugins = ("gcs_emulator", "kube_server.cluster_fixtures")
+
 
 def _write_canonical_digits(root: str, num_shards: int = 2) -> str:
     """Writes the digits sample as a kfdist dataset with a plain TFRecordWriter.

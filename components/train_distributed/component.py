@@ -1,6 +1,6 @@
 """KFP interface of `train_distributed`; the work is done by `runtime.train`."""
 
-from typing import Dict, Optional
+from typing import Dict
 
 from kfp import dsl
 
@@ -14,31 +14,32 @@ def train_distributed(
     metrics: dsl.Output[dsl.Metrics],
     backend: str = "local",
     strategy: str = "multi_worker_mirrored",
-    workers: int = 2,
+    workers: int = 0,
     model_name: str = "mnist_mlp",
-    epochs: int = 5,
+    epochs: int = 10,
     batch_size_per_replica: int = 64,
     learning_rate: float = 0.001,
     seed: int = 42,
-    ps: Optional[int] = None,
+    ps: int = 0,
     chief: bool = False,
     evaluator: bool = False,
     slots_per_worker: int = 1,
-    restart_policy: Optional[str] = None,
+    restart_policy: str = "",
     backoff_limit: int = 6,
+    active_deadline_seconds: int = 0,
     input_sharding: str = "auto",
     image: str = "",
-    namespace: Optional[str] = None,
-    work_uri: Optional[str] = None,
-    pvc_name: Optional[str] = None,
+    namespace: str = "",
+    work_uri: str = "",
+    pvc_name: str = "",
     gpus_per_worker: int = 0,
-    cpu_per_worker: Optional[str] = None,
-    memory_per_worker: Optional[str] = None,
-    node_selector: Optional[Dict[str, str]] = None,
-    service_account: Optional[str] = None,
+    cpu_per_worker: str = "",
+    memory_per_worker: str = "",
+    node_selector: Dict[str, str] = {},
+    service_account: str = "",
     timeout_seconds: int = 86400,
-    run_id: Optional[str] = None,
-    task_name: Optional[str] = None,
+    run_id: str = "",
+    task_name: str = "",
 ):
     """Trains a Keras model on a sharded dataset with a distribution strategy.
 
@@ -63,7 +64,8 @@ def train_distributed(
             `multi_worker_mirrored` (synchronous all-reduce across workers),
             `parameter_server` (variables on `ps` servers, asynchronous
             workers, a coordinating chief) or `horovod` (all-reduce over MPI).
-        workers: Number of worker replicas (at least 1).
+        workers: Number of worker replicas; 0: the strategy's default (1 for
+            `mirrored`, else 2).
         model_name: `mnist_mlp`, `mnist_cnn`, or your own model as
             `package.module:function`, called as `function(input_shape, num_classes)`
             and returning a tf-keras Model.
@@ -72,8 +74,8 @@ def train_distributed(
             is this times the number of replicas.
         learning_rate: Adam learning rate.
         seed: Seed of weight initialisation and input shuffling.
-        ps: Parameter servers (`parameter_server` only); None or 0: the
-            strategy's default, one under `parameter_server`.
+        ps: Parameter servers (`parameter_server` only); 0: the strategy's
+            default, one under `parameter_server`.
         chief: Add a chief replica to `multi_worker_mirrored` (it trains and
             writes the outputs); `parameter_server` always has one.
         evaluator: Add a side-car evaluator that evaluates each epoch's
@@ -82,9 +84,11 @@ def train_distributed(
         restart_policy: What happens to a failed replica: `Never` (the step
             fails), `OnFailure` (restarted), `ExitCode` (restarted when killed
             or when it lost a peer: exit codes 128-255; `horovod`: `Never` or
-            `OnFailure`); None or empty: the strategy's default, `ExitCode`,
+            `OnFailure`); empty: the strategy's default, `ExitCode`,
             or `OnFailure` for `horovod` (the MPI Operator's launcher default).
         backoff_limit: Replica restarts allowed before the step fails.
+        active_deadline_seconds: The job fails once it has run this long; 0: no
+            deadline.
         input_sharding: How workers split the training files: `auto`, `file`
             (whole files per worker; needs at least one file per worker) or
             `record` (every n-th record).
@@ -109,23 +113,11 @@ def train_distributed(
         task_name: The KFP task name (the pipeline passes it).
     """
     from kfdist.components.train_distributed import runtime
-    from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 
-    # Empty strings arrive for unset pipeline parameters: the local runner
-    # cannot pass None, so both mean "not set".
-    cluster = ClusterOptions(
-        image=image or None, namespace=namespace or None, work_uri=work_uri or None,
-        pvc_name=pvc_name or None, gpus_per_worker=gpus_per_worker,
-        cpu_per_worker=cpu_per_worker or None, memory_per_worker=memory_per_worker or None,
-        node_selector=dict(node_selector or {}), service_account=service_account or None,
-        timeout_seconds=float(timeout_seconds), run_id=run_id or None,
-        task_name=task_name or None)
-    report = runtime.train(
-        dataset.path, model.path, backend=backend, strategy=strategy, workers=workers,
-        model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
-        learning_rate=learning_rate, seed=seed, cluster=cluster, dataset_uri=dataset.uri,
-        ps=ps, chief=chief, evaluator=evaluator, slots_per_worker=slots_per_worker,
-        restart_policy=restart_policy, backoff_limit=backoff_limit, input_sharding=input_sharding)
+    # Every parameter but the artifacts goes to the runtime, which defines them
+    # (`job.step_params`); 0 and empty strings mean "not set".
+    params = {k: v for k, v in locals().items() if k not in ("dataset", "model", "metrics")}
+    report = runtime.train(dataset.path, model.path, dataset_uri=dataset.uri, **params)
     metrics.log_metric("final_loss", report.final_loss)
     metrics.log_metric("final_accuracy", report.final_accuracy)
     metrics.log_metric("examples_per_second", report.examples_per_second)

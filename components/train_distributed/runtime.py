@@ -32,7 +32,7 @@ from typing import Callable, Optional
 
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.common.errors import TrainingFailedError, require
-from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.job import config, step_params
 from kfdist.components.train_distributed.local import local_backend
 from kfdist.components.train_distributed.replica import models
 from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
@@ -43,49 +43,55 @@ JOB_CONFIG_FILE = "job.json"
 #: What an interrupted attempt leaves in its model directory; a retry resumes from it.
 RESUMABLE_ENTRIES = frozenset(model_artifact.TRAINING_STATE_ENTRIES)
 
-_TRAINING_FIELDS = {f.name for f in dataclasses.fields(config.TrainingConfig)}
-_SPEC_FIELDS = {f.name for f in dataclasses.fields(config.JobSpec)}
+@dataclasses.dataclass(frozen=True)
+class StepJob:
+    """The job a training step runs, built from its parameters by `build_job`.
+
+    Attributes:
+      training: What every replica trains.
+      spec: The replicas and their policies.
+      cluster: The cluster settings (used by the `tfjob` and `mpijob` backends).
+    """
+
+    training: config.TrainingConfig
+    spec: config.JobSpec
+    cluster: ClusterOptions
 
 
-def build_configs(*, backend: str = "local", strategy: str = "multi_worker_mirrored",
-                  workers: Optional[int] = None, model_name: str = "mnist_mlp", epochs: int = 5,
-                  batch_size_per_replica: int = 64, learning_rate: float = 0.001, seed: int = 42,
-                  **more) -> "tuple[config.TrainingConfig, config.JobSpec]":
-    """Validated `TrainingConfig` and `JobSpec` from `train`'s keyword arguments.
+def build_job(**values) -> StepJob:
+    """The validated job of a training step, from its parameters (`job.step_params`).
 
-    `more` takes the other fields of both records (`ps`, `chief`, `evaluator`,
-    `slots_per_worker`, `restart_policy`, `backoff_limit`,
-    `active_deadline_seconds`, `success_policy`, `input_sharding`). `workers`,
-    `ps` and `restart_policy` left out, None, 0 or empty take the strategy's
-    default (`config.strategy_defaults`).
+    The one place the step's parameters become a job: the component,
+    `kfdist train`, `kfdist run` (through the pipeline) and `kfdist render`
+    call it. Parameters left out take their defaults; 0 and empty mean
+    unset (the strategy's or the cluster's default).
 
     Raises:
       InvalidInputError: Naming the first invalid value and what would be valid.
     """
-    unknown = sorted(set(more) - _TRAINING_FIELDS - _SPEC_FIELDS)
-    require(not unknown, f"unknown training settings {unknown}; valid: "
-                         f"{sorted((_TRAINING_FIELDS | _SPEC_FIELDS) - {'backend', 'strategy'})}")
+    v = step_params.complete(values)
+    strategy = v["strategy"]
     training = config.TrainingConfig(
-        model_name=model_name, epochs=epochs, batch_size_per_replica=batch_size_per_replica,
-        learning_rate=learning_rate, seed=seed, strategy=strategy,
-        **{k: v for k, v in more.items() if k in _TRAINING_FIELDS})
-    spec_fields = {k: v for k, v in more.items() if k in _SPEC_FIELDS}
-    spec_fields.update(config.strategy_defaults(strategy, spec_fields.pop("ps", None),
-                                                spec_fields.pop("restart_policy", None), workers))
-    spec = config.JobSpec(backend=backend, **spec_fields)
+        model_name=v["model_name"], epochs=v["epochs"],
+        batch_size_per_replica=v["batch_size_per_replica"], learning_rate=v["learning_rate"],
+        seed=v["seed"], strategy=strategy, input_sharding=v["input_sharding"])
+    deadline = v["active_deadline_seconds"]
+    spec = config.JobSpec(
+        backend=v["backend"], chief=v["chief"], evaluator=v["evaluator"],
+        slots_per_worker=v["slots_per_worker"], backoff_limit=v["backoff_limit"],
+        active_deadline_seconds=deadline if deadline else None,
+        **config.strategy_defaults(strategy, v["ps"], v["restart_policy"], v["workers"] or None))
+    cluster = ClusterOptions(
+        image=v["image"] or None, namespace=v["namespace"] or None, work_uri=v["work_uri"] or None,
+        pvc_name=v["pvc_name"] or None, gpus_per_worker=v["gpus_per_worker"],
+        cpu_per_worker=v["cpu_per_worker"] or None, memory_per_worker=v["memory_per_worker"] or None,
+        node_selector=dict(v["node_selector"] or {}), service_account=v["service_account"] or None,
+        timeout_seconds=float(v["timeout_seconds"]) if v["timeout_seconds"] else None,
+        run_id=v["run_id"] or None, task_name=v["task_name"] or None)
     training.validate()
     spec.validate(strategy)
-    models.resolve_model(model_name)
-    return training, spec
-
-
-def validate_training_args(**kwargs) -> None:
-    """Checks `train`'s settings without a dataset (imports a user model's module).
-
-    Raises:
-      InvalidInputError: Naming the first invalid value and what would be valid.
-    """
-    build_configs(**kwargs)
+    models.resolve_model(training.model_name)
+    return StepJob(training, spec, cluster)
 
 
 def _check_dataset(dataset_dir: str, training: config.TrainingConfig,
@@ -153,37 +159,32 @@ def assemble_report(job: config.JobConfig, restarts: int = 0) -> model_artifact.
         wall_seconds=float(summary["wall_seconds"]), replicas=replicas)
 
 
-def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
-          strategy: str = "multi_worker_mirrored", workers: Optional[int] = None,
-          model_name: str = "mnist_mlp", epochs: int = 5, batch_size_per_replica: int = 64,
-          learning_rate: float = 0.001, seed: int = 42, log: Callable[[str], None] = print,
-          debug_dir: Optional[str] = None, cluster: Optional[ClusterOptions] = None,
-          dataset_uri: Optional[str] = None, **more) -> model_artifact.TrainingReport:
-    """Trains `model_name` on a kfdist dataset with `workers` replicas; writes the Model artifact.
+def validate_training_args(**values) -> None:
+    """Checks a training step's parameters without a dataset (imports a user model's module).
+
+    Raises:
+      InvalidInputError: Naming the first invalid value and what would be valid.
+    """
+    build_job(**values)
+
+
+def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = print,
+          debug_dir: Optional[str] = None, dataset_uri: Optional[str] = None,
+          **values) -> model_artifact.TrainingReport:
+    """Trains a model on a kfdist dataset with a distribution strategy; writes the Model artifact.
 
     Args:
       dataset_dir: Local kfdist dataset directory (`metadata.json` + shards).
-      model_dir: Local directory, missing or empty, for the Model artifact.
-      backend: Where replicas run: `local` (processes on this machine),
-        `tfjob` or `mpijob` (on the cluster).
-      strategy: `mirrored`, `multi_worker_mirrored`, `parameter_server` or `horovod`.
-      workers: Worker replicas; without a chief, worker 0 leads. None: the
-        strategy's default (1 for `mirrored`, else 2).
-      model_name: `mnist_mlp`, `mnist_cnn` or `package.module:function`.
-      epochs: Passes over the train split.
-      batch_size_per_replica: Examples per replica per step.
-      learning_rate: Adam learning rate.
-      seed: Seed of initialisation, dropout and shuffling.
+      model_dir: Local directory, missing or empty (or holding an interrupted
+        attempt's training state, which is resumed), for the Model artifact.
       log: Receives every log line: the replicas' lines prefixed `[worker-i] `.
       debug_dir: Debug aid: keep the job's files here (job config, replica
         reports, each replica's final weights as `weights-worker-i.npz`)
         instead of a temporary directory that is removed.
-      cluster: Settings of a cluster backend (`tfjob`); ignored by `local`.
       dataset_uri: Where the dataset artifact is stored (its KFP URI); a
         `gs://` dataset is read by cluster replicas in place.
-      **more: Replicas and policies (`config.JobSpec`: `ps`, `chief`,
-        `evaluator`, `slots_per_worker`, `restart_policy`, `backoff_limit`,
-        `active_deadline_seconds`, `success_policy`) and `input_sharding`.
+      **values: The step's parameters (`job.step_params.TRAIN_STEP_PARAMS`);
+        those left out take their defaults.
 
     Returns:
       The `TrainingReport` also written to `model_dir/training_report.json`.
@@ -192,36 +193,17 @@ def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
       InvalidInputError: If an argument or the dataset is invalid (nothing is started).
       TrainingFailedError: If a replica fails (the others are stopped first).
     """
-    training, spec = build_configs(
-        backend=backend, strategy=strategy, workers=workers, model_name=model_name, epochs=epochs,
-        batch_size_per_replica=batch_size_per_replica, learning_rate=learning_rate, seed=seed,
-        **more)
-    _check_dataset(dataset_dir, training, spec)
+    step = build_job(**values)
+    _check_dataset(dataset_dir, step.training, step.spec)
     resuming = _prepare_model_dir(model_dir)
     if debug_dir is not None:
         os.makedirs(debug_dir, exist_ok=True)
     work_dir = debug_dir if debug_dir is not None else tempfile.mkdtemp(prefix="kfdist-train-")
     job = config.JobConfig(dataset_dir=os.path.abspath(dataset_dir),
                            model_dir=os.path.abspath(model_dir), work_dir=os.path.abspath(work_dir),
-                           training=training, job=spec, dump_weights=debug_dir is not None)
+                           training=step.training, job=step.spec, dump_weights=debug_dir is not None)
     try:
-        config_path = os.path.join(job.work_dir, JOB_CONFIG_FILE)
-        job.write(config_path)
-        replicas = ", ".join(f"{n} {t}" for t, n in spec.replica_counts(strategy).items())
-        log(f"train_distributed: {model_name} on {dataset_dir}: {replicas}, "
-            f"backend={backend}, strategy={strategy}, restartPolicy {spec.restart_policy}")
-        if resuming:
-            log(f"train_distributed: {model_dir} holds the backup of an interrupted attempt; "
-                "resuming from it")
-        restarts = 0
-        if backend == config.LOCAL_BACKEND:
-            restarts = local_backend.run_job(job, config_path, log).restarts
-        else:
-            from kfdist.components.train_distributed.kubernetes import backend as cluster_backend
-
-            cluster_backend.run_job(job, cluster or ClusterOptions(), log,
-                                    dataset_uri=dataset_uri)
-        report = assemble_report(job, restarts)
+        report = assemble_report(job, _run(job, step, resuming, log, dataset_uri))
     finally:
         if debug_dir is None:
             shutil.rmtree(work_dir, ignore_errors=True)
@@ -233,3 +215,22 @@ def train(dataset_dir: str, model_dir: str, *, backend: str = "local",
         f"{report.examples_per_second:.0f} examples/s, loss={report.final_loss:.4f} "
         f"accuracy={report.final_accuracy:.4f}{fraction}")
     return report
+
+
+def _run(job: config.JobConfig, step: StepJob, resuming: bool, log: Callable[[str], None],
+         dataset_uri: Optional[str]) -> int:
+    """Runs the replicas on the job's backend; returns how often replicas were restarted."""
+    spec, strategy = job.job, job.training.strategy
+    config_path = os.path.join(job.work_dir, JOB_CONFIG_FILE)
+    job.write(config_path)
+    replicas = ", ".join(f"{n} {t}" for t, n in spec.replica_counts(strategy).items())
+    log(f"train_distributed: {job.training.model_name} on {job.dataset_dir}: {replicas}, "
+        f"backend={spec.backend}, strategy={strategy}, restartPolicy {spec.restart_policy}")
+    if resuming:
+        log(f"train_distributed: {job.model_dir} holds the backup of an interrupted attempt; "
+            "resuming from it")
+    if spec.backend == config.LOCAL_BACKEND:
+        return local_backend.run_job(job, config_path, log).restarts
+    from kfdist.components.train_distributed.kubernetes import backend as cluster_backend
+
+    return cluster_backend.run_job(job, step.cluster, log, dataset_uri=dataset_uri)

@@ -12,7 +12,6 @@ import sys
 
 import pytest
 
-from gcs_emulator import gcs_emulator  # noqa: F401  (fixture)
 from kfdist.components.common import storage
 from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.local import local_backend

@@ -4,7 +4,7 @@
 through a kubeconfig (`KUBECONFIG`, nothing patched) that points at the test
 API server (`kube_server`), whose `ProcessOperator` plays the Training Operator
 and the kubelet: it turns the TFJob into pods and runs each replica's container
-command (`shared_job`) as a local process with the operator's TF_CONFIG. The
+command (`python -m ...replica --work-uri`) as a local process with the operator's TF_CONFIG. The
 step and the replicas meet at a `gs://` work location on the GCS emulator.
 """
 
@@ -23,29 +23,23 @@ from typing import List
 
 import kubernetes
 import pytest
+import yaml
 
 import crd_schema
-from gcs_emulator import gcs_emulator  # noqa: F401  (fixture)
 from kfdist.components.common import model_artifact
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
 from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
 from kfdist.components.train_distributed import runtime
-from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TFJOB_V1
 from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
 from kfdist.components.train_distributed.job.work_location import replica_command
-from kube_server import KubeServer
+from kube_server.cluster_fixtures import (BUCKET, NAMESPACE, PODS, TFJOBS, Cluster, Log,
+                                          step_options as _options)
 from kube_server.store import NotFound
-from kube_server.process_operator import ProcessOperator
 from process_state import is_running
 
 pytestmark = pytest.mark.slow
 
-NAMESPACE = "kubeflow-test"
-BUCKET = "kfdist-e2e"
-TFJOBS = ("kubeflow.org", "v1", "tfjobs")
-PODS = ("", "v1", "pods")
-STEP_TIMEOUT_S = 150.0  # a hang fails the test (and deletes the job) instead of blocking the run
 
 USER_MODELS = textwrap.dedent('''
     import json, os
@@ -63,115 +57,24 @@ USER_MODELS = textwrap.dedent('''
 # The step as its own process (SIGKILLed by the retry test); arguments come as JSON.
 STEP_SCRIPT = textwrap.dedent('''
     import json, sys
-    from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
     from kfdist.components.train_distributed import runtime
-    from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 
     args = json.loads(sys.argv[1])
-    cluster = ClusterOptions(**args.pop("cluster"))
-    runtime.train(args.pop("dataset_dir"), args.pop("model_dir"), cluster=cluster,
+    runtime.train(args.pop("dataset_dir"), args.pop("model_dir"),
                   log=lambda line: print(line, flush=True), **args)
 ''')
 
 
-class Log:
-    """Collects the step's log lines (and when each came)."""
-
-    def __init__(self):
-        self.lines: List[str] = []
-        self.times: List[float] = []
-
-    def __call__(self, line: str) -> None:
-        self.lines.append(line)
-        self.times.append(time.monotonic())
-
-    def first_time(self, prefix: str) -> float:
-        return next(t for t, line in zip(self.times, self.lines) if line.startswith(prefix))
-
-    def starting(self, prefix: str) -> List[str]:
-        return [line for line in self.lines if line.startswith(prefix)]
-
-
-class Cluster:
-    """The API server, its process operator, and the kubeconfig the step reads."""
-
-    def __init__(self, server: KubeServer, operator: ProcessOperator, kubeconfig: str):
-        self.server, self.operator, self.kubeconfig = server, operator, kubeconfig
-
-    def jobs(self):
-        return self.server.store.items(TFJOBS, NAMESPACE)
-
-    def job_posts(self):
-        return [r for r in self.server.requests.matching(verb="create", resource="tfjobs")]
-
-    def wait_no_processes(self, seconds: float = 15.0) -> List[int]:
-        deadline = time.monotonic() + seconds
-        while self.operator.running_pids() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        return self.operator.running_pids()
-
-
-def _write_kubeconfig(path: str, server_url: str) -> str:
-    config = {"apiVersion": "v1", "kind": "Config", "current-context": "kube-server",
-              "clusters": [{"name": "kube-server", "cluster": {"server": server_url}}],
-              "users": [{"name": "pipeline-runner", "user": {}}],
-              "contexts": [{"name": "kube-server", "context": {
-                  "cluster": "kube-server", "user": "pipeline-runner", "namespace": NAMESPACE}}]}
-    with open(path, "w") as f:
-        json.dump(config, f)  # JSON is YAML
-    return path
-
-
-@pytest.fixture
-def cluster(gcs_emulator, tmp_path, monkeypatch):  # noqa: F811  (fixture)
-    """A fake API server with the process operator; `KUBECONFIG` points the step at it."""
-    for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KFP_POD_NAMESPACE",
-                 "KFP_POD_NAME", "KFP_POD_UID", "KFP_NAMESPACE", "TF_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    server = KubeServer().start()
-    operator = ProcessOperator(server.store)
-    # The kubernetes client reads KUBECONFIG when it is imported (long before this test), so
-    # this process finds the file as ~/.kube/config; the step run as a subprocess (and any
-    # real step) finds it through KUBECONFIG.
-    home = tmp_path / "home"
-    (home / ".kube").mkdir(parents=True)
-    kubeconfig = _write_kubeconfig(str(home / ".kube" / "config"), server.url)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("KUBECONFIG", kubeconfig)
-    default = kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION
-    if os.path.expanduser(default) != kubeconfig:  # never let a test reach a real cluster
-        operator.stop()
-        server.stop()
-        pytest.skip(f"KUBECONFIG={default} was set when kubernetes was imported")
-    try:
-        yield Cluster(server, operator, kubeconfig)
-    finally:
-        operator.stop()
-        server.stop()
-        # load_kube_config() set the client's process-wide default configuration.
-        kubernetes.client.Configuration.set_default(None)
-    assert operator.running_pids() == []
-    assert not [pid for pid in operator.pids() if is_running(pid)]
-
-
-@pytest.fixture
-def dataset_uri(gcs_emulator, digits_dataset):  # noqa: F811  (fixture)
-    """The digits dataset as a KFP artifact on gs:// (where the shard step would have put it)."""
-    from google.api_core.exceptions import Conflict
-
-    try:
-        gcs_emulator.create_bucket(BUCKET)
-    except Conflict:
-        pass
-    uri = f"gs://{BUCKET}/pipeline-root/run/shard/dataset"
-    if not gcs_emulator.list(uri + "/"):
-        gcs_emulator.upload_dir(digits_dataset, uri)
-    return uri
-
-
-def _options(run_id: str = "run-123", **overrides) -> ClusterOptions:
-    return ClusterOptions(namespace=NAMESPACE, run_id=run_id, task_name="train-distributed",
-                          timeout_seconds=STEP_TIMEOUT_S, **overrides)
+def _rendered(argv: List[str]) -> dict:
+    """What `kfdist render` prints for `argv` and the test cluster's settings, parsed."""
+    options = _options()
+    argv = ["render", "--namespace", options["namespace"], "--task-name", options["task_name"],
+            "--timeout-seconds", str(int(options["timeout_seconds"]))] + argv
+    if "--run-id" not in argv:
+        argv += ["--run-id", options["run_id"]]
+    out = subprocess.run([sys.executable, "-m", "kfdist", *argv], capture_output=True, text=True,
+                         check=True).stdout
+    return yaml.safe_load(out)
 
 
 def test_two_replicas_train_as_a_tfjob(cluster, dataset_uri, digits_dataset, tmp_path):
@@ -179,7 +82,7 @@ def test_two_replicas_train_as_a_tfjob(cluster, dataset_uri, digits_dataset, tmp
     log = Log()
     started = time.monotonic()
     report = runtime.train(digits_dataset, model_dir, backend="tfjob", workers=2, epochs=2,
-                           batch_size_per_replica=32, cluster=_options(), dataset_uri=dataset_uri,
+                           batch_size_per_replica=32, **_options(), dataset_uri=dataset_uri,
                            log=log)
     print(f"\ntfjob step with 2 replicas: {time.monotonic() - started:.1f} s")
 
@@ -200,11 +103,14 @@ def test_two_replicas_train_as_a_tfjob(cluster, dataset_uri, digits_dataset, tmp
     assert not log.starting("[worker-1]")  # only the chief's log is streamed
     assert any("succeeded: TFJob kubeflow-test/" in line for line in log.lines)
 
-    # Exactly one TFJob, valid against the operator's CRD, running the shared_job program.
+    # Exactly one TFJob, valid against the operator's CRD, running the replica program.
     name = job_name_for("run-123", "train-distributed")
     [post] = cluster.job_posts()
     body = post.body
     assert crd_schema.load_crd(crd_schema.crd_path_for(TFJOB_V1)).validate(body) == []
+    # `kfdist render` with the same parameters prints this very object.
+    assert _rendered(["--backend", "tfjob", "--workers", "2", "--epochs", "2",
+                      "--batch-size", "32", "--dataset-uri", dataset_uri]) == body
     assert body["metadata"]["name"] == name and body["metadata"]["namespace"] == NAMESPACE
     assert body["spec"]["successPolicy"] == "AllWorkers"
     [worker] = body["spec"]["tfReplicaSpecs"].values()
@@ -230,11 +136,12 @@ def test_failing_replica_fails_the_step_with_its_last_lines(cluster, dataset_uri
     with pytest.raises(TrainingFailedError) as raised:
         runtime.train(digits_dataset, str(tmp_path / "model"), backend="tfjob", workers=2,
                       epochs=1, model_name="kfdist_e2e_user_models:fail_on_worker_1",
-                      cluster=_options(run_id="run-fail"), dataset_uri=dataset_uri, log=log)
+                      **_options(run_id="run-fail"), dataset_uri=dataset_uri, log=log)
     message = str(raised.value)
     name = job_name_for("run-fail", "train-distributed")
-    assert (f"TFJob {NAMESPACE}/{name} failed: Failed (TFJobFailed): TFJob {NAMESPACE}/{name} "
-            f"has failed because 1 Worker replica(s) failed.") in message
+    # Exit code 1 is permanent under the default ExitCode policy: the operator fails the job.
+    assert (f"TFJob {NAMESPACE}/{name} failed: Failed (TFJobFailed): job \"{name}\" is failing "
+            f"because \"Worker\" replica(s) failed.") in message
     assert "worker-1: container tensorflow terminated: Error (exit code 1)" in message
     assert "Last lines of worker-1:" in message
     assert "replica worker:1 failed: RuntimeError: boom in user model on worker 1" in message
@@ -249,8 +156,7 @@ def test_retried_step_reattaches_to_the_running_job(cluster, dataset_uri, digits
                                                     tmp_path):
     args = {"dataset_dir": digits_dataset, "backend": "tfjob", "workers": 2, "epochs": 12,
             "batch_size_per_replica": 32, "dataset_uri": dataset_uri,
-            "cluster": {"namespace": NAMESPACE, "run_id": "run-retry",
-                        "task_name": "train-distributed", "timeout_seconds": STEP_TIMEOUT_S}}
+            **_options(run_id="run-retry")}
     first_args = dict(args, model_dir=str(tmp_path / "model-1"))
     env = dict(os.environ, TMPDIR=str(tmp_path))  # the killed step leaves its work dir here
     first = subprocess.Popen([sys.executable, "-u", "-c", STEP_SCRIPT, json.dumps(first_args)],
@@ -274,10 +180,8 @@ def test_retried_step_reattaches_to_the_running_job(cluster, dataset_uri, digits
     assert job_status.terminal_condition(created) is None, "the job ended before the retry"
 
     log = Log()
-    cluster_options = ClusterOptions(**args["cluster"])
-    rest = {k: v for k, v in args.items() if k not in ("cluster", "dataset_dir")}
-    report = runtime.train(digits_dataset, str(tmp_path / "model-2"), cluster=cluster_options,
-                           log=log, **rest)
+    rest = {k: v for k, v in args.items() if k != "dataset_dir"}
+    report = runtime.train(digits_dataset, str(tmp_path / "model-2"), log=log, **rest)
     reattached = log.first_time(f"Re-attaching to TFJob {NAMESPACE}/{name} ")
     assert reattached < cluster.operator.terminal_at[name]  # while the replicas were training
     assert len(cluster.job_posts()) == 2  # the retry's create answered 409 AlreadyExists
@@ -299,7 +203,7 @@ def test_bad_cluster_setting_fails_before_any_api_call(  # noqa: F811  (gcs_emul
     name = job_name_for("run-bad", "train-distributed")
     with pytest.raises(InvalidInputError, match=message):
         runtime.train(digits_dataset, str(tmp_path / "model"), backend="tfjob", workers=2,
-                      epochs=1, cluster=_options(run_id="run-bad", **overrides),
+                      epochs=1, **_options(run_id="run-bad", **overrides),
                       dataset_uri=dataset_uri, log=Log())
     assert cluster.server.requests.all() == []
     assert gcs_emulator.list(f"gs://{BUCKET}/pipeline-root/run/shard/{name}/") == []
@@ -447,7 +351,7 @@ def test_horovod_trains_as_an_mpijob(cluster, dataset_uri, digits_dataset, tmp_p
     log = Log()
     report = runtime.train(digits_dataset, model_dir, backend="mpijob", strategy="horovod",
                            workers=2, epochs=2, batch_size_per_replica=32,
-                           restart_policy="OnFailure", cluster=_options(run_id="run-hvd"),
+                           restart_policy="OnFailure", **_options(run_id="run-hvd"),
                            dataset_uri=dataset_uri, log=log)
 
     assert os.path.isfile(os.path.join(model_dir, model_artifact.SAVED_MODEL_DIR, "saved_model.pb"))
@@ -462,6 +366,9 @@ def test_horovod_trains_as_an_mpijob(cluster, dataset_uri, digits_dataset, tmp_p
 
     [post] = cluster.server.requests.matching(verb="create", resource="mpijobs")
     body = post.body
+    assert _rendered(["--backend", "mpijob", "--strategy", "horovod", "--workers", "2",
+                      "--epochs", "2", "--batch-size", "32", "--restart-policy", "OnFailure",
+                      "--run-id", "run-hvd", "--dataset-uri", dataset_uri]) == body
     assert crd_schema.load_crd(crd_schema.crd_path_for(MPIJOB_V2BETA1)).validate(body) == []
     spec = body["spec"]
     assert spec["slotsPerWorker"] == 1 and spec["mpiImplementation"] == "OpenMPI"
@@ -481,7 +388,7 @@ def test_parameter_server_trains_as_a_tfjob_with_an_evaluator(cluster, dataset_u
     log = Log()
     report = runtime.train(digits_dataset, model_dir, backend="tfjob", strategy="parameter_server",
                            workers=2, ps=1, evaluator=True, epochs=3, batch_size_per_replica=32,
-                           cluster=_options(run_id="run-ps"), dataset_uri=dataset_uri, log=log)
+                           **_options(run_id="run-ps"), dataset_uri=dataset_uri, log=log)
     [chief] = report.replicas
     assert chief.task == "chief:0"
     assert chief.variable_devices and all(d.startswith("/job:ps/") for d in chief.variable_devices)
@@ -492,6 +399,9 @@ def test_parameter_server_trains_as_a_tfjob_with_an_evaluator(cluster, dataset_u
     [post] = cluster.job_posts()
     body = post.body
     assert crd_schema.load_crd(crd_schema.crd_path_for(TFJOB_V1)).validate(body) == []
+    # `kfdist render` with the same parameters prints this very object.
+    assert _rendered(["--backend", "tfjob", "--workers", "2", "--epochs", "2",
+                      "--batch-size", "32", "--dataset-uri", dataset_uri]) == body
     assert sorted(body["spec"]["tfReplicaSpecs"]) == ["Chief", "Evaluator", "PS", "Worker"]
     assert "successPolicy" not in body["spec"]  # the chief decides
     assert body["spec"]["runPolicy"]["backoffLimit"] == 6

@@ -109,6 +109,16 @@ def terminate(pod: Dict[str, Any], reason: str, exit_code: int) -> None:
                                                          "startedAt": now, "finishedAt": now}})
 
 
+def restart_container(pod: Dict[str, Any], exit_code: int) -> None:
+    """The kubelet restarted the containers in place (restartPolicy OnFailure/Always)."""
+    now = now_rfc3339()
+    for status in pod["status"]["containerStatuses"]:
+        status.update(restartCount=status.get("restartCount", 0) + 1, ready=True,
+                      lastState={"terminated": {"exitCode": exit_code, "reason": "Error",
+                                                "finishedAt": now}},
+                      state={"running": {"startedAt": now}})
+
+
 def replica_statuses(pods: List[Dict[str, Any]]) -> Dict[str, Dict[str, int]]:
     """`status.replicaStatuses` as the operator counts them."""
     counts: Dict[str, Dict[str, int]] = {}

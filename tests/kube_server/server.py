@@ -196,9 +196,10 @@ class _Handler(BaseHTTPRequestHandler):
     def stream_log(self, pod_uid: str, drop_after: Optional[int]) -> None:
         """Writes log lines as they are appended until the container stops."""
         store, sent = self.kube.store, 0
+        log = store.open_log(pod_uid)  # this run's log: a restarted container writes a new one
         self.start_stream("text/plain")
         while not self.kube.stopping.is_set():
-            lines, closed = store.read_log(pod_uid, sent, _STREAM_POLL_SECONDS)
+            lines, closed = store.read_log(log, sent, _STREAM_POLL_SECONDS)
             for line in lines:
                 if drop_after is not None and sent >= drop_after:
                     return self.abort_stream()

@@ -164,10 +164,28 @@ class ObjectStore:
             self._logs.setdefault(pod_uid, PodLog()).closed = True
             self.changed.notify_all()
 
-    def read_log(self, pod_uid: str, start: int, wait_seconds: float) -> Tuple[List[str], bool]:
-        """Lines from index `start` (waiting a while for some) and whether the log is closed."""
+    def open_log(self, pod_uid: str) -> PodLog:
+        """The log of the container's current run, which a stream reads to its end."""
         with self.changed:
-            log = self._logs.setdefault(pod_uid, PodLog())
+            return self._logs.setdefault(pod_uid, PodLog())
+
+    def restart_container(self, key: ObjectKey, pod_uid: str,
+                          mutate: Callable[[Dict[str, Any]], None]) -> Dict[str, Any]:
+        """In one step: the run's log closes, a new one starts, and the pod is updated
+        (restartCount + 1). A reader never sees the new log under the old restartCount."""
+        with self.changed:
+            self._logs.setdefault(pod_uid, PodLog()).closed = True
+            self._logs[pod_uid] = PodLog()
+            return self.update(key, mutate)
+
+    def read_log(self, pod_uid, start: int, wait_seconds: float) -> Tuple[List[str], bool]:
+        """Lines from index `start` (waiting a while for some) and whether the log is closed.
+
+        Args:
+          pod_uid: The pod's uid (its current run), or a `PodLog` from `open_log`.
+        """
+        with self.changed:
+            log = pod_uid if isinstance(pod_uid, PodLog) else self._logs.setdefault(pod_uid, PodLog())
             if len(log.lines) <= start and not log.closed:
                 self.changed.wait(wait_seconds)
             return log.lines[start:], log.closed and len(log.lines) <= start

@@ -44,7 +44,7 @@ def _run(argv, capsys):
 
 
 @pytest.mark.parametrize("extra, expected", [
-    (["--workers", "0"], "0"),
+    (["--workers", "-1"], "-1"),
     (["--num-shards", "0"], "num_shards"),
     (["--eval-fraction", "1.5"], "1.5"),
     (["--eval-fraction", "0"], "eval_fraction"),

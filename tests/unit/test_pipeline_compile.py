@@ -43,12 +43,12 @@ def test_compiled_mnist_wires_the_dag():
     tasks = spec["root"]["dag"]["tasks"]
     assert set(tasks) == {"shard-dataset", "train-distributed", "evaluate-model", "condition-1"}
     params = spec["root"]["inputDefinitions"]["parameters"]
-    assert params["workers"]["defaultValue"] == 2
+    assert params["workers"]["defaultValue"] == 0  # the strategy's default
     assert params["restart_policy"]["defaultValue"] == ""  # the strategy's default
     assert "defaultValue" not in params["source_uri"]
     train_env = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][
         "exec-train-distributed"]["fieldPathAsEnv"]
-    assert {e["name"] for e in train_env} == {"KFP_POD_NAME", "KFP_POD_UID", "KFP_NAMESPACE"}
+    assert {e["name"] for e in train_env} == {"KFP_POD_NAME", "KFP_POD_UID", "KFP_POD_NAMESPACE"}
     train_inputs = tasks["train-distributed"]["inputs"]["parameters"]
     assert "run_id" in train_inputs and "task_name" in train_inputs
     images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}

@@ -49,13 +49,13 @@ def _crd(kind):
 def _tfjob_mwms(**changes) -> ClusterJobSpec:
     fields: Dict[str, Any] = dict(
         name="mnist-mwms", namespace="kubeflow-user", backend="tfjob", strategy="multi_worker_mirrored",
-        image=IMAGE, command=("python", "-m", "kfdist.components.train_distributed.replica.train"),
+        image=IMAGE, command=("python", "-m", "kfdist.components.train_distributed.replica"),
         args=("--config", "gs://bucket/job.json"), workers=3, chief=True,
         resources=Resources(cpu="4", memory="16Gi", memory_limit="16Gi", gpus=4),
         run_policy=RUN_POLICY, node_selector={"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
         tolerations=(Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),),
         volumes=(PvcMount("datasets", "/mnt/data", read_only=True, sub_path="mnist"),),
-        data_uri="gs://bucket/data", model_uri="gs://bucket/model", service_account="trainer",
+        service_account="trainer",
         image_pull_secrets=("regcred",), labels=LABELS, annotations={"kfdist.dev/note": "test"},
         env={"NCCL_DEBUG": "INFO"})
     fields.update(changes)
@@ -126,8 +126,7 @@ def test_tfjob_mwms_structure():
                                           "limits": {"memory": "16Gi", "nvidia.com/gpu": 4}}
         assert container["command"][:2] == ["python", "-m"] and container["args"][0] == "--config"
         env = {e["name"]: e["value"] for e in container["env"]}
-        assert env == {"NCCL_DEBUG": "INFO", "KFDIST_STRATEGY": "multi_worker_mirrored",
-                       "KFDIST_DATA_URI": "gs://bucket/data", "KFDIST_MODEL_URI": "gs://bucket/model"}
+        assert env == {"NCCL_DEBUG": "INFO"}  # the operator adds TF_CONFIG; kfdist adds nothing
         assert container["volumeMounts"] == [{"name": "kfdist-pvc-0", "mountPath": "/mnt/data",
                                               "readOnly": True, "subPath": "mnist"}]
         template = _replica(body, rtype)["template"]
@@ -180,8 +179,8 @@ def test_mpijob_v2beta1_structure():
     launcher, worker = _container(body, "Launcher"), _container(body, "Worker")
     command = launcher["command"]
     assert command[:3] == ["mpirun", "-np", "8"]
-    assert command[-3:] == ["python", "-m", "kfdist.components.train_distributed.replica.train"]
-    for name in ("PATH", "NCCL_DEBUG", "KFDIST_DATA_URI", "KFDIST_MODEL_URI"):
+    assert command[-3:] == ["python", "-m", "kfdist.components.train_distributed.replica"]
+    for name in ("PATH", "NCCL_DEBUG"):
         assert name in command[command.index("-x"):]
     assert "resources" not in launcher  # GPUs on workers only
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == 2
@@ -368,8 +367,6 @@ def test_validator_checks_enums():
     (lambda: _tfjob_mwms(env={"1BAD": "x"}), "environment variable name '1BAD' is not valid"),
     (lambda: _tfjob_mwms(env={"N": 3}), "environment variable 'N' must be a string, got 3"),
     (lambda: _tfjob_mwms(command=["python"]), "command must be a tuple of strings"),
-    (lambda: _tfjob_mwms(data_uri="s3://bucket/data"), "data_uri 's3://bucket/data' must be a gs:// URI"),
-    (lambda: _tfjob_mwms(model_uri="relative/dir"), "model_uri 'relative/dir'"),
     (lambda: _tfjob_mwms(service_account="Trainer"), "service_account 'Trainer' is not a valid name"),
     (lambda: _tfjob_mwms(image_pull_secrets=("Reg_Cred",)), "image_pull_secrets entry 'Reg_Cred'"),
     (lambda: _tfjob_mwms(restart_policy="Sometimes"),
@@ -476,36 +473,51 @@ def _parse(argv):
     return parser.parse_args(["render"] + argv)
 
 
+RENDER_BASE = ["--namespace", "team-a", "--work-uri", "gs://bucket/jobs/x"]
+
+
 @pytest.mark.parametrize("argv, kind", [
     (["--backend", "tfjob", "--strategy", "multi_worker_mirrored", "--workers", "3", "--chief",
       "--gpus-per-worker", "4", "--cpu-per-worker", "4", "--memory-per-worker", "16Gi"], TFJOB_V1),
-    (["--backend", "tfjob", "--strategy", "parameter_server", "--workers", "4", "--ps", "2", "--chief",
-      "--evaluator", "--pvc", "data:/mnt/data:ro", "--node-selector", "pool=cpu", "--backoff-limit", "2",
-      "--active-deadline-seconds", "600", "--clean-pod-policy", "All",
-      "--service-account", "trainer"], TFJOB_V1),
+    (["--backend", "tfjob", "--strategy", "parameter_server", "--workers", "4", "--ps", "2",
+      "--evaluator", "--node-selector", "pool=cpu", "--backoff-limit", "2",
+      "--active-deadline-seconds", "600", "--service-account", "trainer"], TFJOB_V1),
     (["--backend", "mpijob", "--strategy", "horovod", "--workers", "4", "--slots-per-worker", "2",
-      "--gpus-per-worker", "2", "--", "python", "-m", "trainer", "--epochs", "3"], MPIJOB_V2BETA1),
-    (["--backend", "mpijob", "--strategy", "horovod", "--workers", "2", "--mpi-api-version", "v1"],
-     MPIJOB_V1),
+      "--gpus-per-worker", "2"], MPIJOB_V2BETA1),
 ])
 def test_render_command_prints_valid_yaml(argv, kind, capsys):
-    args = _parse(["--image", IMAGE] + argv)
+    args = _parse(RENDER_BASE + argv)
     assert args.func(args) == 0
     body = yaml.safe_load(capsys.readouterr().out)
     assert (body["apiVersion"], body["kind"]) == (kind.api_version, kind.kind)
     assert _crd(kind).validate(body) == []
-    assert body["metadata"]["name"] == job_name_for("local", "train-distributed")
-    if "--epochs" in argv:
-        launcher = body["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
-        assert launcher["command"][-5:] == ["python", "-m", "trainer", "--epochs", "3"]
+    assert body["metadata"]["name"] == job_name_for("manual", "train-distributed")
+    assert body["metadata"]["namespace"] == "team-a"
+
+
+def test_rendered_job_mounts_the_pvc_its_work_location_is_on(capsys):
+    args = _parse(["--backend", "tfjob", "--namespace", "team-a", "--pvc-name", "kfdist-work",
+                   "--work-uri", "/mnt/kfdist/jobs/x"])
+    assert args.func(args) == 0
+    body = yaml.safe_load(capsys.readouterr().out)
+    pod = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    [volume] = pod["volumes"]
+    assert volume["persistentVolumeClaim"]["claimName"] == "kfdist-work"
+    [container] = pod["containers"]
+    assert container["volumeMounts"][0]["mountPath"] == "/mnt/kfdist"
+    assert container["command"][-2:] == ["--work-uri", "/mnt/kfdist/jobs/x"]
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["--image", "a/b:latest"], "is tagged ':latest'"),
-    (["--image", IMAGE, "--pvc", "data"], "--pvc 'data' must look like CLAIM:/MOUNT/PATH"),
-    (["--image", IMAGE, "--node-selector", "pool"], "--node-selector 'pool' must look like KEY=VALUE"),
-    (["--image", IMAGE, "--name", "Bad"], "job name 'Bad'"),
-    (["--image", IMAGE, "--slots-per-worker", "2"], "slots_per_worker=2 applies to backend 'mpijob' only"),
+    (RENDER_BASE + ["--image", "a/b:latest"], "is tagged ':latest'"),
+    (RENDER_BASE + ["--node-selector", "pool"], "'pool' must look like KEY=VALUE"),
+    (RENDER_BASE + ["--slots-per-worker", "2"], "slots_per_worker=2 is for strategy horovod only"),
+    (RENDER_BASE + ["--backend", "local"], "pass --backend tfjob or mpijob, not 'local'"),
+    (["--work-uri", "gs://bucket/jobs/x"], "namespace is unknown outside a cluster: pass namespace"),
+    (["--namespace", "team-a"], "no shared location for the replicas"),
+    (["--namespace", "team-a", "--work-uri", "/data/x"], "pass pvc_name as well"),
+    (["--namespace", "team-a", "--work-uri", "/data/x", "--pvc-name", "d"],
+     "is not on the PVC 'd', which the replicas mount at /mnt/kfdist"),
 ])
 def test_render_command_rejects_bad_input(argv, expected, capsys):
     base = ["--backend", "tfjob", "--strategy", "multi_worker_mirrored", "--workers", "2"]

@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
-from gcs_emulator import gcs_emulator  # noqa: F401
 from kfdist.components.common import dataset_spec, storage, tf_features
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.shard_dataset import runtime

@@ -90,7 +90,7 @@ def test_defaults_are_valid():
 
 
 @pytest.mark.parametrize("change,named", [
-    ({"workers": 0}, "workers must be an integer >= 1, got 0"),
+    ({"workers": -1}, "workers must be an integer >= 1, got -1"),
     ({"workers": -3}, "got -3"),
     ({"workers": 1000}, "workers=1000"),
     ({"epochs": 0}, "epochs must be an integer >= 1, got 0"),
@@ -119,9 +119,8 @@ def test_defaults_are_valid():
     ({"restart_policy": "Sometimes"}, "restart_policy must be one of ['Never', 'OnFailure', "
                                       "'ExitCode']"),
     ({"backoff_limit": -1}, "backoff_limit must be an integer >= 0 or None, got -1"),
-    ({"active_deadline_seconds": 0}, "active_deadline_seconds must be a number > 0"),
-    ({"strategy": "parameter_server", "ps": 1, "success_policy": "AllWorkers"},
-     "success_policy='AllWorkers' would never be met under parameter_server"),
+    ({"active_deadline_seconds": -5}, "active_deadline_seconds must be a number > 0"),
+    ({"success_policy": "AllWorkers"}, "unknown training settings ['success_policy']"),
     ({"input_sharding": "by_file"}, "input_sharding must be one of ['auto', 'file', 'record'], "
                                     "got 'by_file'"),
     ({"gpus": 2}, "unknown training settings ['gpus']"),
@@ -144,10 +143,17 @@ def test_invalid_arguments_are_named(change, named):
 ])
 def test_each_strategy_runs_with_its_defaults(strategy, workers, policy, ps):
     for unset in ({}, {"restart_policy": None, "ps": None}, {"restart_policy": "", "ps": 0}):
-        _, spec = runtime.build_configs(strategy=strategy, workers=workers, **unset)
-        assert (spec.restart_policy, spec.ps) == (policy, ps)
-    _, chosen = runtime.build_configs(strategy=strategy, workers=workers, restart_policy="Never")
+        spec = runtime.build_job(strategy=strategy, **unset).spec
+        assert (spec.workers, spec.restart_policy, spec.ps) == (workers, policy, ps)
+    chosen = runtime.build_job(strategy=strategy, workers=workers, restart_policy="Never").spec
     assert chosen.restart_policy == "Never"
+
+
+def test_all_workers_success_is_refused_under_parameter_server():
+    spec = config.JobSpec(backend="local", workers=2, ps=1, success_policy="AllWorkers")
+    with pytest.raises(InvalidInputError,
+                       match="success_policy='AllWorkers' would never be met under parameter_server"):
+        spec.validate("parameter_server")
 
 
 def test_unknown_model_lists_valid_names():
@@ -207,5 +213,5 @@ def test_train_validates_before_starting(digits_dataset, tmp_path):
         runtime.train(digits_dataset, str(tmp_path / "m3"), batch_size_per_replica=1000,
                       log=lambda line: None)
     with pytest.raises(InvalidInputError, match="workers must be"):
-        runtime.train(digits_dataset, str(tmp_path / "m4"), workers=0, log=lambda line: None)
+        runtime.train(digits_dataset, str(tmp_path / "m4"), workers=-2, log=lambda line: None)
     assert not (tmp_path / "m2").exists() and not (tmp_path / "m4").exists()

@@ -71,6 +71,9 @@ SUCCESS_POLICIES: Tuple[str, ...] = ("", "AllWorkers")
 #: How the input pipelines split the training files (see `input_pipeline`).
 INPUT_SHARDINGS: Tuple[str, ...] = ("auto", "file", "record")
 
+#: Where a cluster job's PVC (`pvc_name`) is mounted in the replicas.
+PVC_MOUNT_PATH = "/mnt/kfdist"
+
 #: At most this many worker processes on one machine (a typo guard, not a TF limit).
 MAX_LOCAL_WORKERS = 32
 

@@ -51,12 +51,9 @@ def resolve_namespace(options: ClusterOptions) -> str:
     Raises:
       InvalidInputError: If neither is known.
     """
-    namespace = options.namespace or os.environ.get("KFP_NAMESPACE")
-    if not namespace:
-        sa_file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-        if os.path.isfile(sa_file):
-            with open(sa_file) as f:
-                namespace = f.read().strip()
+    from kfdist.components.train_distributed.kubernetes.client.kube_api import own_namespace
+
+    namespace = options.namespace or own_namespace()
     if not namespace:
         raise InvalidInputError("the job's namespace is unknown outside a cluster: pass namespace")
     return namespace
@@ -76,6 +73,11 @@ def resolve_work_uri(options: ClusterOptions, dataset_uri: Optional[str], job_na
             raise InvalidInputError(
                 f"work_uri {options.work_uri!r} is a path, which the replicas can only share "
                 "through a volume: pass pvc_name as well, or use a gs:// work_uri")
+        mount = options.pvc_mount_path.rstrip("/") + "/"
+        if not storage.is_gcs(options.work_uri) and not options.work_uri.startswith(mount):
+            raise InvalidInputError(
+                f"work_uri {options.work_uri!r} is not on the PVC {options.pvc_name!r}, which "
+                f"the replicas mount at {options.pvc_mount_path}: use a path under {mount}")
         return options.work_uri
     if dataset_uri and storage.is_gcs(dataset_uri):
         return posixpath.join(posixpath.dirname(dataset_uri.rstrip("/")), job_name)
@@ -153,7 +155,7 @@ def stage_job(job: config.JobConfig, layout: SharedJobLayout, dataset_uri: Optio
 
 
 def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str], None], *,
-            dataset_uri: Optional[str] = None, api=None) -> None:
+            dataset_uri: Optional[str] = None, api=None) -> int:
     """Runs `job` as a TFJob or MPIJob; leaves its outputs in `job.model_dir` and `job.work_dir`.
 
     Args:
@@ -162,6 +164,9 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
       log: Receives progress and the chief's log lines.
       dataset_uri: The dataset artifact's URI (read in place when on `gs://`).
       api: A `kube_api.KubeApi`; by default from the in-cluster config or kubeconfig.
+
+    Returns:
+      How often replicas were restarted (pods re-created, containers restarted).
 
     Raises:
       InvalidInputError: A bad setting (before any API call or upload).
@@ -186,7 +191,7 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
         stage_job(job, layout, dataset_uri)
     with step_signals.cancel_on_sigterm():
         try:
-            launcher.launch_and_wait(rendered, api, timeout_seconds=options.timeout_seconds,
+            outcome = launcher.launch_and_wait(rendered, api, timeout_seconds=options.timeout_seconds,
                                      log=log, owner=api.read_own_pod_reference())
         except launcher.JobTimeoutError:
             raise  # the job and its pods are deleted: no logs left to quote
@@ -197,6 +202,7 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
             raise TrainingFailedError(f"{error}\n{tails}") from error
     storage.copy_dir_from(layout.model_uri, job.model_dir)
     storage.copy_dir_from(layout.reports_uri, job.work_dir)
+    return outcome.restarts
 
 
 def failed_replica_logs(api, rendered: RenderedJob, lines: int = FAILED_LOG_TAIL_LINES) -> str:

@@ -1,8 +1,8 @@
 """What a user sets for a training step that runs on a Kubernetes cluster.
 
-These are the `train_distributed` component's cluster parameters, gathered
-and checked once. The launcher turns them, with the `JobConfig`, into the
-full job description that the renderers take.
+The cluster parameters of `job.step_params`, gathered by `runtime.build_job`
+(an unset parameter is None here). The step turns them, with the
+`JobConfig`, into the full job description that the renderers take.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import dataclasses
 from typing import Mapping, Optional
 
 from kfdist import HOROVOD_IMAGE, RUNTIME_IMAGE
+from kfdist.components.train_distributed.job.config import PVC_MOUNT_PATH
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +42,7 @@ class ClusterOptions:
     namespace: Optional[str] = None
     work_uri: Optional[str] = None
     pvc_name: Optional[str] = None
-    pvc_mount_path: str = "/mnt/kfdist"
+    pvc_mount_path: str = PVC_MOUNT_PATH
     gpus_per_worker: int = 0
     cpu_per_worker: Optional[str] = None
     memory_per_worker: Optional[str] = None

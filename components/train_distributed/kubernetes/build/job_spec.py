@@ -39,12 +39,8 @@ RESTART_POLICIES: Dict[str, Tuple[str, ...]] = {
 }
 MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")
 SUCCESS_POLICIES = ("AllWorkers",)
-#: Environment of every replica: where the data and the model are, which strategy.
-DATA_URI_ENV = "KFDIST_DATA_URI"
-MODEL_URI_ENV = "KFDIST_MODEL_URI"
-STRATEGY_ENV = "KFDIST_STRATEGY"
-#: Set by the operators or by kfdist; a user may not set them.
-RESERVED_ENV = ("TF_CONFIG", DATA_URI_ENV, MODEL_URI_ENV, STRATEGY_ENV)
+#: Set by the operators; a user may not set them.
+RESERVED_ENV = ("TF_CONFIG",)
 #: Labels tying a job (and its pods) to the KFP run and task that launched it.
 RUN_ID_LABEL = "kfdist.dev/run-id"
 TASK_LABEL = "kfdist.dev/task"
@@ -90,8 +86,6 @@ class ClusterJobSpec:
       node_selector: Node labels every replica requires.
       tolerations: Taints every replica tolerates.
       volumes: PVCs mounted into every replica.
-      data_uri: Dataset location given to replicas as `KFDIST_DATA_URI`.
-      model_uri: Model location given to replicas as `KFDIST_MODEL_URI`.
       service_account: Service account of the replica pods.
       image_pull_secrets: Secrets for pulling `image`.
       labels: Labels of the job and of its pods (see `run_labels`).
@@ -124,8 +118,6 @@ class ClusterJobSpec:
     node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     tolerations: Tuple[Toleration, ...] = ()
     volumes: Tuple[PvcMount, ...] = ()
-    data_uri: Optional[str] = None
-    model_uri: Optional[str] = None
     service_account: Optional[str] = None
     image_pull_secrets: Tuple[str, ...] = ()
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -173,11 +165,8 @@ class ClusterJobSpec:
         return max(names, key=len)
 
     def replica_env(self) -> Tuple[Tuple[str, str], ...]:
-        """Environment of every replica: the user's, then kfdist's."""
-        extra = [(STRATEGY_ENV, self.strategy)]
-        extra += [(DATA_URI_ENV, self.data_uri)] if self.data_uri else []
-        extra += [(MODEL_URI_ENV, self.model_uri)] if self.model_uri else []
-        return tuple(self.env.items()) + tuple(extra)
+        """Environment of every replica (the operator adds TF_CONFIG)."""
+        return tuple(self.env.items())
 
     def validate(self) -> None:
         """Checks every field and their combinations, before any API call.

@@ -97,10 +97,6 @@ def _check_containers(spec: ClusterJobSpec) -> None:
         require(isinstance(seq, tuple) and all(isinstance(s, str) for s in seq),
                 f"{what} must be a tuple of strings, got {seq!r}")
     check_env(spec.env, RESERVED_ENV)
-    for what, uri in (("data_uri", spec.data_uri), ("model_uri", spec.model_uri)):
-        require(uri is None or (isinstance(uri, str) and (uri.startswith("gs://") and len(uri) > 5
-                                                         or uri.startswith("/"))),
-                f"{what} {uri!r} must be a gs:// URI or an absolute path on a mounted volume")
     rtypes = REPLICA_TYPES[spec.backend]
     present = spec.replica_counts()
     for rtype, override in spec.overrides.items():

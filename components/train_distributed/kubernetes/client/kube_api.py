@@ -26,6 +26,11 @@ from kfdist.components.train_distributed.kubernetes.client import kube_errors as
 
 #: Where a pod finds its own namespace.
 SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+#: The step pod's own identity, as the pipeline exposes it (Downward API) to the training step.
+POD_NAME_ENV, POD_UID_ENV, POD_NAMESPACE_ENV = "KFP_POD_NAME", "KFP_POD_UID", "KFP_POD_NAMESPACE"
+#: (variable, pod field path) pairs the pipeline sets on the training step.
+STEP_POD_FIELDS = ((POD_NAME_ENV, "metadata.name"), (POD_UID_ENV, "metadata.uid"),
+                   (POD_NAMESPACE_ENV, "metadata.namespace"))
 _CALL_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for one ordinary call
 _WATCH_IDLE_MARGIN = 10.0  # read timeout beyond a watch's own server-side timeout
 
@@ -226,11 +231,11 @@ class KubeApi:
         Returns:
           The step pod as an owner, or None outside a cluster.
         """
-        namespace = _own_namespace()
-        name = os.environ.get("KFP_POD_NAME") or os.environ.get("HOSTNAME")
+        namespace = own_namespace()
+        name = os.environ.get(POD_NAME_ENV) or os.environ.get("HOSTNAME")
         if not namespace or not name:
             return None
-        uid = os.environ.get("KFP_POD_UID")
+        uid = os.environ.get(POD_UID_ENV)
         if not uid:
             try:
                 uid = self.get_pod(namespace, name)["metadata"]["uid"]
@@ -239,9 +244,11 @@ class KubeApi:
         return OwnerRef(namespace=namespace, name=name, uid=uid)
 
 
-def _own_namespace() -> Optional[str]:
-    if os.environ.get("KFP_POD_NAMESPACE"):
-        return os.environ["KFP_POD_NAMESPACE"]
+def own_namespace() -> Optional[str]:
+    """The namespace this process's pod runs in (`KFP_POD_NAMESPACE`, else the service
+    account's namespace file); None outside a cluster."""
+    if os.environ.get(POD_NAMESPACE_ENV):
+        return os.environ[POD_NAMESPACE_ENV]
     try:
         with open(SERVICE_ACCOUNT_NAMESPACE_FILE, encoding="utf-8") as f:
             return f.read().strip() or None

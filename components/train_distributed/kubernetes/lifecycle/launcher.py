@@ -54,6 +54,7 @@ class JobOutcome:
       reason: Reason of the Succeeded condition, e.g. `TFJobSucceeded`.
       message: Message of the Succeeded condition.
       elapsed_seconds: Time this call took.
+      restarts: Replica restarts seen while following the job (`PodLogFollower.restarts`).
     """
 
     kind: str
@@ -64,6 +65,7 @@ class JobOutcome:
     reason: str
     message: str
     elapsed_seconds: float
+    restarts: int = 0
 
 
 def launch_and_wait(job: RenderedJob, api: KubeApi, *, timeout_seconds: Optional[float],
@@ -143,7 +145,7 @@ class _Launch:
         self.log(f"{self.what} succeeded: {condition.message or condition.reason}")
         return JobOutcome(self.job.kind.kind, self.job.namespace, self.job.name,
                           final["metadata"]["uid"], adopted, condition.reason, condition.message,
-                          time.monotonic() - self.started)
+                          time.monotonic() - self.started, follower.restarts())
 
     def _wait_for_end(self, current: Dict[str, Any]) -> Dict[str, Any]:
         resource_version = current["metadata"]["resourceVersion"]

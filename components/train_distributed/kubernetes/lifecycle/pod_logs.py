@@ -57,6 +57,8 @@ class PodLogFollower:
         self._finished: Set[_RunKey] = set()
         self._phases: Dict[str, str] = {}
         self._problems: List[str] = []
+        #: Replica (`worker-1`) -> {pod uid: restartCount}: every pod that played it.
+        self._incarnations: Dict[str, Dict[str, int]] = {}
         self._stream_backoff = Backoff(retry)  # log streams that drop or fail in a row
         self._thread = threading.Thread(target=self._run, name="kfdist-pod-logs", daemon=True)
 
@@ -68,6 +70,13 @@ class PodLogFollower:
         """Every distinct trouble seen so far, as `chief-0: <reason>`."""
         with self._lock:
             return list(self._problems)
+
+    def restarts(self) -> int:
+        """Replica restarts seen: pods the operator re-created (new uid for the same
+        replica: `ExitCode`, a launcher Job's next pod) plus in-place container restarts
+        (`OnFailure`). A replica restarted twice within one re-list after 410 Gone counts once."""
+        with self._lock:
+            return sum(len(pods) - 1 + sum(pods.values()) for pods in self._incarnations.values())
 
     def finish(self, drain_seconds: float) -> None:
         """Stops following; lets a stream in progress drain for up to `drain_seconds`.
@@ -140,6 +149,10 @@ class PodLogFollower:
             return  # replayed by a watch resumed from before a fresh read
         self._pods[name] = pod
         who = js.pod_display_name(pod)
+        with self._lock:
+            pods = self._incarnations.setdefault(who, {})
+            uid = pod["metadata"].get("uid", name)
+            pods[uid] = max(pods.get(uid, 0), js.restart_count(pod, js.main_container(pod)))
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         if self._is_log_pod(pod) and self._phases.get(name) != phase:
             self._phases[name] = phase

@@ -1,0 +1,110 @@
+"""The training step's parameters, defined once: name, type, default, meaning.
+
+The `train_distributed` component, the `mnist` pipeline, `kfdist run`,
+`kfdist train` and `kfdist render` take these (the CLI flags are generated
+from them; the component's and the pipeline's signatures are tested equal to
+them). `runtime.build_job` turns a set of values into the job.
+
+Every parameter has a plain type, as KFP needs: an "unset" value (0 or empty)
+means the strategy's or the cluster's default, because kfp's local runner
+cannot pass None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.train_distributed.job import config
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One parameter of the training step.
+
+    Attributes:
+      name: Its name in the component, the pipeline and the runtime (`batch_size_per_replica`).
+      default: Its default; its type is the parameter's (`dict` for a string map).
+      help: What it means, for the CLI and the docs.
+      choices: The valid values, when there is a closed set.
+      cluster: Whether only the cluster backends (`tfjob`, `mpijob`) read it.
+      flag: The CLI flag, when it is not `--` + the name with dashes.
+    """
+
+    name: str
+    default: Any
+    help: str
+    choices: Optional[Tuple[str, ...]] = None
+    cluster: bool = False
+    flag: Optional[str] = None
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+
+_RESTART_CHOICES = ("",) + config.RESTART_POLICIES
+
+#: Every parameter of the training step, in the component's order.
+TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
+    Param("backend", config.LOCAL_BACKEND, "where the replicas run: local processes, a TFJob or "
+          "an MPIJob", choices=config.BACKENDS),
+    Param("strategy", config.MULTI_WORKER_MIRRORED, "distribution strategy",
+          choices=config.STRATEGIES),
+    Param("workers", 0, "worker replicas; 0: the strategy's default (1 for mirrored, else 2)"),
+    Param("model_name", "mnist_mlp", "mnist_mlp, mnist_cnn or package.module:function",
+          flag="--model"),
+    Param("epochs", 10, "passes over the train split"),
+    Param("batch_size_per_replica", 64, "examples per replica per step", flag="--batch-size"),
+    Param("learning_rate", 0.001, "Adam learning rate"),
+    Param("seed", 42, "seed of initialisation, dropout and shuffling"),
+    Param("ps", 0, "parameter servers (parameter_server); 0: the strategy's default (1 there)"),
+    Param("chief", False, "add a chief replica (multi_worker_mirrored)"),
+    Param("evaluator", False, "add a side-car evaluator (not with horovod)"),
+    Param("slots_per_worker", 1, "MPI ranks per worker (horovod)"),
+    Param("restart_policy", "", "what happens to a failed replica; empty: ExitCode, or "
+          "OnFailure for horovod", choices=_RESTART_CHOICES),
+    Param("backoff_limit", 6, "replica restarts allowed before the job fails"),
+    Param("active_deadline_seconds", 0, "the job fails once it has run this long; 0: no deadline"),
+    Param("input_sharding", "auto", "how workers split the training files",
+          choices=config.INPUT_SHARDINGS),
+    Param("image", "", "replica image with a pinned tag; empty: kfdist's image for the backend",
+          cluster=True),
+    Param("namespace", "", "namespace of the job; empty: the step's own", cluster=True),
+    Param("work_uri", "", "gs:// prefix or PVC path where the step and the replicas exchange "
+          "job, dataset and model; empty: beside a gs:// dataset", cluster=True),
+    Param("pvc_name", "", "PersistentVolumeClaim mounted into the step's replicas at "
+          f"{config.PVC_MOUNT_PATH} (use with a work_uri under it)", cluster=True),
+    Param("gpus_per_worker", 0, "nvidia.com/gpu per worker", cluster=True),
+    Param("cpu_per_worker", "", "CPU request and limit per worker, e.g. 4 or 500m", cluster=True),
+    Param("memory_per_worker", "", "memory request and limit per worker, e.g. 8Gi", cluster=True),
+    Param("node_selector", {}, "node labels the replicas require", cluster=True),
+    Param("service_account", "", "service account of the replica pods", cluster=True),
+    Param("timeout_seconds", 86400, "the job is deleted and the step fails after this long",
+          cluster=True),
+    Param("run_id", "", "KFP run id (the pipeline passes it); names the job so a retried step "
+          "finds it", cluster=True),
+    Param("task_name", "", "KFP task name (the pipeline passes it)", cluster=True),
+)
+PARAMS_BY_NAME: Dict[str, Param] = {p.name: p for p in TRAIN_STEP_PARAMS}
+
+
+def defaults() -> Dict[str, Any]:
+    """Every parameter's default, by name (a fresh copy)."""
+    return {p.name: (dict(p.default) if isinstance(p.default, dict) else p.default)
+            for p in TRAIN_STEP_PARAMS}
+
+
+def complete(values: Mapping[str, Any]) -> Dict[str, Any]:
+    """`values` with every parameter left out at its default.
+
+    Raises:
+      InvalidInputError: On a name that is not a training-step parameter (listing the valid ones).
+    """
+    unknown = sorted(set(values) - set(PARAMS_BY_NAME))
+    if unknown:
+        raise InvalidInputError(f"unknown training settings {unknown}; valid: {sorted(PARAMS_BY_NAME)}")
+    merged = defaults()
+    merged.update(values)
+    return merged

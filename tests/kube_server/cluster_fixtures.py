@@ -1,0 +1,123 @@
+"""Fixtures of the cluster path: the API server with the process operator, a kubeconfig that
+points the training step at it, and the dataset on the GCS emulator. Registered by tests/conftest.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Dict, List
+
+import kubernetes
+import pytest
+
+from kube_server.process_operator import ProcessOperator
+from kube_server.server import KubeServer
+from process_state import is_running
+
+NAMESPACE = "kubeflow-test"
+BUCKET = "kfdist-e2e"
+TFJOBS = ("kubeflow.org", "v1", "tfjobs")
+PODS = ("", "v1", "pods")
+STEP_TIMEOUT_S = 150.0  # a hang fails the test (and deletes the job) instead of blocking the run
+
+
+class Log:
+    """Collects the step's log lines (and when each came)."""
+
+    def __init__(self):
+        self.lines: List[str] = []
+        self.times: List[float] = []
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)
+        self.times.append(time.monotonic())
+
+    def first_time(self, prefix: str) -> float:
+        return next(t for t, line in zip(self.times, self.lines) if line.startswith(prefix))
+
+    def starting(self, prefix: str) -> List[str]:
+        return [line for line in self.lines if line.startswith(prefix)]
+
+
+class Cluster:
+    """The API server, its process operator, and the kubeconfig the step reads."""
+
+    def __init__(self, server: KubeServer, operator: ProcessOperator, kubeconfig: str):
+        self.server, self.operator, self.kubeconfig = server, operator, kubeconfig
+
+    def jobs(self):
+        return self.server.store.items(TFJOBS, NAMESPACE)
+
+    def job_posts(self):
+        return [r for r in self.server.requests.matching(verb="create", resource="tfjobs")]
+
+    def wait_no_processes(self, seconds: float = 15.0) -> List[int]:
+        deadline = time.monotonic() + seconds
+        while self.operator.running_pids() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return self.operator.running_pids()
+
+
+def _write_kubeconfig(path: str, server_url: str) -> str:
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "kube-server",
+              "clusters": [{"name": "kube-server", "cluster": {"server": server_url}}],
+              "users": [{"name": "pipeline-runner", "user": {}}],
+              "contexts": [{"name": "kube-server", "context": {
+                  "cluster": "kube-server", "user": "pipeline-runner", "namespace": NAMESPACE}}]}
+    with open(path, "w") as f:
+        json.dump(config, f)  # JSON is YAML
+    return path
+
+
+@pytest.fixture
+def cluster(gcs_emulator, tmp_path, monkeypatch):
+    """A fake API server with the process operator; `KUBECONFIG` points the step at it."""
+    for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KFP_POD_NAMESPACE",
+                 "KFP_POD_NAME", "KFP_POD_UID", "TF_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    server = KubeServer().start()
+    operator = ProcessOperator(server.store)
+    # The kubernetes client reads KUBECONFIG when it is imported (long before this test), so
+    # this process finds the file as ~/.kube/config; the step run as a subprocess (and any
+    # real step) finds it through KUBECONFIG.
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    kubeconfig = _write_kubeconfig(str(home / ".kube" / "config"), server.url)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    default = kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+    if os.path.expanduser(default) != kubeconfig:  # never let a test reach a real cluster
+        operator.stop()
+        server.stop()
+        pytest.skip(f"KUBECONFIG={default} was set when kubernetes was imported")
+    try:
+        yield Cluster(server, operator, kubeconfig)
+    finally:
+        operator.stop()
+        server.stop()
+        # load_kube_config() set the client's process-wide default configuration.
+        kubernetes.client.Configuration.set_default(None)
+    assert operator.running_pids() == []
+    assert not [pid for pid in operator.pids() if is_running(pid)]
+
+
+@pytest.fixture
+def dataset_uri(gcs_emulator, digits_dataset):
+    """The digits dataset as a KFP artifact on gs:// (where the shard step would have put it)."""
+    from google.api_core.exceptions import Conflict
+
+    try:
+        gcs_emulator.create_bucket(BUCKET)
+    except Conflict:
+        pass
+    uri = f"gs://{BUCKET}/pipeline-root/run/shard/dataset"
+    if not gcs_emulator.list(uri + "/"):
+        gcs_emulator.upload_dir(digits_dataset, uri)
+    return uri
+
+
+def step_options(run_id: str = "run-123", **overrides) -> Dict[str, Any]:
+    """The training step's cluster parameters for a job in the test namespace."""
+    return dict(namespace=NAMESPACE, run_id=run_id, task_name="train-distributed",
+                timeout_seconds=STEP_TIMEOUT_S, **overrides)

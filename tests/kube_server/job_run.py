@@ -1,0 +1,262 @@
+"""The life of one TFJob or MPIJob under the process operator, decided by `operator_rules`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from typing import Dict, List, Optional
+
+from kfdist.components.train_distributed.local.local_backend import free_ports
+from kube_server import operator_rules as rules
+from kube_server import pods as pod_objects
+from kube_server.replica_process import Replica, kill_all, tf_container
+from kube_server.store import AlreadyExists, NotFound, ObjectKey, now_rfc3339
+
+_TYPE_ORDER = ("Chief", "Master", "PS", "Worker", "Evaluator", "Launcher")
+
+
+class Deleted(Exception):
+    """The job was deleted (or replaced by a new object of the same name)."""
+
+
+class JobRun:
+    """One job: its pods, their processes and its status; runs on `thread`."""
+
+    def __init__(self, operator, key: ObjectKey, job: dict):
+        self.op, self.store, self.key = operator, operator.store, key
+        self.name, self.namespace = key[4], key[3]
+        self.uid = job["metadata"]["uid"]
+        self.job = job
+        self.kind = job["kind"]
+        self.mpi = self.kind == "MPIJob"
+        self.who = f"{self.kind} {self.namespace}/{self.name}"
+        self.run_policy = job["spec"].get("runPolicy") or {}
+        self.replicas: List[Replica] = []
+        self.tf_configs: Dict[str, Optional[str]] = {}
+        self.started_at = 0.0
+        self.scratch = tempfile.mkdtemp(prefix=f"kfdist-pods-{self.name}-")
+        self.kill_lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, name=f"process-operator-{self.name}",
+                                       daemon=True)
+
+    # The job thread -------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._create_pods()
+            self._condition("Created", *rules.tf_created(self.kind, self.name))
+            self._wait(self.op.pending_seconds)
+            self.started_at = time.monotonic()
+            self.tf_configs = self._tf_configs()
+            for replica in self.replicas:
+                self.start(replica)
+            self._condition("Running", *rules.tf_running(self.kind, self.namespace, self.name))
+            self._supervise()
+        except (Deleted, NotFound):
+            self.kill_all()
+            self._delete_pods(self.replicas)
+        except Exception as error:  # a broken job spec: fail the job, as a webhook would refuse it
+            self.kill_all()
+            try:
+                self._condition("Failed", f"{self.kind}Failed", f"{self.who} could not run: {error}")
+            except (Deleted, NotFound):
+                pass
+            raise
+        finally:
+            self.kill_all()
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _replica_specs(self) -> dict:
+        return self.job["spec"]["mpiReplicaSpecs" if self.mpi else "tfReplicaSpecs"]
+
+    def _policy(self, rtype: str) -> str:
+        default = rules.TF_DEFAULT_RESTART_POLICY
+        if self.mpi:
+            default = (rules.MPI_DEFAULT_LAUNCHER_RESTART_POLICY if rtype == "Launcher"
+                       else rules.MPI_DEFAULT_WORKER_RESTART_POLICY)
+        return self._replica_specs()[rtype].get("restartPolicy") or default
+
+    def _new_pod(self, rtype: str, index: int) -> dict:
+        """A pod for slot (`rtype`, `index`): the operator's object, stored; returns it."""
+        for pod_key, pod in pod_objects.for_job(self.key, self.job):
+            if pod_objects.replica_type(pod) == rtype and int(
+                    pod["metadata"]["labels"].get(pod_objects.REPLICA_INDEX_LABEL, 0)) == index:
+                pod["spec"]["restartPolicy"] = rules.pod_restart_policy(self._policy(rtype))
+                try:
+                    return self.store.create(pod_key, pod)
+                except AlreadyExists:
+                    return self.store.get(pod_key)
+        raise ValueError(f"{self.who} has no replica {rtype} {index}")
+
+    def _create_pods(self) -> None:
+        for _, pod in pod_objects.for_job(self.key, self.job):
+            rtype = pod_objects.replica_type(pod)
+            index = int(pod["metadata"]["labels"].get(pod_objects.REPLICA_INDEX_LABEL, 0))
+            created = self._new_pod(rtype, index)
+            self.replicas.append(Replica(rtype, index, self._policy(rtype),
+                                         _key_of(created), created["metadata"]["uid"]))
+        order = {t: i for i, t in enumerate(_TYPE_ORDER)}
+        self.replicas.sort(key=lambda r: (order.get(r.rtype, len(order)), r.index))
+
+    def _tf_configs(self) -> Dict[str, Optional[str]]:
+        """TF_CONFIG by replica label, fixed for the job's life (a re-created pod keeps its
+        address, as its Service does); None for all in a one-replica job or an MPIJob."""
+        if len(self.replicas) == 1 or self.mpi:
+            return {r.label: None for r in self.replicas}
+        ports = iter(free_ports(len(self.replicas)))
+        cluster: Dict[str, List[str]] = {}
+        for r in self.replicas:
+            cluster.setdefault(r.rtype.lower(), []).append(f"localhost:{next(ports)}")
+        return {r.label: json.dumps({"cluster": dict(sorted(cluster.items())),
+                                     "task": {"type": r.rtype.lower(), "index": r.index},
+                                     "environment": "cloud"}, separators=(",", ":"))
+                for r in self.replicas}
+
+    def start(self, replica: Replica) -> None:
+        """Starts the replica's container in its current pod, which turns Running."""
+        if self.mpi and replica.rtype == "Worker":  # sshd only: the launcher's mpirun runs the ranks
+            self.store.update(replica.pod_key, pod_objects.start_running)
+            return
+        pod = self.store.get(replica.pod_key)
+        with self.kill_lock:
+            if self.op._stopped.is_set():
+                raise Deleted()
+            replica.start(self.store, tf_container(pod), self.op.env, self.tf_configs[replica.label],
+                          os.path.join(self.scratch, replica.label))
+        if replica.restart_count == 0:
+            self.store.update(replica.pod_key, pod_objects.start_running)
+
+    def _supervise(self) -> None:
+        from kube_server.job_exits import handle_exit
+
+        while True:
+            self._wait(self.op.poll_seconds)
+            deadline = self.run_policy.get("activeDeadlineSeconds")
+            if deadline is not None and time.monotonic() - self.started_at >= deadline:
+                reason, message = (rules.mpi_failed_deadline() if self.mpi
+                                   else rules.tf_failed_deadline(self.kind, self.name))
+                return self.finish("Failed", reason, message, delete_all=True)
+            for replica in [r for r in self.replicas if r.exited()]:
+                if handle_exit(self, replica):
+                    return
+            if self._succeeded():
+                return self.finish("Succeeded", *rules.tf_succeeded_condition(
+                    self.kind, self.namespace, self.name))
+
+    def _succeeded(self) -> bool:
+        codes = {r.label: r.exit_code for r in self.replicas}
+        if self.mpi:
+            return codes.get("launcher-0") == 0
+        return rules.tf_succeeded(codes, self.job["spec"].get("successPolicy") or "")
+
+    def finish(self, ctype: str, reason: str, message: str, delete_all: bool = False) -> None:
+        """Ends the job with condition `ctype`; cleanPodPolicy (or, past the backoff limit or
+        the deadline, everything) decides which pods go. Nothing outlives it."""
+        self.op.terminal_at[self.name] = time.monotonic()
+        self._condition(ctype, reason, message)
+        policy = self.run_policy.get("cleanPodPolicy") or rules.DEFAULT_CLEAN_POD_POLICY
+        still_running = [r for r in self.replicas if r.exit_code is None]
+        self.kill_all()
+        cleaned = [r for r in self.replicas if not (self.mpi and r.rtype == "Launcher")]
+        if delete_all:
+            return self._delete_pods(self.replicas)
+        if policy == "All":
+            self._delete_pods(cleaned)
+        elif policy == "Running":
+            self._delete_pods([r for r in still_running if r in cleaned])
+        for replica in still_running:
+            if replica.process is not None and replica.exit_code is None:
+                replica.collect_exit()
+                self.pod_terminated(replica)
+
+    # Status ---------------------------------------------------------------------
+
+    def pod_terminated(self, replica: Replica) -> None:
+        """The replica's pod ends with its exit code (Succeeded or Failed); its log closes."""
+        code = replica.exit_code
+        try:
+            self.store.update(replica.pod_key, lambda p: pod_objects.terminate(
+                p, "Completed" if code == 0 else "Error", code))
+        except NotFound:
+            pass
+        self.store.close_log(replica.pod_uid)
+        self.update_replica_statuses()
+
+    def _condition(self, ctype: str, reason: str, message: str) -> None:
+        def add(job: dict) -> None:
+            pod_objects.set_job_condition(job, ctype, reason, message, self._replica_statuses(),
+                                          now_rfc3339())
+        self._update_job(add)
+
+    def condition(self, ctype: str, reason: str, message: str) -> None:
+        """Sets a job condition as the operator does (Running and Restarting replace each other)."""
+        def add(job: dict) -> None:
+            conditions = (job.get("status") or {}).get("conditions") or []
+            other = {"Running": "Restarting", "Restarting": "Running"}.get(ctype)
+            job.setdefault("status", {})["conditions"] = [c for c in conditions if c["type"] != other]
+            pod_objects.set_job_condition(job, ctype, reason, message, self._replica_statuses(),
+                                          now_rfc3339())
+        self._update_job(add)
+
+    def update_replica_statuses(self) -> None:
+        def set_counts(job: dict) -> None:
+            job.setdefault("status", {})["replicaStatuses"] = self._replica_statuses()
+        self._update_job(set_counts)
+
+    def _replica_statuses(self) -> Dict[str, Dict[str, int]]:
+        pods = []
+        for replica in self.replicas:
+            try:
+                pods.append(self.store.get(replica.pod_key))
+            except NotFound:
+                pass
+        return pod_objects.replica_statuses(pods)
+
+    def _update_job(self, mutate) -> None:
+        def guarded(job: dict) -> None:
+            if job["metadata"]["uid"] != self.uid:
+                raise Deleted()
+            mutate(job)
+        self.store.update(self.key, guarded)
+
+    def _wait(self, seconds: float) -> None:
+        if self.op._stopped.wait(seconds):
+            raise Deleted()
+        try:
+            if self.store.get(self.key)["metadata"]["uid"] != self.uid:
+                raise Deleted()
+        except NotFound:
+            raise Deleted() from None
+
+    def wait(self, seconds: float) -> None:
+        """Sleeps `seconds`; raises `Deleted` when the job went away meanwhile."""
+        self._wait(seconds)
+
+    def replace_pod(self, replica: Replica) -> None:
+        """Deletes the replica's pod and creates it again (new uid, a launcher: a new name)."""
+        self._delete_pods([replica])
+        created = self._new_pod(replica.rtype, replica.index)
+        replica.pod_key, replica.pod_uid = _key_of(created), created["metadata"]["uid"]
+        replica.restart_count = 0
+
+    # Clean-up -------------------------------------------------------------------
+
+    def kill_all(self) -> None:
+        """Ends every live replica process (SIGTERM, then SIGKILL)."""
+        with self.kill_lock:
+            kill_all(self.replicas, self.op.kill_grace_seconds)
+
+    def _delete_pods(self, replicas: List[Replica]) -> None:
+        for replica in replicas:
+            try:
+                self.store.delete(replica.pod_key)
+            except NotFound:
+                pass
+
+
+def _key_of(pod: dict) -> ObjectKey:
+    return ("", "v1", "pods", pod["metadata"]["namespace"], pod["metadata"]["name"])

@@ -1,0 +1,71 @@
+"""The training step's parameters are defined once (`job.step_params`): every place that
+takes them agrees with that definition, names and defaults included."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+
+import pytest
+
+from kfdist import cli
+from kfdist.components.train_distributed.component import train_distributed
+from kfdist.components.train_distributed.job import step_params
+from kfdist.local_run import MnistRunOptions, pipeline_training_params
+from kfdist.pipelines.mnist import mnist_pipeline
+
+ARTIFACTS = ("dataset", "model", "metrics")
+
+
+def test_the_component_takes_exactly_the_step_parameters_in_order_with_their_defaults():
+    signature = inspect.signature(train_distributed.python_func).parameters
+    params = [p for name, p in signature.items() if name not in ARTIFACTS]
+    assert [p.name for p in params] == [p.name for p in step_params.TRAIN_STEP_PARAMS]
+    for declared, defined in zip(params, step_params.TRAIN_STEP_PARAMS):
+        assert declared.default == defined.default, declared.name
+        assert isinstance(declared.default, type(defined.default)), declared.name
+
+
+def test_the_component_documents_every_parameter():
+    doc = train_distributed.python_func.__doc__
+    for param in step_params.TRAIN_STEP_PARAMS:
+        assert f"\n        {param.name}: " in doc, param.name
+
+
+def test_the_pipeline_training_parameters_default_as_the_step_does():
+    signature = inspect.signature(mnist_pipeline.pipeline_func).parameters
+    shared = pipeline_training_params()
+    assert {"backend", "strategy", "workers", "epochs", "ps", "restart_policy"} <= set(shared)
+    for name in shared:
+        assert signature[name].default == step_params.PARAMS_BY_NAME[name].default, name
+
+
+def _subcommand(name: str) -> argparse.ArgumentParser:
+    parser = cli.build_parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices[name]
+
+
+@pytest.mark.parametrize("command, cluster", [("train", True), ("render", True), ("run", False)])
+def test_cli_flags_default_as_the_step_does(command, cluster):
+    parser = _subcommand(command)
+    flags = {a.dest: a for a in parser._actions}
+    for param in step_params.TRAIN_STEP_PARAMS:
+        if command == "run" and (param.cluster or param.name == "backend"):
+            assert param.name not in flags  # kfdist run runs locally
+            continue
+        action = flags[param.name]
+        assert param.cli_flag in action.option_strings
+        expected = [] if isinstance(param.default, dict) else param.default
+        assert action.default == expected, param.name
+
+
+def test_kfdist_run_passes_unset_parameters_as_the_step_defaults():
+    train = MnistRunOptions(output_dir="x", training={"strategy": "mirrored"}).train()
+    assert train["workers"] == 1 and train["restart_policy"] == "ExitCode"
+    assert train["epochs"] == step_params.PARAMS_BY_NAME["epochs"].default
+
+
+def test_unknown_parameters_are_named():
+    with pytest.raises(Exception, match=r"unknown training settings \['gpus'\]"):
+        step_params.complete({"gpus": 1})
