@@ -46,10 +46,10 @@ class MnistRunOptions:
 
     def train(self) -> Dict[str, Any]:
         """Every training parameter the pipeline takes, unset ones resolved (workers, ps, ...)."""
-        from kfdist.components.train_distributed.job import config, step_params
+        from kfdist.components.train_distributed.job import step_params, strategy_rules
 
         values = step_params.complete(self.training)
-        values.update(config.strategy_defaults(values["strategy"], values["ps"],
+        values.update(strategy_rules.strategy_defaults(values["strategy"], values["ps"],
                                                values["restart_policy"], values["workers"] or None))
         return {name: values[name] for name in pipeline_training_params()}
 

@@ -60,12 +60,13 @@ def render_from_args(args: argparse.Namespace):
     """
     from kfdist.components.train_distributed import runtime
     from kfdist.components.train_distributed.job import config
+    from kfdist.components.train_distributed.job import strategy_rules
     from kfdist.components.train_distributed.kubernetes import backend
     from kfdist.components.train_distributed.kubernetes.lifecycle.job_adoption import prepare_body
     from kfdist.step_flags import step_values
 
     values = step_values(args)
-    require(values["backend"] in (config.TFJOB_BACKEND, config.MPIJOB_BACKEND),
+    require(values["backend"] in (strategy_rules.TFJOB_BACKEND, strategy_rules.MPIJOB_BACKEND),
             f"kfdist render prints a cluster job: pass --backend tfjob or mpijob, not "
             f"{values['backend']!r}")
     step = runtime.build_job(**values)

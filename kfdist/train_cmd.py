@@ -16,7 +16,6 @@ import argparse
 import dataclasses
 import json
 import os
-from typing import Any, Dict
 
 from kfdist.components.common.errors import InvalidInputError
 

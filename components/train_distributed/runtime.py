@@ -33,6 +33,8 @@ from typing import Callable, Optional
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.common.errors import TrainingFailedError, require
 from kfdist.components.train_distributed.job import config, step_params
+from kfdist.components.train_distributed.job import strategy_rules
+from kfdist.components.train_distributed.job import work_files
 from kfdist.components.train_distributed.local import local_backend
 from kfdist.components.train_distributed.replica import models
 from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
@@ -80,7 +82,7 @@ def build_job(**values) -> StepJob:
         backend=v["backend"], chief=v["chief"], evaluator=v["evaluator"],
         slots_per_worker=v["slots_per_worker"], backoff_limit=v["backoff_limit"],
         active_deadline_seconds=deadline if deadline else None,
-        **config.strategy_defaults(strategy, v["ps"], v["restart_policy"], v["workers"] or None))
+        **strategy_rules.strategy_defaults(strategy, v["ps"], v["restart_policy"], v["workers"] or None))
     cluster = ClusterOptions(
         image=v["image"] or None, namespace=v["namespace"] or None, work_uri=v["work_uri"] or None,
         pvc_name=v["pvc_name"] or None, gpus_per_worker=v["gpus_per_worker"],
@@ -107,7 +109,7 @@ def _check_dataset(dataset_dir: str, training: config.TrainingConfig,
             f"{training.batch_size_per_replica} x {pipelines} training processes; "
             "lower batch_size_per_replica or workers")
     train_files = meta.shard_paths(dataset_dir, "train")
-    config.check_sharding(training.input_sharding, len(train_files), pipelines)
+    strategy_rules.check_sharding(training.input_sharding, len(train_files), pipelines)
     for path in train_files:
         require(os.path.isfile(path), f"dataset {dataset_dir!r} lacks its train shard {path!r}")
     if spec.evaluator:
@@ -143,11 +145,11 @@ def assemble_report(job: config.JobConfig, restarts: int = 0) -> model_artifact.
     Raises:
       TrainingFailedError: If a report is missing.
     """
-    labels = config.training_task_labels(job.training.strategy, job.job)
+    labels = strategy_rules.training_task_labels(job.training.strategy, job.job)
     replicas = [model_artifact.ReplicaReport(**_read_json(
-        config.replica_report_path(job.work_dir, label), f"the report of {label}"))
+        work_files.replica_report_path(job.work_dir, label), f"the report of {label}"))
         for label in labels]
-    summary = _read_json(os.path.join(job.work_dir, config.CHIEF_SUMMARY_FILE), "the chief's summary")
+    summary = _read_json(os.path.join(job.work_dir, work_files.CHIEF_SUMMARY_FILE), "the chief's summary")
     fraction = summary.get("input_bound_fraction")
     return model_artifact.TrainingReport(
         input_bound_fraction=None if fraction is None else float(fraction),
@@ -229,7 +231,7 @@ def _run(job: config.JobConfig, step: StepJob, resuming: bool, log: Callable[[st
     if resuming:
         log(f"train_distributed: {job.model_dir} holds the backup of an interrupted attempt; "
             "resuming from it")
-    if spec.backend == config.LOCAL_BACKEND:
+    if spec.backend == strategy_rules.LOCAL_BACKEND:
         return local_backend.run_job(job, config_path, log).restarts
     from kfdist.components.train_distributed.kubernetes import backend as cluster_backend
 

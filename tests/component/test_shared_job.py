@@ -14,7 +14,9 @@ import pytest
 
 from kfdist.components.common import storage
 from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.job import work_files
 from kfdist.components.train_distributed.local import local_backend
+from kfdist.components.train_distributed.local.ports import free_ports
 from kfdist.components.train_distributed.job import tf_config
 from kfdist.components.train_distributed.job.work_location import SharedJobLayout, replica_command
 
@@ -37,7 +39,7 @@ def test_two_replicas_train_from_and_upload_to_gs(gcs_emulator, digits_dataset, 
     _job_template(layout.dataset_uri).write(str(job_file))
     storage.upload_file(str(job_file), layout.job_file)
 
-    cluster = tf_config.worker_cluster([f"localhost:{p}" for p in local_backend.free_ports(2)])
+    cluster = tf_config.worker_cluster([f"localhost:{p}" for p in free_ports(2)])
     procs = []
     for _task, cfg in tf_config.tf_configs(cluster):
         env = local_backend.replica_env(cfg)
@@ -56,4 +58,4 @@ def test_two_replicas_train_from_and_upload_to_gs(gcs_emulator, digits_dataset, 
     assert {r["num_replicas_in_sync"] for r in reports} == {2}
     assert reports[0]["weights_sha256"] == reports[1]["weights_sha256"]
     assert reports[0]["pid"] != reports[1]["pid"]
-    assert os.path.isfile(os.path.join(reports_dir, config.CHIEF_SUMMARY_FILE))
+    assert os.path.isfile(os.path.join(reports_dir, work_files.CHIEF_SUMMARY_FILE))

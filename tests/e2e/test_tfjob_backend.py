@@ -21,7 +21,6 @@ import threading
 import time
 from typing import List
 
-import kubernetes
 import pytest
 import yaml
 

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Dict, List, Optional
 
-from kfdist.components.train_distributed.local.local_backend import free_ports
+from kfdist.components.train_distributed.local.ports import free_ports
 from kube_server import operator_rules as rules
 from kube_server import pods as pod_objects
 from kube_server.replica_process import Replica, kill_all, tf_container

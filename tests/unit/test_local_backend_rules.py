@@ -13,9 +13,11 @@ import pytest
 
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.local import local_backend
 from kfdist.components.train_distributed.job import tf_config
-from kfdist.components.train_distributed.local.local_backend import PortReservation, run_processes
+from kfdist.components.train_distributed.local.local_backend import run_processes
+from kfdist.components.train_distributed.local.ports import PortReservation
 from process_state import is_running
 
 
@@ -59,7 +61,7 @@ def test_chief_success_ends_the_job_and_the_ps_and_evaluator(tmp_path):
         (tf_config.Task("evaluator", 0), _program("import time; time.sleep(120)"), dict(os.environ)),
     ]
     started = time.monotonic()
-    result = run_processes(replicas, _spec(ps=1, evaluator=True), config.PARAMETER_SERVER, log)
+    result = run_processes(replicas, _spec(ps=1, evaluator=True), strategy_rules.PARAMETER_SERVER, log)
     assert time.monotonic() - started < 30
     assert result.ended == ["ps-0", "evaluator-0"] and result.restarts == 0
     assert "[chief-0] chief done" in log
@@ -72,18 +74,18 @@ def test_without_a_chief_worker_0_decides_unless_all_workers_must_succeed(tmp_pa
     env = dict(os.environ)
     replicas = [(tf_config.Task("worker", 0), fast, env), (tf_config.Task("worker", 1), slow, env)]
 
-    result = run_processes(replicas, _spec(workers=2, success_policy=""), config.MULTI_WORKER_MIRRORED, Log())
+    result = run_processes(replicas, _spec(workers=2, success_policy=""), strategy_rules.MULTI_WORKER_MIRRORED, Log())
     assert result.ended == ["worker-1"] and not (tmp_path / "w1").exists()
 
     result = run_processes(replicas, _spec(workers=2, success_policy="AllWorkers"),
-                           config.MULTI_WORKER_MIRRORED, Log())
+                           strategy_rules.MULTI_WORKER_MIRRORED, Log())
     assert result.ended == [] and (tmp_path / "w1").exists()
 
 
 def test_never_fails_the_job_on_sigkill_and_names_the_replica():
     replicas = [(tf_config.Task("worker", 0), _program("import os; print('bye'); os.kill(os.getpid(), 9)"), dict(os.environ))]
     with pytest.raises(TrainingFailedError) as error:
-        run_processes(replicas, _spec(restart_policy="Never"), config.MIRRORED, Log())
+        run_processes(replicas, _spec(restart_policy="Never"), strategy_rules.MIRRORED, Log())
     message = str(error.value)
     assert "worker-0" in message and "exit code 137 (killed by SIGKILL)" in message
     assert "restartPolicy Never does not restart exit code 137" in message
@@ -92,7 +94,7 @@ def test_never_fails_the_job_on_sigkill_and_names_the_replica():
 def test_exit_code_policy_restarts_a_killed_replica(tmp_path):
     log = Log()
     replicas = [(tf_config.Task("worker", 0), _program(KILL_SELF_ONCE) + [str(tmp_path / "m")], dict(os.environ))]
-    result = run_processes(replicas, _spec(restart_policy="ExitCode"), config.MIRRORED, log)
+    result = run_processes(replicas, _spec(restart_policy="ExitCode"), strategy_rules.MIRRORED, log)
     assert result.restarts == 1
     assert any("worker-0 exited with code 137; restarting it (restartPolicy ExitCode" in line for line in log)
     assert "[worker-0] second life" in log
@@ -105,17 +107,17 @@ def test_exit_code_policy_restarts_a_killed_replica(tmp_path):
 def test_which_exit_codes_are_retried(tmp_path, policy, code, restarted):
     replicas = [(tf_config.Task("worker", 0), _program(EXIT_ONCE) + [str(tmp_path / "m"), str(code)], dict(os.environ))]
     if restarted:
-        assert run_processes(replicas, _spec(restart_policy=policy), config.MIRRORED, Log()).restarts == 1
+        assert run_processes(replicas, _spec(restart_policy=policy), strategy_rules.MIRRORED, Log()).restarts == 1
     else:
         with pytest.raises(TrainingFailedError, match=f"restartPolicy {policy} does not restart exit code {code}"):
-            run_processes(replicas, _spec(restart_policy=policy), config.MIRRORED, Log())
+            run_processes(replicas, _spec(restart_policy=policy), strategy_rules.MIRRORED, Log())
 
 
 def test_backoff_limit_bounds_the_restarts():
     replicas = [(tf_config.Task("worker", 0), _program("import os; os.kill(os.getpid(), 9)"), dict(os.environ))]
     log = Log()
     with pytest.raises(TrainingFailedError, match=r"backoff limit reached: 2 restart\(s\) of backoff_limit=2"):
-        run_processes(replicas, _spec(restart_policy="OnFailure", backoff_limit=2), config.MIRRORED, log)
+        run_processes(replicas, _spec(restart_policy="OnFailure", backoff_limit=2), strategy_rules.MIRRORED, log)
     assert sum("restarting it" in line for line in log) == 2
 
 
@@ -124,7 +126,7 @@ def test_active_deadline_stops_every_replica(tmp_path):
     replicas = [(tf_config.Task("worker", 0), _program(f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"), dict(os.environ))]
     started = time.monotonic()
     with pytest.raises(TrainingFailedError, match=r"DeadlineExceeded: the job ran longer than active_deadline_seconds=1"):
-        run_processes(replicas, _spec(active_deadline_seconds=1), config.MIRRORED, Log())
+        run_processes(replicas, _spec(active_deadline_seconds=1), strategy_rules.MIRRORED, Log())
     assert time.monotonic() - started < 15
     assert not is_running(int(pid_file.read_text()))
 
@@ -134,7 +136,7 @@ def test_horovod_jobs_end_with_their_launcher():
     replicas = [(tf_config.Task("launcher", 0),
                  _program("print('[1,0]<stdout>:hello from rank 0'); print('[1,1]<stderr>:rank 1 here')"),
                  dict(os.environ))]
-    result = run_processes(replicas, _spec(workers=2, restart_policy="OnFailure"), config.HOROVOD, log)
+    result = run_processes(replicas, _spec(workers=2, restart_policy="OnFailure"), strategy_rules.HOROVOD, log)
     assert result.restarts == 0
     assert "[rank-0] hello from rank 0" in log and "[rank-1] rank 1 here" in log
 
@@ -159,6 +161,6 @@ def test_port_reservations_of_two_jobs_never_overlap():
 
 def test_local_cluster_has_every_replica_type_on_its_own_port():
     spec = _spec(workers=2, ps=2, evaluator=True)
-    cluster = local_backend.local_cluster(spec, config.PARAMETER_SERVER, [5000, 5001, 5002, 5003, 5004, 5005])
+    cluster = local_backend.local_cluster(spec, strategy_rules.PARAMETER_SERVER, [5000, 5001, 5002, 5003, 5004, 5005])
     assert cluster == {"chief": ["localhost:5000"], "worker": ["localhost:5001", "localhost:5002"],
                        "ps": ["localhost:5003", "localhost:5004"], "evaluator": ["localhost:5005"]}

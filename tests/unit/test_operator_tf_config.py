@@ -19,6 +19,7 @@ from typing import Dict, Optional
 import pytest
 
 from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.local import local_backend
 from kfdist.components.train_distributed.job import tf_config
 
@@ -37,11 +38,11 @@ def operator_tf_config(job: str, namespace: str, replicas: Dict[str, int], rtype
 
 
 JOBS = {
-    "ps with evaluator": (config.PARAMETER_SERVER, dict(workers=2, ps=2, evaluator=True)),
-    "mwms with chief and evaluator": (config.MULTI_WORKER_MIRRORED, dict(workers=3, chief=True,
+    "ps with evaluator": (strategy_rules.PARAMETER_SERVER, dict(workers=2, ps=2, evaluator=True)),
+    "mwms with chief and evaluator": (strategy_rules.MULTI_WORKER_MIRRORED, dict(workers=3, chief=True,
                                                                        evaluator=True)),
-    "mwms workers only": (config.MULTI_WORKER_MIRRORED, dict(workers=2)),
-    "mirrored with evaluator": (config.MIRRORED, dict(workers=1, evaluator=True)),
+    "mwms workers only": (strategy_rules.MULTI_WORKER_MIRRORED, dict(workers=2)),
+    "mirrored with evaluator": (strategy_rules.MIRRORED, dict(workers=1, evaluator=True)),
 }
 
 
@@ -68,13 +69,13 @@ def test_local_tf_config_equals_the_operators(name):
 
 def test_a_single_replica_gets_no_tf_config_like_the_operator():
     spec = config.JobSpec(backend="local", workers=1)
-    cluster = local_backend.local_cluster(spec, config.MULTI_WORKER_MIRRORED, [31000])
+    cluster = local_backend.local_cluster(spec, strategy_rules.MULTI_WORKER_MIRRORED, [31000])
     assert tf_config.tf_configs(cluster) == [(tf_config.Task("worker", 0), None)]
     assert operator_tf_config("job", "team", {"Worker": 1}, "Worker", 0) is None
 
 
 def test_the_evaluator_is_in_the_cluster_but_not_in_the_training_cluster():
     spec = config.JobSpec(backend="local", workers=1, ps=1, evaluator=True)
-    cluster = local_backend.local_cluster(spec, config.PARAMETER_SERVER, [1, 2, 3, 4])
+    cluster = local_backend.local_cluster(spec, strategy_rules.PARAMETER_SERVER, [1, 2, 3, 4])
     assert "evaluator" in cluster
     assert sorted(tf_config.training_cluster(cluster)) == ["chief", "ps", "worker"]

@@ -12,6 +12,7 @@ from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.local import local_backend
+from kfdist.components.train_distributed.local import ports as local_ports
 from kfdist.components.train_distributed.replica import models
 from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.job import tf_config
@@ -77,7 +78,7 @@ def test_replica_env(monkeypatch):
 
 
 def test_free_ports_are_distinct():
-    ports = local_backend.free_ports(3)
+    ports = local_ports.free_ports(3)
     assert len(set(ports)) == 3 and all(p > 0 for p in ports)
 
 

@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.job import strategy_rules
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,14 +44,14 @@ class Param:
         return self.flag or "--" + self.name.replace("_", "-")
 
 
-_RESTART_CHOICES = ("",) + config.RESTART_POLICIES
+_RESTART_CHOICES = ("",) + strategy_rules.RESTART_POLICIES
 
 #: Every parameter of the training step, in the component's order.
 TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
-    Param("backend", config.LOCAL_BACKEND, "where the replicas run: local processes, a TFJob or "
-          "an MPIJob", choices=config.BACKENDS),
-    Param("strategy", config.MULTI_WORKER_MIRRORED, "distribution strategy",
-          choices=config.STRATEGIES),
+    Param("backend", strategy_rules.LOCAL_BACKEND, "where the replicas run: local processes, a TFJob or "
+          "an MPIJob", choices=strategy_rules.BACKENDS),
+    Param("strategy", strategy_rules.MULTI_WORKER_MIRRORED, "distribution strategy",
+          choices=strategy_rules.STRATEGIES),
     Param("workers", 0, "worker replicas; 0: the strategy's default (1 for mirrored, else 2)"),
     Param("model_name", "mnist_mlp", "mnist_mlp, mnist_cnn or package.module:function",
           flag="--model"),
@@ -68,14 +68,14 @@ TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
     Param("backoff_limit", 6, "replica restarts allowed before the job fails"),
     Param("active_deadline_seconds", 0, "the job fails once it has run this long; 0: no deadline"),
     Param("input_sharding", "auto", "how workers split the training files",
-          choices=config.INPUT_SHARDINGS),
+          choices=strategy_rules.INPUT_SHARDINGS),
     Param("image", "", "replica image with a pinned tag; empty: kfdist's image for the backend",
           cluster=True),
     Param("namespace", "", "namespace of the job; empty: the step's own", cluster=True),
     Param("work_uri", "", "gs:// prefix or PVC path where the step and the replicas exchange "
           "job, dataset and model; empty: beside a gs:// dataset", cluster=True),
     Param("pvc_name", "", "PersistentVolumeClaim mounted into the step's replicas at "
-          f"{config.PVC_MOUNT_PATH} (use with a work_uri under it)", cluster=True),
+          f"{strategy_rules.PVC_MOUNT_PATH} (use with a work_uri under it)", cluster=True),
     Param("gpus_per_worker", 0, "nvidia.com/gpu per worker", cluster=True),
     Param("cpu_per_worker", "", "CPU request and limit per worker, e.g. 4 or 500m", cluster=True),
     Param("memory_per_worker", "", "memory request and limit per worker, e.g. 8Gi", cluster=True),

@@ -29,6 +29,7 @@ from typing import Callable, Optional
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
 from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
 from kfdist.components.train_distributed.kubernetes.build.job_parts import PvcMount, Resources, RunPolicy
@@ -94,7 +95,7 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
     step reads: with the operator's default success policy the job would be
     Succeeded (and, cleanPodPolicy Running, the other workers' pods deleted)
     as soon as worker 0 exits, racing those uploads, so those jobs use
-    `AllWorkers` (`config.default_success_policy`).
+    `AllWorkers` (`strategy_rules.default_success_policy`).
     """
     resources = Resources(cpu=options.cpu_per_worker, memory=options.memory_per_worker,
                           cpu_limit=options.cpu_per_worker, memory_limit=options.memory_per_worker,
@@ -105,7 +106,7 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
     task_name = options.task_name or DEFAULT_TASK_NAME
     spec, strategy = job.job, job.training.strategy
     image = options.image_for(spec.backend)
-    mpi = spec.backend == config.MPIJOB_BACKEND
+    mpi = spec.backend == strategy_rules.MPIJOB_BACKEND
     deadline = spec.active_deadline_seconds
     from kfdist import HOROVOD_IMAGE, HOROVOD_IMAGE_SSH_DIR
 
@@ -135,7 +136,7 @@ def render_step_job(job: config.JobConfig, options: ClusterOptions,
     namespace = resolve_namespace(options)
     layout = SharedJobLayout(resolve_work_uri(options, dataset_uri, name))
     spec = build_job_spec(job, options, name=name, namespace=namespace, work_uri=layout.work_uri)
-    render = render_mpijob if spec.backend == config.MPIJOB_BACKEND else render_tfjob
+    render = render_mpijob if spec.backend == strategy_rules.MPIJOB_BACKEND else render_tfjob
     return render(spec), layout
 
 

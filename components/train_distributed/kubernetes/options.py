@@ -11,7 +11,7 @@ import dataclasses
 from typing import Mapping, Optional
 
 from kfdist import HOROVOD_IMAGE, RUNTIME_IMAGE
-from kfdist.components.train_distributed.job.config import PVC_MOUNT_PATH
+from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
 
 
 @dataclasses.dataclass(frozen=True)

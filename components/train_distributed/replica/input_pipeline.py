@@ -34,7 +34,7 @@ import tensorflow as tf
 from kfdist.components.common import tf_features
 from kfdist.components.common.dataset_spec import DatasetMetadata
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.job import strategy_rules
 
 BY_FILE = "file"
 BY_RECORD = "record"
@@ -94,7 +94,7 @@ def plan_shards(meta: DatasetMetadata, dataset_dir: str, split: str,
     infos = meta.splits[split].shards
     if not paths:
         raise InvalidInputError(f"split {split!r} of dataset {dataset_dir!r} has no shards")
-    config.check_sharding(sharding, len(paths), num_pipelines, split)
+    strategy_rules.check_sharding(sharding, len(paths), num_pipelines, split)
     expansion = GZIP_EXPANSION if meta.compression else 1
     if sharding == BY_FILE or (sharding != BY_RECORD and len(paths) >= num_pipelines):
         mine = list(range(pipeline_id, len(paths), num_pipelines))

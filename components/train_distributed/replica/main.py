@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -24,6 +23,7 @@ import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
 
 from kfdist.components.train_distributed.job import config, exit_codes, tf_config
+from kfdist.components.train_distributed.job import work_files
 from kfdist.components.train_distributed.replica.outputs import log
 
 #: Errors a replica gets when another replica of its cluster died or restarted.
@@ -88,7 +88,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     where.add_argument("--config", help="JobConfig JSON written by the local backend")
     where.add_argument("--work-uri", help="a cluster job's work location (gs:// or a PVC path)")
     args = parser.parse_args(argv)
-    launcher = os.environ.get(config.LAUNCHER_PID_ENV)
+    launcher = os.environ.get(work_files.LAUNCHER_PID_ENV)
     exit_when_launcher_dies(int(launcher) if launcher else None)
     if args.config:
         from kfdist.components.train_distributed.replica.train import train_replica

@@ -13,6 +13,7 @@ import numpy as np
 
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.train_distributed.job import config
+from kfdist.components.train_distributed.job import work_files
 
 
 def log(line: str) -> None:
@@ -62,7 +63,7 @@ def save_model(model, job: config.JobConfig, role) -> None:
         return
     if not role.all_save:
         return
-    scratch = config.scratch_dir(job.work_dir, role.task.label)
+    scratch = work_files.scratch_dir(job.work_dir, role.task.label)
     model.save(os.path.join(scratch, model_artifact.SAVED_MODEL_DIR), save_format="tf")
     shutil.rmtree(scratch, ignore_errors=True)
 
@@ -75,7 +76,7 @@ def write_chief_outputs(job: config.JobConfig, epochs: List[dict], examples_per_
                     os.path.join(job.model_dir, model_artifact.DATASET_METADATA_FILE))
     write_json(os.path.join(job.model_dir, model_artifact.HISTORY_FILE), {"epochs": epochs})
     last = epochs[-1] if epochs else {}
-    write_json(os.path.join(job.work_dir, config.CHIEF_SUMMARY_FILE), {
+    write_json(os.path.join(job.work_dir, work_files.CHIEF_SUMMARY_FILE), {
         "epochs": len(epochs),
         "final_loss": float(last.get("loss", float("nan"))),
         "final_accuracy": float(last.get("accuracy", float("nan"))),

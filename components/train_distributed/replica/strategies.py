@@ -13,6 +13,7 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 
 from kfdist.components.train_distributed.job import config, tf_config
+from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.replica.outputs import log
 
 
@@ -49,10 +50,10 @@ def _horovod(cluster: Optional[dict]) -> tf.distribute.Strategy:
 
 #: Strategy factories by `TrainingConfig.strategy`; each takes the parsed TF_CONFIG.
 STRATEGY_FACTORIES: Dict[str, Callable[[Optional[dict]], tf.distribute.Strategy]] = {
-    config.MIRRORED: _mirrored,
-    config.MULTI_WORKER_MIRRORED: _multi_worker_mirrored,
-    config.PARAMETER_SERVER: _parameter_server,
-    config.HOROVOD: _horovod,
+    strategy_rules.MIRRORED: _mirrored,
+    strategy_rules.MULTI_WORKER_MIRRORED: _multi_worker_mirrored,
+    strategy_rules.PARAMETER_SERVER: _parameter_server,
+    strategy_rules.HOROVOD: _horovod,
 }
 
 
@@ -81,7 +82,7 @@ class Role:
 
 def make_role(training: config.TrainingConfig, cluster_config: Optional[dict]) -> Role:
     """Creates the strategy (first: collectives must be set up before other TF work)."""
-    if training.strategy == config.HOROVOD:
+    if training.strategy == strategy_rules.HOROVOD:
         from kfdist.components.train_distributed.replica import horovod_support
 
         hvd = horovod_support.horovod_keras()
@@ -90,7 +91,7 @@ def make_role(training: config.TrainingConfig, cluster_config: Optional[dict]) -
                     hvd.size(), all_save=False, hvd=hvd)
     strategy = STRATEGY_FACTORIES[training.strategy](cluster_config)
     task = tf_config.current_task(cluster_config)
-    if training.strategy == config.PARAMETER_SERVER:
+    if training.strategy == strategy_rules.PARAMETER_SERVER:
         return Role(strategy, task, True, 1, all_save=False)
     return Role(strategy, task, tf_config.is_chief(cluster_config),
                 strategy.num_replicas_in_sync, all_save=True)
@@ -98,7 +99,7 @@ def make_role(training: config.TrainingConfig, cluster_config: Optional[dict]) -
 
 def wait_for_all_workers(role: Role, training: config.TrainingConfig) -> None:
     """A barrier across the workers of a MultiWorkerMirrored job (a one-value all-reduce)."""
-    if training.strategy != config.MULTI_WORKER_MIRRORED or role.hvd is not None:
+    if training.strategy != strategy_rules.MULTI_WORKER_MIRRORED or role.hvd is not None:
         return
     strategy = role.strategy
 

@@ -26,6 +26,8 @@ import tensorflow as tf
 
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.train_distributed.job import config, tf_config
+from kfdist.components.train_distributed.job import strategy_rules
+from kfdist.components.train_distributed.job import work_files
 from kfdist.components.train_distributed.replica import callbacks as replica_callbacks
 from kfdist.components.train_distributed.replica import input_pipeline, input_wait, models
 from kfdist.components.train_distributed.replica.outputs import (ReplicaOutcome, log, save_model, weights_sha256,
@@ -55,10 +57,10 @@ def _input(job: config.JobConfig, role: Role, meta, meter) -> object:
     input_fn = input_pipeline.make_input_fn(
         meta, job.dataset_dir, batch_size_per_replica=training.batch_size_per_replica,
         seed=training.seed, sharding=training.input_sharding, log=log if role.leader else None,
-        wait_meter=meter, per_worker_order=training.strategy == config.PARAMETER_SERVER)
+        wait_meter=meter, per_worker_order=training.strategy == strategy_rules.PARAMETER_SERVER)
     if role.hvd is not None:
         return input_fn(tf.distribute.InputContext(role.replicas, role.hvd.rank(), role.replicas))
-    if training.strategy == config.PARAMETER_SERVER:
+    if training.strategy == strategy_rules.PARAMETER_SERVER:
         return tf.keras.utils.experimental.DatasetCreator(input_fn)
     return role.strategy.distribute_datasets_from_function(input_fn)
 
@@ -83,7 +85,7 @@ def train_replica(job: config.JobConfig) -> Optional[ReplicaOutcome]:
 
         sidecar_evaluator.run(job, log)
         return None
-    if training.strategy == config.PARAMETER_SERVER and task.type in (tf_config.WORKER, tf_config.PS):
+    if training.strategy == strategy_rules.PARAMETER_SERVER and task.type in (tf_config.WORKER, tf_config.PS):
         serve_forever(cluster_config, task)
         return None
     role = make_role(training, cluster_config)
@@ -119,7 +121,7 @@ def _fit_and_report(job: config.JobConfig, role: Role) -> ReplicaOutcome:
     meta = dataset_spec.load_metadata(job.dataset_dir)
     global_batch = training.batch_size_per_replica * role.replicas
     steps = input_pipeline.steps_per_epoch(meta, global_batch)
-    meter = None if training.strategy == config.PARAMETER_SERVER else input_wait.InputWaitMeter()
+    meter = None if training.strategy == strategy_rules.PARAMETER_SERVER else input_wait.InputWaitMeter()
     dataset = _input(job, role, meta, meter)
     model, learning_rate = _build_model(job, role, meta)
     callbacks, history_writer, backup_dir = replica_callbacks.make_callbacks(
@@ -156,8 +158,8 @@ def _write_report(job: config.JobConfig, role: Role, model: tf.keras.Model) -> R
         weights_sha256=weights_sha256(weights),
         variable_devices=[str(v.device) for v in model.trainable_variables])
     if job.dump_weights:
-        np.savez(config.weights_dump_path(job.work_dir, role.task.label),
+        np.savez(work_files.weights_dump_path(job.work_dir, role.task.label),
                  *[np.asarray(w) for w in weights])
-    write_json(config.replica_report_path(job.work_dir, role.task.label), dataclasses.asdict(report))
+    write_json(work_files.replica_report_path(job.work_dir, role.task.label), dataclasses.asdict(report))
     log(f"replica {role.task.name} done: weights sha256 {report.weights_sha256[:16]}...")
     return ReplicaOutcome(report, role.leader)

@@ -1,0 +1,201 @@
+"""Supervises a local job's replica processes under the operators' restart and success rules.
+
+Every output line of a replica goes to `log` as it arrives, prefixed with
+`[worker-i] `. A replica that exits non-zero is restarted or fails the job
+per the restart policy (`job.exit_codes`) and backoff limit; when the job
+fails, the others are terminated and `TrainingFailedError` names the
+replica, its exit code and its last lines.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from typing import Callable, Deque, Dict, List, Optional, Sequence
+
+from kfdist.components.common.errors import TrainingFailedError
+from kfdist.components.train_distributed.job import config, exit_codes, strategy_rules, tf_config
+
+LAUNCHER = "launcher"
+#: `mpirun --tag-output` prefix of a rank's line: `[<job>,<rank>]<stdout>:`.
+MPI_TAG = re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?")
+#: A tag `mpirun` leaves at the end of a line when a rank's output arrives split.
+MPI_TAG_AT_END = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:$")
+TAIL_LINES = 30
+POLL_SECONDS = 0.1
+TERMINATE_GRACE_SECONDS = 5.0
+
+
+@dataclasses.dataclass
+class _Replica:
+    """A replica of the job: its program, its current process and output."""
+
+    task: tf_config.Task
+    argv: Sequence[str]
+    env: Dict[str, str]
+    tail: Deque[str]
+    process: Optional[subprocess.Popen] = None
+    reader: Optional[threading.Thread] = None
+    succeeded: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalJobResult:
+    """How a local job went.
+
+    Attributes:
+      restarts: Replica restarts made under the restart policy.
+      ended: Replicas still running when the job succeeded, ended then (PS, evaluator, ...).
+    """
+
+    restarts: int
+    ended: List[str]
+
+
+class Supervisor:
+    """Starts, streams, restarts and stops the replica processes of one job."""
+
+    def __init__(self, log: Callable[[str], None], spec: config.JobSpec, strategy: str):
+        self._log = log
+        self._log_lock = threading.Lock()
+        self._log_error: Optional[BaseException] = None
+        self._spec = spec
+        self._strategy = strategy
+        self.replicas: List[_Replica] = []
+        self.restarts = 0
+
+    def add(self, task: tf_config.Task, argv: Sequence[str], env: Dict[str, str]) -> None:
+        self.replicas.append(_Replica(task, list(argv), env, collections.deque(maxlen=TAIL_LINES)))
+
+    def _start(self, replica: _Replica) -> None:
+        replica.process = subprocess.Popen(
+            list(replica.argv), env=replica.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace",
+            start_new_session=True)
+        replica.reader = threading.Thread(target=self._stream, args=(replica, replica.process),
+                                          name=f"log-{replica.task.label}", daemon=True)
+        replica.reader.start()
+
+    def start_all(self) -> None:
+        for replica in self.replicas:
+            self._start(replica)
+        self.log(f"started {len(self.replicas)} local replica process(es): " + ", ".join(
+            f"{r.task.label} pid {r.process.pid}" for r in self.replicas))
+
+    def log(self, line: str) -> None:
+        """Passes one line to the job's `log`, serialised with the replicas' lines."""
+        with self._log_lock:
+            self._log(line)
+
+    def _stream(self, replica: _Replica, process: subprocess.Popen) -> None:
+        prefix = f"[{replica.task.label}] "
+        for line in process.stdout:
+            line = MPI_TAG_AT_END.sub("", line.rstrip("\n"))
+            replica.tail.append(line)
+            if self._log_error is not None:
+                continue  # keep draining the pipe so the replica never blocks on it
+            try:
+                match = MPI_TAG.match(line)
+                self.log(f"[rank-{match.group(1)}] {line[match.end():]}" if match else prefix + line)
+            except BaseException as e:  # noqa: B902 -- re-raised by wait()
+                self._log_error = e
+
+    def _decides_success(self) -> List[_Replica]:
+        """The replicas whose success is the job's, as the operators decide it."""
+        by_type = lambda t: [r for r in self.replicas if r.task.type == t]  # noqa: E731
+        if self._strategy == strategy_rules.HOROVOD:
+            return by_type(LAUNCHER)
+        if by_type(tf_config.CHIEF):
+            return by_type(tf_config.CHIEF)
+        workers = by_type(tf_config.WORKER)
+        if self._spec.effective_success_policy(self._strategy) == "AllWorkers":
+            return workers
+        return workers[:1]
+
+    def wait(self) -> LocalJobResult:
+        """Returns when the job succeeded; raises when it failed or `log` raised."""
+        deciders = self._decides_success()
+        deadline = self._spec.active_deadline_seconds
+        started = time.monotonic()
+        while not all(r.succeeded for r in deciders):
+            if self._log_error is not None:
+                raise self._log_error
+            if deadline is not None and time.monotonic() - started > deadline:
+                raise TrainingFailedError(
+                    f"training failed: DeadlineExceeded: the job ran longer than "
+                    f"active_deadline_seconds={deadline:g}; its replicas were stopped")
+            for replica in self.replicas:
+                code = replica.process.poll()
+                if code is None or replica.succeeded:
+                    continue
+                if code == 0:
+                    replica.succeeded = True
+                    continue
+                self._on_failure(replica, exit_codes.container_exit_code(code), code)
+            time.sleep(POLL_SECONDS)
+        ended = [r.task.label for r in self.replicas if r.process.poll() is None]
+        if ended:
+            self.log(f"job succeeded; ending the replicas still running: {', '.join(ended)}")
+        return LocalJobResult(restarts=self.restarts, ended=ended)
+
+    def _on_failure(self, replica: _Replica, code: int, returncode: int) -> None:
+        policy = self._spec.restart_policy
+        limit = self._spec.backoff_limit
+        why = None
+        if not exit_codes.should_restart(policy, code):
+            why = f"restartPolicy {policy} does not restart exit code {code}"
+        elif limit is not None and self.restarts >= limit:
+            why = f"backoff limit reached: {self.restarts} restart(s) of backoff_limit={limit} already made"
+        if why is not None:
+            self.stop_all()  # the others first; also completes the failed replica's tail
+            raise TrainingFailedError(self._failure_message(replica, returncode, why))
+        self.restarts += 1
+        if replica.reader is not None:
+            replica.reader.join(timeout=TERMINATE_GRACE_SECONDS)
+        self.log(f"{replica.task.label} exited with code {code}; restarting it "
+                 f"(restartPolicy {policy}, restart {self.restarts}"
+                 f"{'' if limit is None else f' of at most {limit}'})")
+        self._start(replica)
+
+    def stop_all(self) -> None:
+        """Terminates every replica still running (SIGTERM, then SIGKILL) and reaps it."""
+        running = [r for r in self.replicas if r.process is not None and r.process.poll() is None]
+        for r in running:
+            _signal_group(r.process, signal.SIGTERM)
+        deadline = time.monotonic() + TERMINATE_GRACE_SECONDS
+        for r in running:
+            try:
+                r.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(r.process, signal.SIGKILL)
+                r.process.wait()
+        self._join_readers()
+
+    def _join_readers(self) -> None:
+        for r in self.replicas:
+            if r.reader is not None:
+                r.reader.join(timeout=TERMINATE_GRACE_SECONDS)
+
+    def _failure_message(self, failed: _Replica, returncode: int, why: str) -> str:
+        reason = f"exit code {exit_codes.container_exit_code(returncode)}"
+        if returncode < 0:
+            reason += f" (killed by {signal.Signals(-returncode).name})"
+        last = next((line for line in reversed(failed.tail) if line.strip()), "(no output)")
+        lines = "\n".join(f"  {line}" for line in failed.tail) or "  (no output)"
+        return (f"training failed: {failed.task.label} (pid {failed.process.pid}) ended with "
+                f"{reason}: {last}\n{why}; the other replicas were stopped. "
+                f"Last lines of {failed.task.label}:\n{lines}")
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    """Signals the replica's process group (it leads its own session)."""
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
