@@ -6,6 +6,8 @@ unknown fields counted as errors (the API server would silently prune them).
 
 from __future__ import annotations
 
+import dataclasses
+
 import argparse
 import copy
 import decimal
@@ -18,6 +20,7 @@ import pytest
 import yaml
 
 from kfdist import render_cmd
+from kfdist.components.train_distributed.job import config
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
@@ -36,7 +39,6 @@ import crd_schema  # noqa: E402  (tests/ helper module)
 IMAGE = "gcr.io/kfdist/trainer:0.1.0"
 LABELS = run_labels("4c0a5e52-0f5b-4a3e-9d1e-6a1f8f3b2c11", "train-distributed")
 RUN_POLICY = RunPolicy(clean_pod_policy="Running", ttl_seconds_after_finished=600,
-                       active_deadline_seconds=7200, backoff_limit=3,
                        scheduling_policy=SchedulingPolicy(min_available=4, queue="training",
                                                           priority_class="high-priority",
                                                           schedule_timeout_seconds=300))
@@ -46,11 +48,16 @@ def _crd(kind):
     return crd_schema.load_crd(crd_schema.crd_path_for(kind))
 
 
+#: The fields of a job's layout (`config.JobSpec`), given to the factories below like the rest.
+LAYOUT_FIELDS = {f.name for f in dataclasses.fields(config.JobSpec)}
+
+
 def _tfjob_mwms(**changes) -> ClusterJobSpec:
     fields: Dict[str, Any] = dict(
         name="mnist-mwms", namespace="kubeflow-user", backend="tfjob", strategy="multi_worker_mirrored",
         image=IMAGE, command=("python", "-m", "kfdist.components.train_distributed.replica"),
         args=("--config", "gs://bucket/job.json"), workers=3, chief=True,
+        active_deadline_seconds=7200, backoff_limit=3, restart_policy="Never",
         resources=Resources(cpu="4", memory="16Gi", memory_limit="16Gi", gpus=4),
         run_policy=RUN_POLICY, node_selector={"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
         tolerations=(Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),),
@@ -59,13 +66,14 @@ def _tfjob_mwms(**changes) -> ClusterJobSpec:
         image_pull_secrets=("regcred",), labels=LABELS, annotations={"kfdist.dev/note": "test"},
         env={"NCCL_DEBUG": "INFO"})
     fields.update(changes)
-    return ClusterJobSpec(**fields)
+    layout = config.JobSpec(**{k: fields.pop(k) for k in LAYOUT_FIELDS & set(fields)})
+    return ClusterJobSpec(layout=layout, **fields)
 
 
 def _tfjob_ps(**changes) -> ClusterJobSpec:
     base = dict(name="mnist-ps", strategy="parameter_server", workers=4, ps=2, chief=True, evaluator=True,
-                resources=Resources(cpu="2", memory="4Gi", gpus=1), success_policy="AllWorkers",
-                run_policy=RunPolicy(clean_pod_policy="All", active_deadline_seconds=3600))
+                resources=Resources(cpu="2", memory="4Gi", gpus=1),
+                run_policy=RunPolicy(clean_pod_policy="All"), active_deadline_seconds=3600)
     base.update(changes)
     return _tfjob_mwms(**base)
 
@@ -117,7 +125,8 @@ def test_tfjob_mwms_structure():
         "backoffLimit": 3, "schedulingPolicy": {"minAvailable": 4, "queue": "training",
                                                 "priorityClass": "high-priority",
                                                 "scheduleTimeoutSeconds": 300}}
-    assert set(body["spec"]) == {"runPolicy", "tfReplicaSpecs"}  # nothing at the spec root
+    # successPolicy is the only field at the spec root; the rest is in runPolicy.
+    assert set(body["spec"]) == {"runPolicy", "successPolicy", "tfReplicaSpecs"}
     for rtype in ("Chief", "Worker"):
         container = _container(body, rtype)
         assert container["name"] == "tensorflow"
@@ -157,8 +166,9 @@ def test_tfjob_parameter_server_structure():
     body = render_tfjob(_tfjob_ps(overrides={"PS": ReplicaOverride(restart_policy="OnFailure")})).body
     assert {t: s["replicas"] for t, s in body["spec"]["tfReplicaSpecs"].items()} == {
         "Chief": 1, "PS": 2, "Worker": 4, "Evaluator": 1}
-    assert body["spec"]["successPolicy"] == "AllWorkers"
-    assert body["spec"]["runPolicy"] == {"cleanPodPolicy": "All", "activeDeadlineSeconds": 3600}
+    assert "successPolicy" not in body["spec"]  # the chief decides under parameter_server
+    assert body["spec"]["runPolicy"] == {"cleanPodPolicy": "All", "activeDeadlineSeconds": 3600,
+                                         "backoffLimit": 3}
     gpus = {t: _container(body, t)["resources"].get("limits", {}).get("nvidia.com/gpu")
             for t in ("Chief", "PS", "Worker", "Evaluator")}
     assert gpus == {"Chief": None, "PS": None, "Worker": 1, "Evaluator": 1}  # the coordinator needs none
@@ -207,13 +217,11 @@ def test_mpijob_v1_structure_and_limits():
         render_mpijob(_mpijob(), "v3")
 
 
-def test_mpijob_defaults_slots_to_gpus_and_keeps_an_explicit_mpirun():
-    spec = _mpijob(slots_per_worker=None, command=("mpirun", "-np", "8", "python", "train.py"))
+def test_mpijob_keeps_an_explicit_mpirun():
+    spec = _mpijob(command=("mpirun", "-np", "8", "python", "train.py"))
     body = render_mpijob(spec).body
     assert body["spec"]["slotsPerWorker"] == 2
     assert _container(body, "Launcher")["command"] == ["mpirun", "-np", "8", "python", "train.py"]
-    cpu_only = render_mpijob(_mpijob(slots_per_worker=None, resources=Resources())).body
-    assert cpu_only["spec"]["slotsPerWorker"] == 1
 
 
 # --- the validator catches what the API server would prune or refuse --------------------------
@@ -302,32 +310,31 @@ def test_validator_checks_enums():
 @pytest.mark.parametrize("make, expected", [
     (lambda: _tfjob_mwms(workers=0), "workers must be an integer >= 1, got 0"),
     (lambda: _tfjob_mwms(workers=True), "workers must be an integer >= 1, got True"),
-    (lambda: _tfjob_mwms(ps=2), "ps=2 needs strategy 'parameter_server', not 'multi_worker_mirrored'"),
-    (lambda: _tfjob_ps(ps=0), "'parameter_server' needs ps >= 1"),
-    (lambda: _tfjob_ps(chief=False), "'parameter_server' needs chief=True"),
-    (lambda: _tfjob_mwms(strategy="mirrored"), "'mirrored' runs on one machine"),
-    (lambda: _tfjob_mwms(strategy="horovod"), "strategy 'horovod' does not run on backend 'tfjob'"),
-    (lambda: _tfjob_mwms(backend="pytorchjob"), "unknown cluster backend 'pytorchjob'"),
+    (lambda: _tfjob_mwms(ps=2), "ps=2: parameter servers are used only by strategy parameter_server, not 'multi_worker_mirrored'"),
+    (lambda: _tfjob_ps(ps=0), "strategy parameter_server needs ps >= 1 parameter servers, got ps=0"),
+    (lambda: _tfjob_mwms(strategy="mirrored"), "strategy mirrored runs on one worker's local devices, got workers=3 and a chief"),
+    (lambda: _tfjob_mwms(strategy="horovod"), "strategy 'horovod' is not supported by the 'tfjob' backend"),
+    (lambda: _tfjob_mwms(backend="pytorchjob"), "a cluster job needs backend tfjob or mpijob, got 'pytorchjob'"),
     (lambda: _mpijob(strategy="multi_worker_mirrored"),
-     "'multi_worker_mirrored' does not run on backend 'mpijob'"),
-    (lambda: _mpijob(ps=1), "ps=1 needs strategy 'parameter_server'"),
-    (lambda: _mpijob(evaluator=True), "'horovod' has no chief or evaluator replicas"),
-    (lambda: _mpijob(chief=True), "'horovod' has no chief or evaluator replicas"),
+     "strategy 'multi_worker_mirrored' is not supported by the 'mpijob' backend"),
+    (lambda: _mpijob(ps=1), "ps=1: parameter servers are used only by strategy parameter_server"),
+    (lambda: _mpijob(evaluator=True), "strategy horovod cannot run a side-car evaluator"),
+    (lambda: _mpijob(chief=True), "strategy horovod has no chief"),
     (lambda: _mpijob(command=()), "an mpijob needs a command"),
     (lambda: _mpijob(slots_per_worker=0), "slots_per_worker must be an integer >= 1, got 0"),
     (lambda: _mpijob(slots_per_worker=4), "slots_per_worker=4 exceeds the 2 GPUs per worker"),
     (lambda: _mpijob(mpi_implementation="MVAPICH"), "unknown mpi_implementation 'MVAPICH'"),
     (lambda: _mpijob(restart_policy="ExitCode"),
-     "restart policy 'ExitCode' of Launcher is not valid for mpijob"),
+     "restart_policy must be one of ['Never', 'OnFailure'] with strategy 'horovod'"),
     (lambda: _mpijob(ssh_auth_mount_path="home/.ssh"), "ssh_auth_mount_path 'home/.ssh'"),
     (lambda: _mpijob(overrides={"Launcher": ReplicaOverride(resources=Resources(gpus=1))}),
      "the MPI launcher gets no GPUs"),
-    (lambda: _tfjob_mwms(slots_per_worker=2), "slots_per_worker=2 applies to backend 'mpijob' only"),
+    (lambda: _tfjob_mwms(slots_per_worker=2), "slots_per_worker=2 is for strategy horovod only"),
     (lambda: _tfjob_mwms(mpi_implementation="OpenMPI"),
      "mpi_implementation='OpenMPI' applies to backend 'mpijob'"),
     (lambda: _mpijob(success_policy="AllWorkers"),
-     "success_policy 'AllWorkers' is not valid for backend 'mpijob'"),
-    (lambda: _tfjob_mwms(success_policy="ChiefOnly"), "success_policy 'ChiefOnly'"),
+     "success_policy applies to TensorFlow jobs; a horovod job ends with its launcher"),
+    (lambda: _tfjob_mwms(success_policy="ChiefOnly"), "success_policy must be one of ['', 'AllWorkers']"),
     (lambda: _tfjob_mwms(resources=Resources(gpus=-1)),
      "resources: gpus must be an integer from 0 to 2147483647, got -1"),
     (lambda: _tfjob_mwms(resources=Resources(cpu="4 cores")),
@@ -370,7 +377,8 @@ def test_validator_checks_enums():
     (lambda: _tfjob_mwms(service_account="Trainer"), "service_account 'Trainer' is not a valid name"),
     (lambda: _tfjob_mwms(image_pull_secrets=("Reg_Cred",)), "image_pull_secrets entry 'Reg_Cred'"),
     (lambda: _tfjob_mwms(restart_policy="Sometimes"),
-     "restart policy 'Sometimes' of Chief is not valid for tfjob"),
+     "restart_policy must be one of ['Never', 'OnFailure', 'ExitCode'] with strategy "
+     "'multi_worker_mirrored', got 'Sometimes'"),
     (lambda: _tfjob_mwms(overrides={"Launcher": ReplicaOverride()}),
      "override for unknown replica type 'Launcher'"),
     (lambda: _tfjob_mwms(overrides={"PS": ReplicaOverride()}),
@@ -379,8 +387,8 @@ def test_validator_checks_enums():
      "restart policy 'Retry' of Worker"),
     (lambda: _tfjob_mwms(run_policy=RunPolicy(clean_pod_policy="Some")),
      "clean_pod_policy 'Some' is not valid"),
-    (lambda: _tfjob_mwms(run_policy=RunPolicy(active_deadline_seconds=0)), "active_deadline_seconds must be"),
-    (lambda: _tfjob_mwms(run_policy=RunPolicy(backoff_limit=-1)), "backoff_limit must be an integer from 0"),
+    (lambda: _tfjob_mwms(active_deadline_seconds=0), "active_deadline_seconds must be"),
+    (lambda: _tfjob_mwms(backoff_limit=-1), "backoff_limit must be an integer >= 0"),
     (lambda: _tfjob_mwms(run_policy=RunPolicy(ttl_seconds_after_finished=2 ** 31)),
      "ttl_seconds_after_finished"),
     (lambda: _tfjob_mwms(run_policy=RunPolicy(scheduling_policy=SchedulingPolicy(min_available=5))),

@@ -32,7 +32,7 @@ from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
-from kfdist.components.train_distributed.kubernetes.build.job_parts import PvcMount, Resources, RunPolicy
+from kfdist.components.train_distributed.kubernetes.build.job_parts import PvcMount, Resources
 from kfdist.components.train_distributed.kubernetes.build.job_spec import ClusterJobSpec, job_name_for, run_labels
 from kfdist.components.train_distributed.kubernetes.build.render_mpijob import render_mpijob
 from kfdist.components.train_distributed.kubernetes.build.render_tfjob import render_tfjob
@@ -104,25 +104,16 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
                if options.pvc_name else ())
     run_id = options.run_id or DEFAULT_RUN_ID
     task_name = options.task_name or DEFAULT_TASK_NAME
-    spec, strategy = job.job, job.training.strategy
-    image = options.image_for(spec.backend)
-    mpi = spec.backend == strategy_rules.MPIJOB_BACKEND
-    deadline = spec.active_deadline_seconds
+    image = options.image_for(job.job.backend)
     from kfdist import HOROVOD_IMAGE, HOROVOD_IMAGE_SSH_DIR
 
+    mpi = job.job.backend == strategy_rules.MPIJOB_BACKEND
     return ClusterJobSpec(
-        name=name, namespace=namespace, backend=spec.backend, strategy=strategy,
-        image=image, workers=spec.workers, ps=spec.ps,
-        chief=not mpi and spec.has_chief(strategy), evaluator=spec.evaluator,
-        slots_per_worker=spec.slots_per_worker if mpi else None,
+        name=name, namespace=namespace, layout=job.job, strategy=job.training.strategy,
+        image=image, command=tuple(replica_command(work_uri)), resources=resources,
         ssh_auth_mount_path=HOROVOD_IMAGE_SSH_DIR if mpi and image == HOROVOD_IMAGE else None,
-        command=tuple(replica_command(work_uri)), resources=resources,
-        restart_policy=spec.restart_policy,
-        run_policy=RunPolicy(backoff_limit=spec.backoff_limit,
-                             active_deadline_seconds=None if deadline is None else int(deadline)),
         node_selector=dict(options.node_selector), volumes=volumes,
-        service_account=options.service_account, labels=run_labels(run_id, task_name),
-        success_policy=spec.effective_success_policy(strategy) or None)
+        service_account=options.service_account, labels=run_labels(run_id, task_name))
 
 
 def render_step_job(job: config.JobConfig, options: ClusterOptions,

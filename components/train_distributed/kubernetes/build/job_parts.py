@@ -105,15 +105,13 @@ class RunPolicy:
         lingering parameter servers and idle workers, keeping finished pods'
         logs), `All` or `None`.
       ttl_seconds_after_finished: Delete the job this long after it ends.
-      active_deadline_seconds: Fail the job after running this long.
-      backoff_limit: Retries before the job is marked failed.
       scheduling_policy: Gang scheduling settings.
+
+    The backoff limit and the deadline are the job layout's (`config.JobSpec`).
     """
 
     clean_pod_policy: str = "Running"
     ttl_seconds_after_finished: Optional[int] = None
-    active_deadline_seconds: Optional[int] = None
-    backoff_limit: Optional[int] = None
     scheduling_policy: Optional[SchedulingPolicy] = None
 
     def validate(self, total_replicas: int) -> None:
@@ -121,8 +119,6 @@ class RunPolicy:
         require(self.clean_pod_policy in CLEAN_POD_POLICIES,
                 f"clean_pod_policy {self.clean_pod_policy!r} is not valid; valid: {list(CLEAN_POD_POLICIES)}")
         _check_int("ttl_seconds_after_finished", self.ttl_seconds_after_finished, 0)
-        _check_int("active_deadline_seconds", self.active_deadline_seconds, 1, 2 ** 63 - 1)
-        _check_int("backoff_limit", self.backoff_limit, 0)
         policy = self.scheduling_policy
         if policy is None:
             return

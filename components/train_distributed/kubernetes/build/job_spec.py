@@ -1,7 +1,8 @@
 """One typed description of a training job on a cluster, validated once.
 
-`ClusterJobSpec` says what runs (image, command, strategy), how many replicas
-of each type, with which resources, storage, scheduling and run policy. The
+`ClusterJobSpec` says how a job's `layout` (the replicas and their policies,
+the `config.JobSpec` every backend runs) runs on the cluster: image, command,
+resources, storage, scheduling and clean-up. The
 renderers (`render_tfjob`, `render_mpijob`) turn it into a TFJob or MPIJob; its
 `validate()` runs first and rejects, with the bad value and the valid ones,
 everything the API server would refuse, silently drop, or accept and then
@@ -17,28 +18,17 @@ import re
 from typing import Dict, Mapping, Optional, Tuple
 
 from kfdist.components.common.errors import require
+from kfdist.components.train_distributed.job import config, strategy_rules
 from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
 from kfdist.components.train_distributed.kubernetes.build.job_parts import (
     PvcMount, ReplicaOverride, Resources, RunPolicy, Toleration)
 
-TFJOB_BACKEND = "tfjob"
-MPIJOB_BACKEND = "mpijob"
-#: Strategies each cluster backend runs.
-STRATEGIES_BY_CLUSTER_BACKEND: Dict[str, Tuple[str, ...]] = {
-    TFJOB_BACKEND: ("multi_worker_mirrored", "parameter_server", "mirrored"),
-    MPIJOB_BACKEND: ("horovod",),
-}
 #: Replica types of each backend, in rendering order.
 REPLICA_TYPES: Dict[str, Tuple[str, ...]] = {
-    TFJOB_BACKEND: ("Chief", "PS", "Worker", "Evaluator"),
-    MPIJOB_BACKEND: ("Launcher", "Worker"),
-}
-RESTART_POLICIES: Dict[str, Tuple[str, ...]] = {
-    TFJOB_BACKEND: ("Never", "OnFailure", "ExitCode", "Always"),
-    MPIJOB_BACKEND: ("Never", "OnFailure"),  # the MPI Operator's validation accepts no others
+    strategy_rules.TFJOB_BACKEND: ("Chief", "PS", "Worker", "Evaluator"),
+    strategy_rules.MPIJOB_BACKEND: ("Launcher", "Worker"),
 }
 MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")
-SUCCESS_POLICIES = ("AllWorkers",)
 #: Set by the operators; a user may not set them.
 RESERVED_ENV = ("TF_CONFIG",)
 #: Labels tying a job (and its pods) to the KFP run and task that launched it.
@@ -52,37 +42,31 @@ GENERATED_NAME_MAX = 40
 class ClusterJobSpec:
     """A distributed training job on Kubernetes, for either operator.
 
+    The replicas and their policies are the job's `layout` (the same
+    `config.JobSpec` the local backend runs, validated by the same rules);
+    the rest says how they run on the cluster.
+
     Attributes:
       name: Job name: a DNS-1035 label short enough for the operator's pod
         names (`<name>-worker-<i>`, `<name>-launcher`) to stay within 63 characters.
       namespace: Namespace of the job.
-      backend: `tfjob` (Training Operator) or `mpijob` (MPI Operator).
-      strategy: `multi_worker_mirrored`, `parameter_server` or `mirrored`
-        (tfjob), `horovod` (mpijob).
+      layout: Backend (`tfjob` or `mpijob`), replicas, restart policy,
+        backoff limit, deadline and success policy.
+      strategy: The distribution strategy the layout is for.
       image: Image of every replica, with a pinned tag or digest.
       command: Program every replica runs (tfjob; empty: the image entrypoint)
         or every MPI rank runs (mpijob: the launcher wraps it in `mpirun`,
         unless it starts with `mpirun`, `mpiexec` or `horovodrun`).
       args: Arguments after `command`.
       env: Extra environment of every replica.
-      workers: Worker replicas (>= 1).
-      ps: Parameter-server replicas (`parameter_server` only).
-      chief: Whether to add a Chief replica (tfjob). `parameter_server` needs
-        one: it is the coordinator.
-      evaluator: Whether to add a side-car Evaluator replica (tfjob).
       resources: Resources of each worker, and of the chief and evaluator
         (the PS, and the chief under `parameter_server`, get them without GPUs).
       overrides: Per replica type (`Chief`, `PS`, `Worker`, `Evaluator`,
         `Launcher`) resources or restart policy.
-      slots_per_worker: MPI processes per worker (mpijob); default: the
-        worker's GPUs, or 1.
       mpi_implementation: `OpenMPI` (default), `Intel` or `MPICH` (mpijob).
       ssh_auth_mount_path: Where the MPI Operator mounts the SSH keys
         (mpijob v2beta1; `/home/mpiuser/.ssh` for a non-root image).
-      restart_policy: Restart policy of every replica type without an override.
-      run_policy: Cleanup, deadline, retries and gang scheduling.
-      success_policy: `AllWorkers` (tfjob): succeed only when every worker
-        has; by default the chief (or worker 0) decides.
+      run_policy: Cleanup, time to live and gang scheduling.
       node_selector: Node labels every replica requires.
       tolerations: Taints every replica tolerates.
       volumes: PVCs mounted into every replica.
@@ -97,24 +81,17 @@ class ClusterJobSpec:
 
     name: str
     namespace: str
-    backend: str
+    layout: config.JobSpec
     strategy: str
     image: str
-    workers: int
     command: Tuple[str, ...] = ()
     args: Tuple[str, ...] = ()
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    ps: int = 0
-    chief: bool = False
-    evaluator: bool = False
     resources: Resources = Resources()
     overrides: Mapping[str, ReplicaOverride] = dataclasses.field(default_factory=dict)
-    slots_per_worker: Optional[int] = None
     mpi_implementation: Optional[str] = None
     ssh_auth_mount_path: Optional[str] = None
-    restart_policy: str = "Never"
     run_policy: RunPolicy = RunPolicy()
-    success_policy: Optional[str] = None
     node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     tolerations: Tuple[Toleration, ...] = ()
     volumes: Tuple[PvcMount, ...] = ()
@@ -124,13 +101,25 @@ class ClusterJobSpec:
     annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
     istio_sidecar: bool = False
 
+    @property
+    def backend(self) -> str:
+        """`tfjob` or `mpijob`."""
+        return self.layout.backend
+
+    @property
+    def success_policy(self) -> Optional[str]:
+        """The TFJob's `successPolicy` (None: the operator's default)."""
+        if self.backend != strategy_rules.TFJOB_BACKEND:
+            return None
+        return self.layout.effective_success_policy(self.strategy) or None
+
     def replica_counts(self) -> Dict[str, int]:
         """Replicas of each present replica type, in rendering order."""
-        if self.backend == MPIJOB_BACKEND:
-            return {"Launcher": 1, "Worker": self.workers}
-        counts = {"Chief": 1 if self.chief else 0, "PS": self.ps, "Worker": self.workers,
-                  "Evaluator": 1 if self.evaluator else 0}
-        return {rtype: n for rtype, n in counts.items() if n}
+        if self.backend == strategy_rules.MPIJOB_BACKEND:
+            return {"Launcher": 1, "Worker": self.layout.workers}
+        counts = self.layout.replica_counts(self.strategy)
+        return {rtype: counts[rtype.lower()] for rtype in REPLICA_TYPES[strategy_rules.TFJOB_BACKEND]
+                if rtype.lower() in counts}
 
     def resources_for(self, replica_type: str) -> Resources:
         """Resources of one replica of `replica_type` (overrides first)."""
@@ -139,7 +128,8 @@ class ClusterJobSpec:
             return override.resources
         if replica_type == "Launcher":
             return Resources()  # runs mpirun only; GPUs belong on the workers
-        if replica_type == "PS" or (replica_type == "Chief" and self.strategy == "parameter_server"):
+        if replica_type == "PS" or (replica_type == "Chief"
+                                    and self.strategy == strategy_rules.PARAMETER_SERVER):
             return self.resources.without_gpus()
         return self.resources
 
@@ -148,19 +138,17 @@ class ClusterJobSpec:
         override = self.overrides.get(replica_type)
         if override is not None and override.restart_policy is not None:
             return override.restart_policy
-        return self.restart_policy
+        return self.layout.restart_policy
 
     def effective_slots_per_worker(self) -> int:
-        """MPI slots per worker: as set, else the worker's GPUs, else 1."""
-        if self.slots_per_worker is not None:
-            return self.slots_per_worker
-        return max(1, self.resources_for("Worker").gpus)
+        """MPI processes per worker."""
+        return self.layout.slots_per_worker
 
     def longest_pod_hostname(self) -> str:
         """The longest pod or service name the operator derives from `name`."""
         names = [f"{self.name}-{rtype.lower()}-{n - 1}" for rtype, n in self.replica_counts().items()
                  if rtype != "Launcher"]
-        if self.backend == MPIJOB_BACKEND:
+        if self.backend == strategy_rules.MPIJOB_BACKEND:
             names.append(f"{self.name}-launcher")  # the launcher pod's hostname
         return max(names, key=len)
 

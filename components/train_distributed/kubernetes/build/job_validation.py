@@ -12,10 +12,12 @@ from __future__ import annotations
 from kfdist.components.common.errors import require
 from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
 from kfdist.components.train_distributed.kubernetes.build.job_parts import (
-    ReplicaOverride, Resources, check_env, check_labels, check_string_map, is_int)
+    ReplicaOverride, Resources, check_env, check_labels, check_string_map)
+from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.kubernetes.build.job_spec import (
-    MPI_IMPLEMENTATIONS, MPIJOB_BACKEND, REPLICA_TYPES, RESERVED_ENV, RESTART_POLICIES,
-    STRATEGIES_BY_CLUSTER_BACKEND, SUCCESS_POLICIES, TFJOB_BACKEND, ClusterJobSpec)
+    MPI_IMPLEMENTATIONS, REPLICA_TYPES, RESERVED_ENV, ClusterJobSpec)
+
+MPIJOB_BACKEND = strategy_rules.MPIJOB_BACKEND
 
 
 def validate_cluster_job(spec: ClusterJobSpec) -> None:
@@ -34,41 +36,20 @@ def validate_cluster_job(spec: ClusterJobSpec) -> None:
 
 
 def _check_shape(spec: ClusterJobSpec) -> None:
-    require(spec.backend in STRATEGIES_BY_CLUSTER_BACKEND,
-            f"unknown cluster backend {spec.backend!r}; valid: {list(STRATEGIES_BY_CLUSTER_BACKEND)}")
-    valid = STRATEGIES_BY_CLUSTER_BACKEND[spec.backend]
-    require(spec.strategy in valid, f"strategy {spec.strategy!r} does not run on backend "
-            f"{spec.backend!r}; valid strategies: {list(valid)}")
-    require(is_int(spec.workers) and spec.workers >= 1,
-            f"workers must be an integer >= 1, got {spec.workers!r}")
-    require(is_int(spec.ps) and spec.ps >= 0, f"ps must be an integer >= 0, got {spec.ps!r}")
-    ps_strategy = spec.strategy == "parameter_server"
-    require(spec.ps == 0 or ps_strategy, f"ps={spec.ps} needs strategy 'parameter_server', "
-            f"not {spec.strategy!r}; set ps=0")
-    require(not ps_strategy or spec.ps > 0, "strategy 'parameter_server' needs ps >= 1, got ps=0")
-    require(not ps_strategy or spec.chief, "strategy 'parameter_server' needs chief=True "
-            "(the chief is the coordinator)")
-    require(spec.strategy != "mirrored" or (spec.workers == 1 and not spec.chief),
-            f"strategy 'mirrored' runs on one machine: workers must be 1 and chief False, "
-            f"got workers={spec.workers}, chief={spec.chief}")
+    """The layout by the rules every backend shares, then what only a cluster needs."""
+    backends = (strategy_rules.TFJOB_BACKEND, MPIJOB_BACKEND)
+    require(spec.backend in backends,
+            f"a cluster job needs backend {' or '.join(backends)}, got {spec.backend!r}")
+    spec.layout.validate(spec.strategy)
     if spec.backend == MPIJOB_BACKEND:
-        require(not spec.chief and not spec.evaluator, "strategy 'horovod' has no chief or "
-                f"evaluator replicas: got chief={spec.chief}, evaluator={spec.evaluator}")
-        slots = spec.slots_per_worker
-        require(slots is None or (is_int(slots) and slots >= 1),
-                f"slots_per_worker must be an integer >= 1, got {slots!r}")
         impl = spec.mpi_implementation
         require(impl is None or impl in MPI_IMPLEMENTATIONS,
                 f"unknown mpi_implementation {impl!r}; valid: {list(MPI_IMPLEMENTATIONS)}")
         require(bool(spec.command), "an mpijob needs a command: the program every MPI rank runs")
     else:
-        for field in ("slots_per_worker", "mpi_implementation", "ssh_auth_mount_path"):
+        for field in ("mpi_implementation", "ssh_auth_mount_path"):
             require(getattr(spec, field) is None,
                     f"{field}={getattr(spec, field)!r} applies to backend 'mpijob' only, not 'tfjob'")
-    require(spec.success_policy is None or (spec.backend == TFJOB_BACKEND
-                                            and spec.success_policy in SUCCESS_POLICIES),
-            f"success_policy {spec.success_policy!r} is not valid for backend {spec.backend!r}; "
-            f"valid: None (default) or, for tfjob, {list(SUCCESS_POLICIES)}")
 
 
 def _check_names(spec: ClusterJobSpec) -> None:
@@ -107,7 +88,8 @@ def _check_containers(spec: ClusterJobSpec) -> None:
             override.resources is None or isinstance(override.resources, Resources)),
                 f"override for {rtype!r} must be a ReplicaOverride(resources=Resources(...)), "
                 f"got {override!r}")
-    policies = RESTART_POLICIES[spec.backend]
+    policies = (strategy_rules.MPI_RESTART_POLICIES if spec.backend == MPIJOB_BACKEND
+                else strategy_rules.RESTART_POLICIES)
     for rtype in present:
         spec.resources_for(rtype).validate(f"{rtype} resources")
         policy = spec.restart_policy_for(rtype)
@@ -117,7 +99,7 @@ def _check_containers(spec: ClusterJobSpec) -> None:
             "the MPI launcher gets no GPUs (the operator hides them); request GPUs on workers")
     gpus = spec.resources_for("Worker").gpus
     require(spec.backend != MPIJOB_BACKEND or gpus == 0 or spec.effective_slots_per_worker() <= gpus,
-            f"slots_per_worker={spec.slots_per_worker} exceeds the {gpus} GPUs per worker "
+            f"slots_per_worker={spec.effective_slots_per_worker()} exceeds the {gpus} GPUs per worker "
             "(Horovod runs one process per GPU)")
     paths = [v.mount_path for v in spec.volumes]
     require(len(set(paths)) == len(paths), f"two volumes mount at the same path: {paths}")
@@ -133,3 +115,6 @@ def _check_scheduling(spec: ClusterJobSpec) -> None:
     for toleration in spec.tolerations:
         toleration.validate()
     spec.run_policy.validate(total_replicas=sum(spec.replica_counts().values()))
+    deadline = spec.layout.active_deadline_seconds
+    require(deadline is None or float(deadline).is_integer(),
+            f"active_deadline_seconds must be whole seconds on a cluster, got {deadline!r}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from kfdist.components.train_distributed.kubernetes.build.job_parts import GPU_RESOURCE, Resources, RunPolicy, Toleration
+from kfdist.components.train_distributed.kubernetes.build.job_parts import GPU_RESOURCE, Resources, Toleration
 from kfdist.components.train_distributed.kubernetes.build.job_spec import ClusterJobSpec
 
 #: Pod annotation that keeps Istio from injecting its sidecar.
@@ -45,12 +45,15 @@ def render_resources(resources: Resources) -> Dict[str, Dict[str, Any]]:
     return rendered
 
 
-def render_run_policy(policy: RunPolicy) -> Dict[str, Any]:
-    """`spec.runPolicy` (never fields at the spec root, where the API server prunes them)."""
+def render_run_policy(spec: ClusterJobSpec) -> Dict[str, Any]:
+    """`spec.runPolicy` (never fields at the spec root, where the API server prunes them):
+    the run policy's clean-up and scheduling, the layout's backoff limit and deadline."""
+    policy, layout = spec.run_policy, spec.layout
+    deadline = layout.active_deadline_seconds
     rendered: Dict[str, Any] = {"cleanPodPolicy": policy.clean_pod_policy}
     for key, value in (("ttlSecondsAfterFinished", policy.ttl_seconds_after_finished),
-                       ("activeDeadlineSeconds", policy.active_deadline_seconds),
-                       ("backoffLimit", policy.backoff_limit)):
+                       ("activeDeadlineSeconds", None if deadline is None else int(deadline)),
+                       ("backoffLimit", layout.backoff_limit)):
         if value is not None:
             rendered[key] = value
     sched = policy.scheduling_policy

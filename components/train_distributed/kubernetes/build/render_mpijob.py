@@ -37,7 +37,8 @@ from typing import Any, Dict, List
 from kfdist.components.common.errors import require
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     JOB_NAME_LABEL, JOB_ROLE_LABEL, MPIJOB_V1, MPIJOB_V2BETA1, REPLICA_TYPE_LABEL, RenderedJob)
-from kfdist.components.train_distributed.kubernetes.build.job_spec import MPIJOB_BACKEND, ClusterJobSpec
+from kfdist.components.train_distributed.job import strategy_rules
+from kfdist.components.train_distributed.kubernetes.build.job_spec import ClusterJobSpec
 from kfdist.components.train_distributed.kubernetes.build.pod_template import (
     job_metadata, pod_template, render_run_policy)
 
@@ -65,7 +66,7 @@ def mpirun_command(spec: ClusterJobSpec) -> List[str]:
     """
     if posixpath.basename(spec.command[0]) in MPI_LAUNCHERS:
         return list(spec.command)
-    processes = str(spec.workers * spec.effective_slots_per_worker())
+    processes = str(spec.layout.workers * spec.effective_slots_per_worker())
     names = list(FORWARDED_ENV) + [name for name, _ in spec.replica_env()]
     if (spec.mpi_implementation or "OpenMPI") == "OpenMPI":
         forward = [arg for name in names for arg in ("-x", name)]
@@ -99,7 +100,7 @@ def render_mpijob(spec: ClusterJobSpec, api_version: str = "v2beta1") -> Rendere
     require(api_version in MPI_API_VERSIONS,
             f"unknown MPIJob API version {api_version!r}; valid: {list(MPI_API_VERSIONS)}")
     spec.validate()
-    require(spec.backend == MPIJOB_BACKEND, f"render_mpijob needs backend 'mpijob', got {spec.backend!r}")
+    require(spec.backend == strategy_rules.MPIJOB_BACKEND, f"render_mpijob needs backend 'mpijob', got {spec.backend!r}")
     v1 = api_version == "v1"
     if v1:
         require(spec.ssh_auth_mount_path is None, "ssh_auth_mount_path applies to MPIJob v2beta1 only: "
@@ -122,7 +123,7 @@ def render_mpijob(spec: ClusterJobSpec, api_version: str = "v2beta1") -> Rendere
         body_spec["mpiImplementation"] = spec.mpi_implementation or "OpenMPI"
         if spec.ssh_auth_mount_path is not None:
             body_spec["sshAuthMountPath"] = spec.ssh_auth_mount_path
-    body_spec["runPolicy"] = render_run_policy(spec.run_policy)
+    body_spec["runPolicy"] = render_run_policy(spec)
     body_spec["mpiReplicaSpecs"] = replica_specs
     kind = MPIJOB_V1 if v1 else MPIJOB_V2BETA1
     body = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": job_metadata(spec),

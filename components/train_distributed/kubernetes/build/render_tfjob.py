@@ -32,7 +32,8 @@ from typing import Any, Dict
 from kfdist.components.common.errors import require
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, TFJOB_V1, RenderedJob)
-from kfdist.components.train_distributed.kubernetes.build.job_spec import TFJOB_BACKEND, ClusterJobSpec
+from kfdist.components.train_distributed.job import strategy_rules
+from kfdist.components.train_distributed.kubernetes.build.job_spec import ClusterJobSpec
 from kfdist.components.train_distributed.kubernetes.build.pod_template import (
     job_metadata, pod_template, render_run_policy)
 
@@ -45,7 +46,7 @@ TF_PORT = 2222
 
 def tfjob_log_pod_selector(spec: ClusterJobSpec) -> Dict[str, str]:
     """Labels of the pod whose log tells the job's story: the chief, else worker 0."""
-    replica_type = "chief" if spec.chief else "worker"
+    replica_type = "chief" if "Chief" in spec.replica_counts() else "worker"
     return {JOB_NAME_LABEL: spec.name, REPLICA_TYPE_LABEL: replica_type, REPLICA_INDEX_LABEL: "0"}
 
 
@@ -62,7 +63,7 @@ def render_tfjob(spec: ClusterJobSpec) -> RenderedJob:
       InvalidInputError: If `spec` is invalid or not a tfjob.
     """
     spec.validate()
-    require(spec.backend == TFJOB_BACKEND, f"render_tfjob needs backend 'tfjob', got {spec.backend!r}")
+    require(spec.backend == strategy_rules.TFJOB_BACKEND, f"render_tfjob needs backend 'tfjob', got {spec.backend!r}")
     ports = ({"name": TF_PORT_NAME, "containerPort": TF_PORT, "protocol": "TCP"},)
     replica_specs: Dict[str, Any] = {}
     for replica_type, replicas in spec.replica_counts().items():
@@ -74,7 +75,7 @@ def render_tfjob(spec: ClusterJobSpec) -> RenderedJob:
                                      service_account=spec.service_account),
         }
     body_spec: Dict[str, Any] = {
-        "runPolicy": render_run_policy(spec.run_policy),
+        "runPolicy": render_run_policy(spec),
         "tfReplicaSpecs": replica_specs,
     }
     if spec.success_policy is not None:
