@@ -145,24 +145,29 @@ def parse_param_value(name: str, value: Any, parameter_type: str) -> Any:
                 return False
         raise bad("true or false")
     if parameter_type in ("LIST", "STRUCT"):
-        want, what = (list, "a JSON list such as [1, 2]") if parameter_type == "LIST" else (
-            dict, 'a JSON object such as {"key": 1}')
-        parsed = value
-        if isinstance(value, str):
-            try:
-                parsed = json.loads(value)
-            except ValueError:
-                raise bad(what) from None
-        if not isinstance(parsed, want):
-            raise bad(what)
-        try:
-            json.dumps(parsed, allow_nan=False)
-        except (TypeError, ValueError):
-            raise bad(what) from None
-        return parsed
+        return _parse_json_value(value, parameter_type, bad)
     raise InvalidInputError(
         f"parameter {name!r} has type {parameter_type!r}, which kfdist submit cannot set; "
         f"supported types: {', '.join(_SUPPORTED_TYPES)}")
+
+
+def _parse_json_value(value: Any, parameter_type: str, bad) -> Any:
+    """A LIST or STRUCT value: JSON text, or a list/dict that JSON can carry."""
+    want, what = (list, "a JSON list such as [1, 2]") if parameter_type == "LIST" else (
+        dict, 'a JSON object such as {"key": 1}')
+    parsed = value
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            raise bad(what) from None
+    if not isinstance(parsed, want):
+        raise bad(what)
+    try:
+        json.dumps(parsed, allow_nan=False)
+    except (TypeError, ValueError):
+        raise bad(what) from None
+    return parsed
 
 
 def parse_param_args(pairs: Sequence[str]) -> Dict[str, str]:

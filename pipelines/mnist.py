@@ -6,7 +6,7 @@ mnist`) and on a Kubeflow Pipelines cluster; only the training backend differs.
 
 from typing import Dict, NamedTuple
 
-from kfp import dsl, kubernetes
+from kfp import dsl
 
 from kfdist.pipelines import step_pods
 
@@ -14,7 +14,6 @@ from kfdist.components.evaluate_model.component import evaluate_model
 from kfdist.components.export_saved_model.component import export_saved_model
 from kfdist.components.shard_dataset.component import shard_dataset
 from kfdist.components.train_distributed.component import train_distributed
-from kfdist.components.train_distributed.kubernetes.client.kube_api import STEP_POD_FIELDS
 
 PIPELINE_NAME = "mnist"
 
@@ -128,10 +127,6 @@ def mnist_pipeline(
         node_selector=node_selector, service_account=service_account,
         timeout_seconds=timeout_seconds, run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
-    # The launcher names its pod as the job's owner, so deleting the run's
-    # pods garbage-collects any job left behind.
-    for env_name, field_path in STEP_POD_FIELDS:
-        kubernetes.use_field_path_as_env(train, env_name=env_name, field_path=field_path)
     evaluate = evaluate_model(model=train.outputs["model"], dataset=shard.outputs["dataset"],
                               accuracy_threshold=accuracy_threshold)
     with dsl.If(evaluate.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a DSL condition)

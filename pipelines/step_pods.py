@@ -17,6 +17,8 @@ from typing import Dict, Tuple
 
 from kfp import dsl, kubernetes
 
+from kfdist.components.train_distributed.kubernetes.client.kube_api import STEP_POD_FIELDS
+
 #: Short step names by task (component) name, as the UI and `kfdist run` show them.
 STEP_NAMES: Dict[str, str] = {
     "shard-dataset": "shard",
@@ -63,3 +65,8 @@ def configure(**steps: dsl.PipelineTask) -> None:
         kubernetes.add_node_affinity(
             task, match_expressions=[{"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}],
             weight=GPU_AVOIDANCE_WEIGHT)
+        if step == STEP_NAMES["train-distributed"]:
+            # The launcher names its pod as the job's owner, so deleting the run's
+            # pods garbage-collects any job left behind.
+            for env_name, field_path in STEP_POD_FIELDS:
+                kubernetes.use_field_path_as_env(task, env_name=env_name, field_path=field_path)

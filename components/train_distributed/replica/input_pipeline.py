@@ -132,6 +132,38 @@ def _records(plan: ShardPlan, compression: str) -> tf.data.Dataset:
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
+def _in_memory_batches(records: tf.data.Dataset, parse_batch, batch_size: int,
+                       shuffle_seed) -> tf.data.Dataset:
+    """The pipeline's whole part, decoded once and cached as one tensor; every epoch is a
+    fresh permutation (seeded by epoch) cut into batches by parallel gathers."""
+    whole = records.batch(1 << 30).map(parse_batch).cache()  # preprocessed once
+
+    def epoch_batches(epoch, inputs, labels):
+        count = tf.shape(labels, out_type=tf.int64)[0]
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(count), seed=tf.stack([tf.cast(shuffle_seed, tf.int64), epoch]))
+
+        def take(i):
+            picked = order[i * batch_size:(i + 1) * batch_size]
+            return tf.gather(inputs, picked), tf.gather(labels, picked)
+
+        return (tf.data.Dataset.range(count // batch_size)
+                .map(take, num_parallel_calls=tf.data.AUTOTUNE))
+
+    epochs = tf.data.Dataset.range(1 << 62)
+    return tf.data.Dataset.zip((epochs, whole.repeat())).flat_map(
+        lambda epoch, data: epoch_batches(epoch, data[0], data[1]))
+
+
+def _streamed_batches(records: tf.data.Dataset, parse_batch, batch_size: int,
+                      shuffle_seed) -> tf.data.Dataset:
+    """Records through a shuffle buffer, batched, then parsed a batch at a time."""
+    return (records.shuffle(SHUFFLE_BUFFER, seed=shuffle_seed, reshuffle_each_iteration=True)
+            .repeat()
+            .batch(batch_size, drop_remainder=True)
+            .map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE))
+
+
 def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_replica: int,
                   seed: int, split: str = "train", sharding: str = "auto",
                   log: Optional[Callable[[str], None]] = None, wait_meter=None,
@@ -162,33 +194,6 @@ def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_rep
         raw, label = parse(serialized)
         return preprocess(raw), label
 
-    def in_memory(records: tf.data.Dataset, shuffle_seed) -> tf.data.Dataset:
-        # The pipeline's whole part, decoded once and cached as one tensor; every epoch
-        # is a fresh permutation (seeded by epoch) cut into batches by parallel gathers.
-        whole = records.batch(1 << 30).map(parse_batch).cache()  # preprocessed once
-
-        def epoch_batches(epoch, inputs, labels):
-            count = tf.shape(labels, out_type=tf.int64)[0]
-            order = tf.random.experimental.stateless_shuffle(
-                tf.range(count), seed=tf.stack([tf.cast(shuffle_seed, tf.int64), epoch]))
-
-            def take(i):
-                picked = order[i * batch_size_per_replica:(i + 1) * batch_size_per_replica]
-                return tf.gather(inputs, picked), tf.gather(labels, picked)
-
-            return (tf.data.Dataset.range(count // batch_size_per_replica)
-                    .map(take, num_parallel_calls=tf.data.AUTOTUNE))
-
-        epochs = tf.data.Dataset.range(1 << 62)
-        return tf.data.Dataset.zip((epochs, whole.repeat())).flat_map(
-            lambda epoch, data: epoch_batches(epoch, data[0], data[1]))
-
-    def streamed(records: tf.data.Dataset, shuffle_seed) -> tf.data.Dataset:
-        return (records.shuffle(SHUFFLE_BUFFER, seed=shuffle_seed, reshuffle_each_iteration=True)
-                .repeat()
-                .batch(batch_size_per_replica, drop_remainder=True)
-                .map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE))
-
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
         plan = plan_shards(meta, dataset_dir, split, input_context.num_input_pipelines,
                            input_context.input_pipeline_id, sharding)
@@ -202,7 +207,8 @@ def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_rep
             # gives each worker its own order (a fixed one would give them the same batches).
             shuffle_seed = tf.cast(tf.timestamp() * 1e6, tf.int64) % (2 ** 31)
         records = _records(plan, compression)
-        dataset = in_memory(records, shuffle_seed) if cached else streamed(records, shuffle_seed)
+        batches = _in_memory_batches if cached else _streamed_batches
+        dataset = batches(records, parse_batch, batch_size_per_replica, shuffle_seed)
         if wait_meter is None:
             dataset = dataset.prefetch(tf.data.AUTOTUNE)
         else:  # each batch carries the time it was ready into the step's side of `prefetch`
