@@ -112,11 +112,11 @@ def train_distributed(
             retried step re-attaches to it.
         task_name: The KFP task name (the pipeline passes it).
     """
-    from kfdist.components.train_distributed import runtime
-
     # Every parameter but the artifacts goes to the runtime, which defines them
     # (`job.step_params`); 0 and empty strings mean "not set".
     params = {k: v for k, v in locals().items() if k not in ("dataset", "model", "metrics")}
+    from kfdist.components.train_distributed import runtime
+
     report = runtime.train(dataset.path, model.path, dataset_uri=dataset.uri, **params)
     metrics.log_metric("final_loss", report.final_loss)
     metrics.log_metric("final_accuracy", report.final_accuracy)

@@ -79,7 +79,7 @@ def user_models(tmp_path_factory):
 def two_workers(digits_dataset, tmp_path_factory):
     out = tmp_path_factory.mktemp("two_workers")
     log = Log()
-    report = runtime.train(digits_dataset, str(out / "model"), workers=2, log=log,
+    report = runtime.train(digits_dataset, str(out / "model"), workers=2, epochs=5, log=log,
                            debug_dir=str(out / "job"))
     return report, log, out
 

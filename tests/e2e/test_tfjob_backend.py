@@ -32,10 +32,7 @@ from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TFJOB_V1
 from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
 from kfdist.components.train_distributed.job.work_location import replica_command
-from kube_server.cluster_fixtures import (BUCKET, NAMESPACE, PODS, TFJOBS, Cluster, Log,
-                                          step_options as _options)
-from kube_server.store import NotFound
-from process_state import is_running
+from kube_server.cluster_fixtures import BUCKET, NAMESPACE, PODS, Log, step_options as _options
 
 pytestmark = pytest.mark.slow
 
@@ -209,138 +206,6 @@ def test_bad_cluster_setting_fails_before_any_api_call(  # noqa: F811  (gcs_emul
     assert cluster.operator.pids() == []
 
 
-# The process operator itself, with tiny replica programs instead of training ------------------
-
-def _tfjob(name: str, replicas: dict, code: str, **spec) -> dict:
-    container = {"name": "tensorflow", "image": "ghcr.io/kfdist/kfdist-runtime:0.1.0",
-                 "command": ["python", "-c", code], "env": [{"name": "FROM_SPEC", "value": "yes"}]}
-    return {"apiVersion": TFJOB_V1.api_version, "kind": "TFJob",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"runPolicy": {"cleanPodPolicy": "Running"}, **spec, "tfReplicaSpecs": {
-                rtype: {"replicas": n, "restartPolicy": "Never",
-                        "template": {"spec": {"containers": [container]}}}
-                for rtype, n in replicas.items()}}}
-
-
-def _submit(cluster: Cluster, body: dict) -> tuple:
-    key = TFJOBS + (NAMESPACE, body["metadata"]["name"])
-    cluster.server.store.create(key, body)
-    return key
-
-
-def _wait_for(predicate, seconds: float = 20.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {seconds} s")
-
-
-def _terminal(cluster: Cluster, key) -> str:
-    def condition():
-        found = job_status.terminal_condition(cluster.server.store.get(key))
-        return found and found.type
-    return _wait_for(condition)
-
-
-def _pod_log(cluster: Cluster, pod_name: str) -> List[str]:
-    """The pod's log so far; empty while the operator has not created the pod yet."""
-    try:
-        pod = cluster.server.store.get(PODS + (NAMESPACE, pod_name))
-    except NotFound:
-        return []
-    return cluster.server.store.read_log(pod["metadata"]["uid"], 0, 0)[0]
-
-
-PRINT_ENV = "import os; print(os.environ.get('TF_CONFIG', 'none')); print(os.environ['FROM_SPEC'])"
-#: Prints, then lingers so every replica has printed before the chief ends the job; the chief
-#: lingers longest, so the others have finished (Succeeded) by then even on a loaded machine.
-PRINT_ENV_AND_LINGER = (PRINT_ENV + "; import json, time; "
-                        "time.sleep(5 if json.loads(os.environ['TF_CONFIG'])['task']['type'] "
-                        "== 'chief' else 1)")
-
-
-def test_operator_injects_tf_config_in_the_operators_layout(cluster):
-    # cleanPodPolicy None keeps every pod (and its log) after the chief ends the job; with
-    # Running, a replica still running then is deleted, as the real operator does.
-    key = _submit(cluster, _tfjob("layout", {"Chief": 1, "Worker": 2, "Evaluator": 1},
-                                  PRINT_ENV_AND_LINGER, runPolicy={"cleanPodPolicy": "None"}))
-    assert _terminal(cluster, key) == "Succeeded"
-    configs = {}
-    for pod in ("layout-chief-0", "layout-worker-0", "layout-worker-1", "layout-evaluator-0"):
-        tf_config_line, from_spec = _pod_log(cluster, pod)
-        configs[pod] = json.loads(tf_config_line)
-        assert from_spec == "yes"
-    cluster_spec = configs["layout-chief-0"]["cluster"]
-    # Every replica type is in the cluster, the evaluator too (Training Operator v1 genClusterSpec).
-    assert list(cluster_spec) == ["chief", "evaluator", "worker"]
-    addresses = cluster_spec["chief"] + cluster_spec["evaluator"] + cluster_spec["worker"]
-    assert len(addresses) == 4 == len(set(addresses))
-    assert all(a.startswith("localhost:") for a in addresses)
-    assert {pod: (c["task"]["type"], c["task"]["index"]) for pod, c in configs.items()} == {
-        "layout-chief-0": ("chief", 0), "layout-worker-0": ("worker", 0),
-        "layout-worker-1": ("worker", 1), "layout-evaluator-0": ("evaluator", 0)}
-    assert all(c["cluster"] == cluster_spec for c in configs.values())
-    pod = cluster.server.store.get(PODS + (NAMESPACE, "layout-worker-1"))
-    assert pod["status"]["phase"] == "Succeeded"
-    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
-
-
-def test_operator_gives_a_single_replica_no_tf_config(cluster):
-    key = _submit(cluster, _tfjob("single", {"Worker": 1}, PRINT_ENV))
-    assert _terminal(cluster, key) == "Succeeded"
-    assert _pod_log(cluster, "single-worker-0") == ["none", "yes"]
-
-
-
-def _sleeper(worker_0_seconds: float, others_seconds: float) -> str:
-    """A replica program that prints `started`, then sleeps by its TF_CONFIG task index."""
-    return ("import json, os, time; task = json.loads(os.environ['TF_CONFIG'])['task']; "
-            "print('started', flush=True); "
-            f"time.sleep({worker_0_seconds} if task['index'] == 0 else {others_seconds})")
-
-
-@pytest.mark.parametrize("success_policy, pods_left", [
-    (None, ["policy-worker-0"]),  # worker 0 decides; running worker 1 is killed, its pod deleted
-    ("AllWorkers", ["policy-worker-0", "policy-worker-1"]),  # the job waits for worker 1
-])
-def test_operator_success_policy_and_clean_pod_policy(cluster, success_policy, pods_left):
-    spec = {"successPolicy": success_policy} if success_policy else {}
-    body = _tfjob("policy", {"Worker": 2}, _sleeper(0, 2), **spec)
-    key = _submit(cluster, body)
-    assert _terminal(cluster, key) == "Succeeded"
-    assert [p["metadata"]["name"] for p in cluster.server.store.items(PODS, NAMESPACE)] == pods_left
-    assert cluster.wait_no_processes() == []
-
-
-def test_operator_kills_the_replicas_of_a_deleted_job(cluster):
-    key = _submit(cluster, _tfjob("doomed", {"Worker": 2}, _sleeper(60, 60)))
-    _wait_for(lambda: _pod_log(cluster, "doomed-worker-1") == ["started"])
-    pids = cluster.operator.running_pids()
-    assert len(pids) == 2
-    cluster.server.store.delete(key)
-    assert cluster.wait_no_processes(10) == []
-    assert not [pid for pid in pids if is_running(pid)]
-    assert cluster.server.store.items(PODS, NAMESPACE) == []
-
-
-def test_operator_fails_the_job_when_a_replica_fails(cluster):
-    code = ("import json, os, sys; "
-            "sys.exit(3 if json.loads(os.environ['TF_CONFIG'])['task']['index'] else 0)")
-    key = _submit(cluster, _tfjob("broken", {"Worker": 2}, code))
-    assert _terminal(cluster, key) == "Failed"
-    [condition] = [c for c in cluster.server.store.get(key)["status"]["conditions"]
-                   if c["type"] == "Failed"]
-    assert condition["reason"] == "TFJobFailed"
-    assert condition["message"] == (f"TFJob {NAMESPACE}/broken has failed because 1 Worker "
-                                    "replica(s) failed.")
-    pod = cluster.server.store.get(PODS + (NAMESPACE, "broken-worker-1"))
-    assert pod["status"]["phase"] == "Failed"
-    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
-
-
 def test_horovod_trains_as_an_mpijob(cluster, dataset_uri, digits_dataset, tmp_path):
     """backend=mpijob: one MPIJob v2beta1; its launcher's mpirun runs 2 Horovod ranks here."""
     from kfdist import HOROVOD_IMAGE
@@ -399,8 +264,9 @@ def test_parameter_server_trains_as_a_tfjob_with_an_evaluator(cluster, dataset_u
     body = post.body
     assert crd_schema.load_crd(crd_schema.crd_path_for(TFJOB_V1)).validate(body) == []
     # `kfdist render` with the same parameters prints this very object.
-    assert _rendered(["--backend", "tfjob", "--workers", "2", "--epochs", "2",
-                      "--batch-size", "32", "--dataset-uri", dataset_uri]) == body
+    assert _rendered(["--backend", "tfjob", "--strategy", "parameter_server", "--workers", "2",
+                      "--ps", "1", "--evaluator", "--epochs", "3", "--batch-size", "32",
+                      "--run-id", "run-ps", "--dataset-uri", dataset_uri]) == body
     assert sorted(body["spec"]["tfReplicaSpecs"]) == ["Chief", "Evaluator", "PS", "Worker"]
     assert "successPolicy" not in body["spec"]  # the chief decides
     assert body["spec"]["runPolicy"]["backoffLimit"] == 6

@@ -24,12 +24,14 @@ def handle_exit(run, replica: Replica) -> bool:
 def _tf_replica_failed(run, replica: Replica, code: int) -> bool:
     action = rules.tf_on_container_exit(replica.policy, code)
     if action == rules.RESTART_IN_PLACE:
-        _restart_in_place(run, replica, code)
-        counted = [r.restart_count for r in run.replicas
-                   if r.policy in ("OnFailure", "Always", "ExitCode") and r.running()]
+        # The kubelet restarts the container; the operator sees the new restartCount and,
+        # past the limit, fails the job before the new run gets anywhere.
+        counted = [r.restart_count + (r is replica) for r in run.replicas
+                   if r.policy in ("OnFailure", "Always", "ExitCode")]
         if rules.tf_past_backoff_limit(run.run_policy.get("backoffLimit"), counted):
             run.finish("Failed", *rules.tf_failed_backoff(run.kind, run.name), delete_all=True)
             return True
+        _restart_in_place(run, replica, code)
         return False
     run.pod_terminated(replica)
     replica.failed_pods += 1
