@@ -22,7 +22,7 @@ from benchmarks.common import REPO_ROOT, run_child
 CHILD = """
 import json, random, sys, time
 sys.path.insert(0, sys.argv[1])
-from kube_server import FakeOperator, KubeServer, Scenario, sample_tfjob
+from fakes.kube_server import FakeOperator, KubeServer, Scenario, sample_tfjob
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
 from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi

@@ -10,7 +10,8 @@ import pytest
 import kfdist  # noqa: F401  (legacy Keras for every test)
 
 #: Fixtures of the test doubles: the GCS emulator, and the API server with its process operator.
-pytest_plugins = ("gcs_emulator", "kube_server.cluster_fixtures")
+pytest_plugins = ("fakes.gcs_emulator", "fakes.kube_server.cluster_fixtures", "fakes.kfp_server",
+                  "fakes.model_fixture")
 
 
 def _write_canonical_digits(root: str, num_shards: int = 2) -> str:

@@ -27,7 +27,6 @@ from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.evaluate_model.runtime import (
     evaluate, predict_classes, render_report_html, render_report_markdown)
 from kfdist.components.export_saved_model.runtime import EXPORT_INFO_FILE, export
-from model_fixture import trained_model  # noqa: F401  (fixture)
 
 QUIET = dict(log=lambda line: None)
 DATA_URI = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')

@@ -16,7 +16,7 @@ import pytest
 from kfdist.components.common import model_artifact
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed import runtime
-from process_state import is_running
+from fakes.process_state import is_running
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ import pytest
 from kfdist.components.evaluate_model.runtime import evaluate
 from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
-from kube_server.cluster_fixtures import Log, step_options
+from fakes.kube_server.cluster_fixtures import Log, step_options
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ import pytest
 
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TFJOB_V1
 from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
-from kube_server.cluster_fixtures import NAMESPACE, PODS, TFJOBS, Cluster
-from kube_server.store import NotFound
-from process_state import is_running
+from fakes.kube_server.cluster_fixtures import NAMESPACE, PODS, TFJOBS, Cluster
+from fakes.kube_server.store import NotFound
+from fakes.process_state import is_running
 
 pytestmark = pytest.mark.slow
 

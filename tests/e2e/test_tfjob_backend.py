@@ -24,7 +24,7 @@ from typing import List
 import pytest
 import yaml
 
-import crd_schema
+from fakes import crd_schema
 from kfdist.components.common import model_artifact
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
 from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
@@ -32,7 +32,7 @@ from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TFJOB_V1
 from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
 from kfdist.components.train_distributed.job.work_location import replica_command
-from kube_server.cluster_fixtures import BUCKET, NAMESPACE, PODS, Log, step_options as _options
+from fakes.kube_server.cluster_fixtures import BUCKET, NAMESPACE, PODS, Log, step_options as _options
 
 pytestmark = pytest.mark.slow
 

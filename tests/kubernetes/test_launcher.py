@@ -25,7 +25,7 @@ from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
 from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import (
     SPEC_HASH_ANNOTATION, JobNameConflictError, JobTimeoutError, cancel_on_sigterm, launch_and_wait,
     prepare_body)
-from kube_server import DEFAULT_USER, FakeOperator, KubeServer, Scenario, sample_mpijob, sample_tfjob
+from fakes.kube_server import DEFAULT_USER, FakeOperator, KubeServer, Scenario, sample_mpijob, sample_tfjob
 
 TFJOBS = ("kubeflow.org", "v1", "tfjobs")
 PODS = ("", "v1", "pods")
@@ -352,7 +352,7 @@ def _wait_until(predicate, timeout=5.0):
 
 def _start_launcher_process(server, job_name, *args):
     env = dict(os.environ, PYTHONPATH=TESTS_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    command = [sys.executable, "-u", "-m", "kube_server.launch_cli", server.url, job_name, *args]
+    command = [sys.executable, "-u", "-m", "fakes.kube_server.launch_cli", server.url, job_name, *args]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)
 

@@ -18,7 +18,7 @@ from kfdist.components.train_distributed.local import local_backend
 from kfdist.components.train_distributed.job import tf_config
 from kfdist.components.train_distributed.local.local_backend import run_processes
 from kfdist.components.train_distributed.local.ports import PortReservation
-from process_state import is_running
+from fakes.process_state import is_running
 
 
 def _program(code: str):

@@ -16,7 +16,6 @@ import copy
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
 
@@ -27,8 +26,7 @@ import yaml
 import kfdist
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import JobKind
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import crd_schema  # noqa: E402  (tests/ helper module)
+from fakes import crd_schema
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"

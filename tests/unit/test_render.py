@@ -11,9 +11,7 @@ import dataclasses
 import argparse
 import copy
 import decimal
-import os
 import re
-import sys
 from typing import Any, Dict
 
 import pytest
@@ -33,8 +31,7 @@ from kfdist.components.train_distributed.kubernetes.build.job_spec import (
 from kfdist.components.train_distributed.kubernetes.build.render_mpijob import render_mpijob
 from kfdist.components.train_distributed.kubernetes.build.render_tfjob import render_tfjob
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import crd_schema  # noqa: E402  (tests/ helper module)
+from fakes import crd_schema
 
 IMAGE = "gcr.io/kfdist/trainer:0.1.0"
 LABELS = run_labels("4c0a5e52-0f5b-4a3e-9d1e-6a1f8f3b2c11", "train-distributed")

@@ -16,7 +16,7 @@ import yaml
 from kfdist import cli
 from kfdist.submit import (EXIT_TIMEOUT, SubmitResult, add_submit_parser, parse_param_value,
                            submit_pipeline)
-from kfp_server import API, kfp_server  # noqa: F401
+from fakes.kfp_server import API
 
 MNIST_YAML = os.path.join(os.path.dirname(__file__), "..", "..", "pipelines", "mnist.yaml")
 REQUIRED = ["--param", "source_uri=gs://data/mnist", "--param", "export_base=gs://models/serving"]
@@ -179,7 +179,7 @@ def test_login_page_instead_of_the_api_is_an_error(kfp_server, kfdist_main, caps
 
 
 def test_unreachable_host_is_an_error(kfdist_main, capsys):
-    from gcs_emulator import free_port
+    from fakes.gcs_emulator import free_port
 
     rc = kfdist_main(MNIST_YAML, "--host", f"http://127.0.0.1:{free_port()}", *REQUIRED)
     assert rc == 1

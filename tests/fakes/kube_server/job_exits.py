@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kube_server import operator_rules as rules
-from kube_server import pods as pod_objects
-from kube_server.replica_process import Replica
+from fakes.kube_server import operator_rules as rules
+from fakes.kube_server import pods as pod_objects
+from fakes.kube_server.replica_process import Replica
 
 #: The kubelet's restart back-off, shortened for tests.
 RESTART_DELAY_SECONDS = 0.2

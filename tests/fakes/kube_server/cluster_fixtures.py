@@ -11,9 +11,9 @@ from typing import Any, Dict, List
 import kubernetes
 import pytest
 
-from kube_server.process_operator import ProcessOperator
-from kube_server.server import KubeServer
-from process_state import is_running
+from fakes.kube_server.process_operator import ProcessOperator
+from fakes.kube_server.server import KubeServer
+from fakes.process_state import is_running
 
 NAMESPACE = "kubeflow-test"
 BUCKET = "kfdist-e2e"

@@ -6,8 +6,8 @@ import dataclasses
 import json
 from typing import Any, Dict, Optional
 
-from kube_server.selectors import fields_match, labels_match
-from kube_server.store import AlreadyExists, NotFound, now_rfc3339
+from fakes.kube_server.selectors import fields_match, labels_match
+from fakes.kube_server.store import AlreadyExists, NotFound, now_rfc3339
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,8 +15,6 @@ It is stateful: experiments are stored, and each run walks PENDING -> RUNNING
 per step). Every request is recorded (method, path, query, headers, JSON
 body). Any other route answers 404, as the real server does for unknown ones.
 
-    from kfp_server import kfp_server  # noqa: F401
-
     def test_something(kfp_server):
         kfp_server.outcome = "FAILED"
         ... kfdist submit --host kfp_server.url ...

@@ -22,9 +22,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import kubernetes
 
-from kube_server import routes
-from kube_server.faults import Faults, RequestLog
-from kube_server.store import Gone, ObjectStore
+from fakes.kube_server import routes
+from fakes.kube_server.faults import Faults, RequestLog
+from fakes.kube_server.store import Gone, ObjectStore
 
 SERVED = {("kubeflow.org", "v1", "tfjobs"), ("kubeflow.org", "v2beta1", "mpijobs"),
           ("kubeflow.org", "v1", "mpijobs"), ("", "v1", "pods"), ("", "v1", "events")}

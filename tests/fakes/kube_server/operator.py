@@ -15,8 +15,8 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-from kube_server import pods as pod_objects
-from kube_server.store import NotFound, ObjectKey, ObjectStore, now_rfc3339
+from fakes.kube_server import pods as pod_objects
+from fakes.kube_server.store import NotFound, ObjectKey, ObjectStore, now_rfc3339
 
 SUCCEEDED, FAILED, HANG = "Succeeded", "Failed", "Hang"
 

@@ -13,7 +13,7 @@ import time
 from typing import Any, Deque, Dict, List, Mapping, Optional
 
 from kfdist.components.train_distributed.job import exit_codes
-from kube_server.store import ObjectKey, ObjectStore
+from fakes.kube_server.store import ObjectKey, ObjectStore
 
 #: The container the operator injects TF_CONFIG into, and whose command runs.
 TF_CONTAINER = "tensorflow"

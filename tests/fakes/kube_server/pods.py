@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     JOB_NAME_LABEL, JOB_ROLE_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL)
-from kube_server.store import ObjectKey, now_rfc3339
+from fakes.kube_server.store import ObjectKey, now_rfc3339
 
 OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
 _WAITING_MESSAGES = {

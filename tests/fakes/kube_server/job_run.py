@@ -11,10 +11,10 @@ import time
 from typing import Dict, List, Optional
 
 from kfdist.components.train_distributed.local.ports import free_ports
-from kube_server import operator_rules as rules
-from kube_server import pods as pod_objects
-from kube_server.replica_process import Replica, kill_all, tf_container
-from kube_server.store import AlreadyExists, NotFound, ObjectKey, now_rfc3339
+from fakes.kube_server import operator_rules as rules
+from fakes.kube_server import pods as pod_objects
+from fakes.kube_server.replica_process import Replica, kill_all, tf_container
+from fakes.kube_server.store import AlreadyExists, NotFound, ObjectKey, now_rfc3339
 
 _TYPE_ORDER = ("Chief", "Master", "PS", "Worker", "Evaluator", "Launcher")
 
@@ -131,7 +131,7 @@ class JobRun:
             self.store.update(replica.pod_key, pod_objects.start_running)
 
     def _supervise(self) -> None:
-        from kube_server.job_exits import handle_exit
+        from fakes.kube_server.job_exits import handle_exit
 
         while True:
             self._wait(self.op.poll_seconds)

@@ -4,9 +4,7 @@
 `components/common/model_artifact.py` from a kfdist dataset: a tf_keras
 Flatten → Dense(64) → Dense(softmax) classifier trained for a few epochs on the
 preprocessed `train` split, plus dataset_metadata.json, history.json and
-training_report.json. Test modules import the `trained_model` fixture:
-
-    from model_fixture import trained_model  # noqa: F401
+training_report.json, as the `trained_model` fixture (registered by tests/conftest.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Runs the launcher as a KFP step would, in its own process: `python -m kube_server.launch_cli URL NAME`.
+"""Runs the launcher as a KFP step would, in its own process: `python -m fakes.kube_server.launch_cli URL NAME`.
 
 Used to test what only a real process shows: SIGTERM handling (exit status
 143, job deleted) and a launcher killed outright (SIGKILL) whose retry re-attaches.
@@ -13,7 +13,7 @@ import kubernetes
 
 from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi, OwnerRef
 from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import cancel_on_sigterm, launch_and_wait
-from kube_server.sample_jobs import sample_tfjob
+from fakes.kube_server.sample_jobs import sample_tfjob
 
 
 def main(argv=None) -> int:

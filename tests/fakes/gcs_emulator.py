@@ -4,9 +4,7 @@ The emulator runs in memory on a free localhost port for the whole test
 session; each test that asks for the `gcs_emulator` fixture gets
 `STORAGE_EMULATOR_HOST` pointed at it (so `kfdist.components.common.storage`
 and any subprocess the test starts talk to the emulator) and a helper to make
-buckets and move files. Test modules import the fixture:
-
-    from gcs_emulator import gcs_emulator  # noqa: F401
+buckets and move files (tests/conftest.py registers the fixture):
 
     def test_something(gcs_emulator):
         gcs_emulator.create_bucket("data")

@@ -28,7 +28,8 @@ from kfdist.components.train_distributed.kubernetes.build.job_kinds import JobKi
 #: Where the CRDs are looked for, first match wins: $KFDIST_CRD_DIR, then the copies in
 #: tests/data/crds (Training Operator v1.9, MPI Operator v0.8.2, unmodified).
 CRD_DIRS = tuple(d for d in (os.environ.get("KFDIST_CRD_DIR"),
-                             os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "crds"))
+                             os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                          "data", "crds"))
                  if d)
 #: CRD file of each served kind.
 CRD_FILES = {

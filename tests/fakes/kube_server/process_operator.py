@@ -42,8 +42,8 @@ from __future__ import annotations
 import threading
 from typing import Dict, List, Mapping, Optional
 
-from kube_server.job_run import JobRun
-from kube_server.store import ObjectKey, ObjectStore
+from fakes.kube_server.job_run import JobRun
+from fakes.kube_server.store import ObjectKey, ObjectStore
 
 
 class ProcessOperator:
