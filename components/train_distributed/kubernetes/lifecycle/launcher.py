@@ -28,7 +28,7 @@ from kfdist.components.train_distributed.kubernetes.lifecycle.job_diagnosis impo
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import JOB_NAME_LABEL, RenderedJob
 from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi, OwnerRef
 from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
-    NotFoundError, ResourceExpiredError, TransientApiError)
+    KubeApiError, NotFoundError, ResourceExpiredError, TransientApiError)
 from kfdist.components.train_distributed.kubernetes.lifecycle.pod_logs import PodLogFollower
 from kfdist.components.train_distributed.kubernetes.lifecycle.step_signals import (  # noqa: F401  (re-exported)
     StepCancelled, cancel_on_sigterm, shielded)
@@ -143,6 +143,10 @@ class _Launch:
             problems = diagnose_pods(self.api, self.job, follower.problems(), self.log)
             raise TrainingFailedError(self._failure_message(final, condition, problems))
         self.log(f"{self.what} succeeded: {condition.message or condition.reason}")
+        try:
+            follower.take_census()
+        except KubeApiError as error:
+            self.log(f"Could not count the replicas' restarts: {error}")
         return JobOutcome(self.job.kind.kind, self.job.namespace, self.job.name,
                           final["metadata"]["uid"], adopted, condition.reason, condition.message,
                           time.monotonic() - self.started, follower.restarts())

@@ -74,7 +74,8 @@ class PodLogFollower:
     def restarts(self) -> int:
         """Replica restarts seen: pods the operator re-created (new uid for the same
         replica: `ExitCode`, a launcher Job's next pod) plus in-place container restarts
-        (`OnFailure`). A replica restarted twice within one re-list after 410 Gone counts once."""
+        (`OnFailure`). Pods are watched between log streams and listed once at the end: a
+        replica re-created twice while a stream held the follower counts once."""
         with self._lock:
             return sum(len(pods) - 1 + sum(pods.values()) for pods in self._incarnations.values())
 
@@ -149,10 +150,7 @@ class PodLogFollower:
             return  # replayed by a watch resumed from before a fresh read
         self._pods[name] = pod
         who = js.pod_display_name(pod)
-        with self._lock:
-            pods = self._incarnations.setdefault(who, {})
-            uid = pod["metadata"].get("uid", name)
-            pods[uid] = max(pods.get(uid, 0), js.restart_count(pod, js.main_container(pod)))
+        self._count_incarnation(pod)
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         if self._is_log_pod(pod) and self._phases.get(name) != phase:
             self._phases[name] = phase
@@ -166,6 +164,24 @@ class PodLogFollower:
                     self._problems.append(entry)
             if new:
                 self._emit(f"[{who}] {problem}")
+
+    def _count_incarnation(self, pod: dict) -> None:
+        """Records which pod (uid) plays the replica, and its container's restarts."""
+        with self._lock:
+            pods = self._incarnations.setdefault(js.pod_display_name(pod), {})
+            uid = pod["metadata"].get("uid", pod["metadata"]["name"])
+            pods[uid] = max(pods.get(uid, 0), js.restart_count(pod, js.main_container(pod)))
+
+    def take_census(self) -> None:
+        """One last look at the job's pods (after `finish`): a replica re-created while a log
+        stream held the follower (it watches pods between streams) is counted by its new uid.
+
+        Raises:
+          KubeApiError: If the pods cannot be listed.
+        """
+        pods, _ = self._api.list_pods(self._namespace, self._selector)
+        for pod in pods:
+            self._count_incarnation(pod)
 
     def _is_log_pod(self, pod: dict) -> bool:
         labels = pod["metadata"].get("labels") or {}
