@@ -70,6 +70,9 @@ def test_a_killed_ps_worker_is_restarted_locally_and_the_chief_carries_on(digits
     model_dir = str(tmp_path / "model")
     report = runtime.train(digits_dataset, model_dir, log=log, **SETTINGS)
     _check_the_chief_carried_on(report, log, model_dir, digits_dataset)
+    # The coordinator saw its steps on worker 1 fail, and ran them on worker 0 meanwhile.
+    assert any("Worker /job:worker/replica:0/task:1 failed with UnavailableError" in line
+               for line in log.starting("[chief-0] ")), log.lines
     assert any("worker-1 exited with code 137; restarting it" in line for line in log.lines)
     assert report.restarts == 1  # worker 1 only: the chief and the PS never failed
 
