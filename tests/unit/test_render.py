@@ -7,6 +7,7 @@ unknown fields counted as errors (the API server would silently prune them).
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import argparse
 import copy
@@ -530,3 +531,23 @@ def test_render_command_rejects_bad_input(argv, expected, capsys):
     assert "kfdist: invalid input: " in capsys.readouterr().err
     with pytest.raises(InvalidInputError, match=re.escape(expected)):
         render_cmd.render_from_args(_parse(base + argv))
+
+
+def test_render_stage_writes_the_work_files_the_printed_job_reads(gcs_emulator, digits_dataset,
+                                                                   tmp_path, capsys):
+    """`--stage`: the job.json and the dataset the replicas read are at the work location, so
+    applying what is printed runs; the staged job describes the printed job's training."""
+    gcs_emulator.create_bucket("render-stage")
+    work = "gs://render-stage/jobs/x"
+    args = _parse(["--backend", "tfjob", "--namespace", "team-a", "--work-uri", work,
+                   "--workers", "3", "--epochs", "7", "--dataset", digits_dataset, "--stage"])
+    assert args.func(args) == 0
+    body = yaml.safe_load(capsys.readouterr().out)
+    [container] = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    assert container["command"][-2:] == ["--work-uri", work]
+    staged = gcs_emulator.list(work + "/")
+    assert f"{work}/job.json" in staged
+    assert f"{work}/dataset/metadata.json" in staged
+    job = config.JobConfig.read(os.path.join(gcs_emulator.download_dir(work, str(tmp_path / "w")),
+                                             "job.json"))
+    assert (job.training.epochs, job.job.workers, job.dataset_dir) == (7, 3, f"{work}/dataset")
