@@ -138,8 +138,10 @@ def test_operator_kills_the_replicas_of_a_deleted_job(cluster):
 
 
 def test_operator_fails_the_job_when_a_replica_fails(cluster):
-    code = ("import json, os, sys; "
-            "sys.exit(3 if json.loads(os.environ['TF_CONFIG'])['task']['index'] else 0)")
+    # Worker 1 fails at once; worker 0, whose success would end the job, finishes later.
+    code = ("import json, os, sys, time; "
+            "index = json.loads(os.environ['TF_CONFIG'])['task']['index']; "
+            "time.sleep(0 if index else 5); sys.exit(3 if index else 0)")
     key = _submit(cluster, _tfjob("broken", {"Worker": 2}, code))
     assert _terminal(cluster, key) == "Failed"
     [condition] = [c for c in cluster.server.store.get(key)["status"]["conditions"]

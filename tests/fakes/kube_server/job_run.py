@@ -156,14 +156,17 @@ class JobRun:
     def finish(self, ctype: str, reason: str, message: str, delete_all: bool = False) -> None:
         """Ends the job with condition `ctype`; cleanPodPolicy (or, past the backoff limit or
         the deadline, everything) decides which pods go. Nothing outlives it."""
+        if delete_all:  # the operator deletes everything first, then writes the condition
+            self.kill_all()
+            self._delete_pods(self.replicas)
+            self.op.terminal_at[self.name] = time.monotonic()
+            return self._condition(ctype, reason, message)
         self.op.terminal_at[self.name] = time.monotonic()
         self._condition(ctype, reason, message)
         policy = self.run_policy.get("cleanPodPolicy") or rules.DEFAULT_CLEAN_POD_POLICY
         still_running = [r for r in self.replicas if r.exit_code is None]
         self.kill_all()
         cleaned = [r for r in self.replicas if not (self.mpi and r.rtype == "Launcher")]
-        if delete_all:
-            return self._delete_pods(self.replicas)
         if policy == "All":
             self._delete_pods(cleaned)
         elif policy == "Running":
