@@ -10,6 +10,7 @@ pipeline root and reused by a later run with the same data and parameters.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -44,6 +45,7 @@ class MnistRunOptions:
     cache: bool = True
     verbose: bool = False
 
+    @functools.cached_property
     def train(self) -> Dict[str, Any]:
         """Every training parameter the pipeline takes, unset ones resolved (workers, ps, ...)."""
         from kfdist.components.train_distributed.job import step_params, strategy_rules
@@ -82,7 +84,7 @@ def validate_mnist_options(opts: MnistRunOptions) -> None:
 
     validate_options(
         source_format="mnist_idx", label_column="label", num_shards=opts.num_shards,
-        num_eval_shards=None, eval_fraction=opts.eval_fraction, seed=opts.train()["seed"],
+        num_eval_shards=None, eval_fraction=opts.eval_fraction, seed=opts.train["seed"],
         compression=None, image_shape=None, shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER)
     if opts.source_uri is not None:
         if storage.is_gcs(opts.source_uri):
@@ -90,7 +92,7 @@ def validate_mnist_options(opts: MnistRunOptions) -> None:
                 raise InvalidInputError(f"--data {opts.source_uri!r}: nothing exists there")
         else:  # headers, counts and gzip integrity, read before anything is written
             readers.open_source(opts.source_uri, "mnist_idx", ReaderOptions())
-    validate_training_args(**opts.train())
+    validate_training_args(**opts.train)
     validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold)
     validate_export_args(serving_model_name=opts.serving_model_name)
 
@@ -136,7 +138,7 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
                 source_uri=source_uri, export_base=export_base, num_shards=opts.num_shards,
                 eval_fraction=opts.eval_fraction, accuracy_threshold=opts.accuracy_threshold,
                 serving_model_name=opts.serving_model_name,
-                source_version=storage.content_version(source_uri), **opts.train())
+                source_version=storage.content_version(source_uri), **opts.train)
     except RuntimeError as err:
         from kfdist.run_console import strip_colours
 
@@ -153,7 +155,7 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
 
 
 def _headline(opts: MnistRunOptions, output_dir: str) -> str:
-    train = opts.train()
+    train = opts.train
     replicas = f"{train['workers']} worker(s)" + (f", {train['ps']} ps" if train["ps"] else "")
     return (f"kfdist run mnist: {train['strategy']}, {replicas}, {train['epochs']} epochs of "
             f"{train['model_name']} -> {output_dir}")
@@ -177,7 +179,7 @@ def _export_record(outputs) -> Dict[str, Any]:
 def _summarise(outputs, opts: MnistRunOptions, source_uri: str, export_base: str,
                output_dir: str, wall_seconds: float) -> Dict[str, Any]:
     train_metrics = dict(outputs["training_metrics"].metadata)
-    train = opts.train()
+    train = opts.train
     return {
         "pipeline": "mnist",
         "data": source_uri,

@@ -69,8 +69,7 @@ def _docstring() -> str:
 
 
 def _mnist(*args, **kwargs):
-    values = _signature().bind(*args, **kwargs).arguments
-    return _mnist_dag(**values)
+    return _mnist_dag(**_mnist.__signature__.bind(*args, **kwargs).arguments)
 
 
 def _mnist_dag(source_uri, export_base, num_shards, eval_fraction, accuracy_threshold,

@@ -74,22 +74,16 @@ def build_job(**values) -> StepJob:
     v = step_params.complete(values)
     strategy = v["strategy"]
     training = config.TrainingConfig(
-        model_name=v["model_name"], epochs=v["epochs"],
-        batch_size_per_replica=v["batch_size_per_replica"], learning_rate=v["learning_rate"],
-        seed=v["seed"], strategy=strategy, input_sharding=v["input_sharding"])
+        **{f.name: v[f.name] for f in dataclasses.fields(config.TrainingConfig)})
     deadline = v["active_deadline_seconds"]
     spec = config.JobSpec(
         backend=v["backend"], chief=v["chief"], evaluator=v["evaluator"],
         slots_per_worker=v["slots_per_worker"], backoff_limit=v["backoff_limit"],
         active_deadline_seconds=deadline if deadline else None,
         **strategy_rules.strategy_defaults(strategy, v["ps"], v["restart_policy"], v["workers"] or None))
-    cluster = ClusterOptions(
-        image=v["image"] or None, namespace=v["namespace"] or None, work_uri=v["work_uri"] or None,
-        pvc_name=v["pvc_name"] or None, gpus_per_worker=v["gpus_per_worker"],
-        cpu_per_worker=v["cpu_per_worker"] or None, memory_per_worker=v["memory_per_worker"] or None,
-        node_selector=dict(v["node_selector"] or {}), service_account=v["service_account"] or None,
-        timeout_seconds=float(v["timeout_seconds"]) if v["timeout_seconds"] else None,
-        run_id=v["run_id"] or None, task_name=v["task_name"] or None)
+    # An empty string is an unset cluster setting: None in `ClusterOptions`.
+    cluster = ClusterOptions(**{p.name: None if v[p.name] == "" else v[p.name]
+                                for p in step_params.TRAIN_STEP_PARAMS if p.cluster})
     training.validate()
     spec.validate(strategy)
     models.resolve_model(training.model_name)

@@ -61,7 +61,7 @@ def test_cli_flags_default_as_the_step_does(command, cluster):
 
 
 def test_kfdist_run_passes_unset_parameters_as_the_step_defaults():
-    train = MnistRunOptions(output_dir="x", training={"strategy": "mirrored"}).train()
+    train = MnistRunOptions(output_dir="x", training={"strategy": "mirrored"}).train
     assert train["workers"] == 1 and train["restart_policy"] == "ExitCode"
     assert train["epochs"] == step_params.PARAMS_BY_NAME["epochs"].default
 

@@ -183,7 +183,7 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
         stage_job(job, layout, dataset_uri)
     with step_signals.cancel_on_sigterm():
         try:
-            outcome = launcher.launch_and_wait(rendered, api, timeout_seconds=options.timeout_seconds,
+            outcome = launcher.launch_and_wait(rendered, api, timeout_seconds=options.timeout_seconds or None,
                                      log=log, owner=api.read_own_pod_reference())
         except launcher.JobTimeoutError:
             raise  # the job and its pods are deleted: no logs left to quote

@@ -33,7 +33,8 @@ class ClusterOptions:
       memory_per_worker: Memory request and limit of each worker, e.g. `8Gi`.
       node_selector: Node labels every replica requires.
       service_account: Service account of the replica pods.
-      timeout_seconds: Deadline of the step; the job is deleted when it passes.
+      timeout_seconds: Deadline of the step; the job is deleted when it passes (0 or
+        None: no deadline).
       run_id: The KFP run id; with `task_name` it names the job deterministically.
       task_name: The KFP task name.
     """

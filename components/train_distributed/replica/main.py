@@ -45,7 +45,7 @@ def exit_when_launcher_dies(launcher_pid: Optional[int]) -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(1.0)
-        os._exit(3)
+        os._exit(exit_codes.LAUNCHER_GONE)
 
     threading.Thread(target=watch, name="launcher-watchdog", daemon=True).start()
 

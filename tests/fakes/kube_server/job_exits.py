@@ -34,7 +34,6 @@ def _tf_replica_failed(run, replica: Replica, code: int) -> bool:
         _restart_in_place(run, replica, code)
         return False
     run.pod_terminated(replica)
-    replica.failed_pods += 1
     if action == rules.RESTART:
         active = sum(1 for r in run.replicas if r.running())
         if rules.tf_new_failure_exceeds_zero_limit(run.run_policy.get("backoffLimit"), active,

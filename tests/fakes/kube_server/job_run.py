@@ -48,13 +48,13 @@ class JobRun:
     def _run(self) -> None:
         try:
             self._create_pods()
-            self._condition("Created", *rules.tf_created(self.kind, self.name))
-            self._wait(self.op.pending_seconds)
+            self.condition("Created", *rules.tf_created(self.kind, self.name))
+            self.wait(self.op.pending_seconds)
             self.started_at = time.monotonic()
             self.tf_configs = self._tf_configs()
             for replica in self.replicas:
                 self.start(replica)
-            self._condition("Running", *rules.tf_running(self.kind, self.namespace, self.name))
+            self.condition("Running", *rules.tf_running(self.kind, self.namespace, self.name))
             self._supervise()
         except (Deleted, NotFound):
             self.kill_all()
@@ -62,7 +62,7 @@ class JobRun:
         except Exception as error:  # a broken job spec: fail the job, as a webhook would refuse it
             self.kill_all()
             try:
-                self._condition("Failed", f"{self.kind}Failed", f"{self.who} could not run: {error}")
+                self.condition("Failed", f"{self.kind}Failed", f"{self.who} could not run: {error}")
             except (Deleted, NotFound):
                 pass
             raise
@@ -134,7 +134,7 @@ class JobRun:
         from fakes.kube_server.job_exits import handle_exit
 
         while True:
-            self._wait(self.op.poll_seconds)
+            self.wait(self.op.poll_seconds)
             deadline = self.run_policy.get("activeDeadlineSeconds")
             if deadline is not None and time.monotonic() - self.started_at >= deadline:
                 reason, message = (rules.mpi_failed_deadline() if self.mpi
@@ -160,9 +160,9 @@ class JobRun:
             self.kill_all()
             self._delete_pods(self.replicas)
             self.op.terminal_at[self.name] = time.monotonic()
-            return self._condition(ctype, reason, message)
+            return self.condition(ctype, reason, message)
         self.op.terminal_at[self.name] = time.monotonic()
-        self._condition(ctype, reason, message)
+        self.condition(ctype, reason, message)
         policy = self.run_policy.get("cleanPodPolicy") or rules.DEFAULT_CLEAN_POD_POLICY
         still_running = [r for r in self.replicas if r.exit_code is None]
         self.kill_all()
@@ -189,18 +189,9 @@ class JobRun:
         self.store.close_log(replica.pod_uid)
         self.update_replica_statuses()
 
-    def _condition(self, ctype: str, reason: str, message: str) -> None:
-        def add(job: dict) -> None:
-            pod_objects.set_job_condition(job, ctype, reason, message, self._replica_statuses(),
-                                          now_rfc3339())
-        self._update_job(add)
-
     def condition(self, ctype: str, reason: str, message: str) -> None:
-        """Sets a job condition as the operator does (Running and Restarting replace each other)."""
+        """Sets a job condition as the operator does (`pods.set_job_condition`)."""
         def add(job: dict) -> None:
-            conditions = (job.get("status") or {}).get("conditions") or []
-            other = {"Running": "Restarting", "Restarting": "Running"}.get(ctype)
-            job.setdefault("status", {})["conditions"] = [c for c in conditions if c["type"] != other]
             pod_objects.set_job_condition(job, ctype, reason, message, self._replica_statuses(),
                                           now_rfc3339())
         self._update_job(add)
@@ -226,7 +217,8 @@ class JobRun:
             mutate(job)
         self.store.update(self.key, guarded)
 
-    def _wait(self, seconds: float) -> None:
+    def wait(self, seconds: float) -> None:
+        """Sleeps `seconds`; raises `Deleted` when the job went away meanwhile."""
         if self.op._stopped.wait(seconds):
             raise Deleted()
         try:
@@ -234,10 +226,6 @@ class JobRun:
                 raise Deleted()
         except NotFound:
             raise Deleted() from None
-
-    def wait(self, seconds: float) -> None:
-        """Sleeps `seconds`; raises `Deleted` when the job went away meanwhile."""
-        self._wait(seconds)
 
     def replace_pod(self, replica: Replica) -> None:
         """Deletes the replica's pod and creates it again (new uid, a launcher: a new name)."""

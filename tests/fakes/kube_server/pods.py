@@ -148,12 +148,14 @@ def set_job_condition(job: Dict[str, Any], ctype: str, reason: str, message: str
     """Sets condition `ctype` on `job` as the operators do, in place.
 
     A terminal condition (Succeeded/Failed) turns Running to False and sets
-    completionTime; the replica statuses are refreshed.
+    completionTime; Running and Restarting replace each other (the operator's
+    `filterOutCondition`); the replica statuses are refreshed.
     """
     status = job.setdefault("status", {})
+    replaced = {ctype, {"Running": "Restarting", "Restarting": "Running"}.get(ctype)}
     kept = []
     for c in status.get("conditions") or []:
-        if c["type"] == ctype:
+        if c["type"] in replaced:
             continue
         if ctype in ("Succeeded", "Failed") and c["type"] == "Running":
             c = dict(c, status="False")

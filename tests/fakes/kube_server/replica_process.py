@@ -34,7 +34,7 @@ class Replica:
       process: The container's process of the current run.
       exit_code: The last run's exit code; None while it runs.
       restart_count: In-place restarts of the current pod's container (kubelet).
-      failed_pods: Pods of this slot that ended Failed (re-created or not).
+      failed_pods: Launcher pods that ended Failed (an MPIJob's batch Job counts them).
       tail: The last lines printed, across runs.
     """
 

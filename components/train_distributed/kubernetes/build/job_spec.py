@@ -140,10 +140,6 @@ class ClusterJobSpec:
             return override.restart_policy
         return self.layout.restart_policy
 
-    def effective_slots_per_worker(self) -> int:
-        """MPI processes per worker."""
-        return self.layout.slots_per_worker
-
     def longest_pod_hostname(self) -> str:
         """The longest pod or service name the operator derives from `name`."""
         names = [f"{self.name}-{rtype.lower()}-{n - 1}" for rtype, n in self.replica_counts().items()
@@ -151,10 +147,6 @@ class ClusterJobSpec:
         if self.backend == strategy_rules.MPIJOB_BACKEND:
             names.append(f"{self.name}-launcher")  # the launcher pod's hostname
         return max(names, key=len)
-
-    def replica_env(self) -> Tuple[Tuple[str, str], ...]:
-        """Environment of every replica (the operator adds TF_CONFIG)."""
-        return tuple(self.env.items())
 
     def validate(self) -> None:
         """Checks every field and their combinations, before any API call.

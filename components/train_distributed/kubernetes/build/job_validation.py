@@ -98,8 +98,8 @@ def _check_containers(spec: ClusterJobSpec) -> None:
     require(spec.resources_for("Launcher").gpus == 0 or spec.backend != MPIJOB_BACKEND,
             "the MPI launcher gets no GPUs (the operator hides them); request GPUs on workers")
     gpus = spec.resources_for("Worker").gpus
-    require(spec.backend != MPIJOB_BACKEND or gpus == 0 or spec.effective_slots_per_worker() <= gpus,
-            f"slots_per_worker={spec.effective_slots_per_worker()} exceeds the {gpus} GPUs per worker "
+    require(spec.backend != MPIJOB_BACKEND or gpus == 0 or spec.layout.slots_per_worker <= gpus,
+            f"slots_per_worker={spec.layout.slots_per_worker} exceeds the {gpus} GPUs per worker "
             "(Horovod runs one process per GPU)")
     paths = [v.mount_path for v in spec.volumes]
     require(len(set(paths)) == len(paths), f"two volumes mount at the same path: {paths}")

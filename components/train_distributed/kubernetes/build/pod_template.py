@@ -115,7 +115,7 @@ def pod_template(spec: ClusterJobSpec, replica_type: str, container_name: str, *
         container["command"] = list(command)
     if args:
         container["args"] = list(args)
-    container["env"] = [{"name": k, "value": v} for k, v in spec.replica_env()]
+    container["env"] = [{"name": k, "value": v} for k, v in spec.env.items()]
     if ports:
         container["ports"] = [dict(p) for p in ports]
     resources = render_resources(spec.resources_for(replica_type))

@@ -66,8 +66,8 @@ def mpirun_command(spec: ClusterJobSpec) -> List[str]:
     """
     if posixpath.basename(spec.command[0]) in MPI_LAUNCHERS:
         return list(spec.command)
-    processes = str(spec.layout.workers * spec.effective_slots_per_worker())
-    names = list(FORWARDED_ENV) + [name for name, _ in spec.replica_env()]
+    processes = str(spec.layout.workers * spec.layout.slots_per_worker)
+    names = list(FORWARDED_ENV) + list(spec.env)
     if (spec.mpi_implementation or "OpenMPI") == "OpenMPI":
         forward = [arg for name in names for arg in ("-x", name)]
         return (["mpirun", "-np", processes, "--allow-run-as-root", "-bind-to", "none",
@@ -115,7 +115,7 @@ def render_mpijob(spec: ClusterJobSpec, api_version: str = "v2beta1") -> Rendere
         rtype: {"replicas": n, "restartPolicy": spec.restart_policy_for(rtype), "template": template}
         for (rtype, n), template in zip(spec.replica_counts().items(), (launcher, worker))
     }
-    body_spec: Dict[str, Any] = {"slotsPerWorker": spec.effective_slots_per_worker()}
+    body_spec: Dict[str, Any] = {"slotsPerWorker": spec.layout.slots_per_worker}
     if v1:
         body_spec["mainContainer"] = MPI_CONTAINER_NAME
     else:
