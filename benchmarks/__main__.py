@@ -15,7 +15,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from benchmarks import end_to_end, input_pipeline, launcher, sharding, training
 from benchmarks.common import machine, markdown_table, write_synthetic_mnist
@@ -40,8 +40,16 @@ TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], Any], Callable[[Any], b
 ]
 
 
-def run(mode: str, only: List[str], log: Callable[[str], None]) -> Dict[str, Any]:
-    """Runs the selected measures at `mode`'s sizes; returns them by name."""
+def run(mode: str, only: List[str], log: Callable[[str], None],
+        kubeconfig: Optional[str] = None) -> Dict[str, Any]:
+    """Runs the selected measures at `mode`'s sizes; returns them by name.
+
+    Args:
+      mode: `full` or `quick` (`SIZES`).
+      only: The measures to run.
+      log: Receives progress lines.
+      kubeconfig: The API server of the launcher measure; None: the test API server.
+    """
     size = SIZES[mode]
     measures: Dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kfdist-bench-") as root:
@@ -57,7 +65,8 @@ def run(mode: str, only: List[str], log: Callable[[str], None]) -> Dict[str, Any
             ("sharding", lambda: sharding.measure(size["shard_examples"])),
             ("input_pipeline", lambda: input_pipeline.measure(dataset)),
             ("training", lambda: training.measure(dataset, size["train_epochs"])),
-            ("launcher", lambda: launcher.measure(size["launcher_jobs"], size["polls"])),
+            ("launcher", lambda: launcher.measure(size["launcher_jobs"], size["polls"],
+                                                         kubeconfig)),
             ("end_to_end", lambda: end_to_end.measure(workers=2, epochs=size["e2e_epochs"])),
         ]
         for name, fn in steps:
@@ -104,11 +113,16 @@ def main(argv=None) -> int:
                                                      "launcher", "end_to_end")),
                         help="comma-separated measures to run")
     parser.add_argument("--out-dir", default=HERE, help="where results.json and results.md go")
+    parser.add_argument("--kubeconfig", default=None,
+                        help="API server of the launcher measure (no training operator may "
+                             "watch its `default` namespace); default: the tests' API server, "
+                             "started as a program")
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "full"
     only = [name.strip() for name in args.only.split(",") if name.strip()]
     started = time.perf_counter()
-    measures = run(mode, only, lambda line: print(line, file=sys.stderr, flush=True))
+    measures = run(mode, only, lambda line: print(line, file=sys.stderr, flush=True),
+                   args.kubeconfig)
     result = {"mode": mode, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "command": "python -m benchmarks" + (" --quick" if args.quick else "")
                          + (f" --only {args.only}" if args.only != parser.get_default("only") else ""),

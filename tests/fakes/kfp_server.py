@@ -24,7 +24,6 @@ body). Any other route answers 404, as the real server does for unknown ones.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import http.server
 import json
 import re
@@ -34,6 +33,9 @@ import uuid
 from typing import Any, Dict, List, Optional
 
 import pytest
+
+from fakes.kfp_experiments import ApiError, create_experiment, list_experiments
+from fakes.kfp_experiments import now as timestamp
 
 API = "/apis/v2beta1"
 
@@ -55,16 +57,6 @@ class RecordedRequest:
     query: Dict[str, str]
     headers: Dict[str, str]  # names in lower case
     body: Any  # the parsed JSON body, or None
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class _ApiError(Exception):
-    def __init__(self, status: int, code: int, message: str):
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
 
 
 class FakeKfpServer:
@@ -150,7 +142,8 @@ class FakeKfpServer:
     def add_experiment(self, name: str, namespace: str = "") -> Dict[str, Any]:
         """Stores an experiment as if it had been created earlier."""
         with self._lock:
-            return self._create_experiment({"display_name": name, "namespace": namespace})
+            return create_experiment(self.experiments, self.multi_user,
+                                     {"display_name": name, "namespace": namespace})
 
     def requests_to(self, method: str, path: str) -> List[RecordedRequest]:
         """The recorded requests with this method and exact path."""
@@ -181,9 +174,9 @@ class FakeKfpServer:
                 headers={k.lower(): v for k, v in handler.headers.items()}, body=body))
             try:
                 if self.reject_status is not None:
-                    raise _ApiError(self.reject_status, 16, "request rejected by the fake server")
+                    raise ApiError(self.reject_status, 16, "request rejected by the fake server")
                 status, payload = self._route(method, split.path, query, body)
-            except _ApiError as err:
+            except ApiError as err:
                 status, payload = err.status, {
                     "error": err.message, "code": err.code, "message": err.message, "details": []}
         content_type, data = "application/json", json.dumps(payload).encode()
@@ -201,76 +194,34 @@ class FakeKfpServer:
             return 200, {"multi_user": self.multi_user}
         if path == f"{API}/experiments":
             if method == "GET":
-                return 200, self._list_experiments(query)
+                return 200, list_experiments(self.experiments, self.multi_user, query)
             if method == "POST":
-                return 200, self._create_experiment(body)
+                return 200, create_experiment(self.experiments, self.multi_user, body)
         m = re.fullmatch(rf"{API}/experiments/([^/:]+)", path)
         if m and method == "GET":
             if m.group(1) not in self.experiments:
-                raise _ApiError(404, 5, f"Experiment {m.group(1)} not found")
+                raise ApiError(404, 5, f"Experiment {m.group(1)} not found")
             return 200, self.experiments[m.group(1)]
         if path == f"{API}/runs" and method == "POST":
             return 200, self._create_run(body)
         m = re.fullmatch(rf"{API}/runs/([^/:]+)", path)
         if m and method == "GET":
             return 200, self._get_run(m.group(1))
-        raise _ApiError(404, 5, f"fake KFP server: no route for {method} {path}")
-
-    # ------------------------------------------------------------------ experiments
-
-    def _list_experiments(self, query: Dict[str, str]) -> Dict[str, Any]:
-        namespace = query.get("namespace", "")
-        if self.multi_user and not namespace:
-            raise _ApiError(400, 3, "Invalid input error: In multi-user mode, "
-                                    "ListExperiment requires filtering by namespace")
-        found = [e for e in self.experiments.values()
-                 if not namespace or e.get("namespace", "") == namespace]
-        if query.get("filter"):
-            for pred in json.loads(query["filter"]).get("predicates", []):
-                if pred.get("operation") not in (1, "EQUALS") or "stringValue" not in pred:
-                    raise _ApiError(400, 3, f"fake KFP server: unsupported predicate {pred}")
-                key = pred.get("key")
-                found = [e for e in found if e.get(key) == pred["stringValue"]]
-        if not found:
-            return {}  # protobuf JSON leaves empty fields out
-        return {"experiments": found, "total_size": len(found)}
-
-    def _create_experiment(self, body: Any) -> Dict[str, Any]:
-        if not isinstance(body, dict) or not body.get("display_name"):
-            raise _ApiError(400, 3, "Invalid input error: Experiment name is empty")
-        namespace = body.get("namespace") or ""
-        if self.multi_user and not namespace:
-            raise _ApiError(400, 3, "Invalid input error: multi-user mode requires a namespace")
-        for e in self.experiments.values():
-            if e["display_name"] == body["display_name"] and e.get("namespace", "") == namespace:
-                raise _ApiError(409, 6, f"Already exist error: experiment "
-                                        f"{body['display_name']!r} exists")
-        exp = {
-            "experiment_id": str(uuid.uuid4()),
-            "display_name": body["display_name"],
-            "created_at": _now(),
-            "storage_state": "AVAILABLE",
-        }
-        if body.get("description"):
-            exp["description"] = body["description"]
-        if namespace:
-            exp["namespace"] = namespace
-        self.experiments[exp["experiment_id"]] = exp
-        return exp
+        raise ApiError(404, 5, f"fake KFP server: no route for {method} {path}")
 
     # ------------------------------------------------------------------ runs
 
     def _create_run(self, body: Any) -> Dict[str, Any]:
         if not isinstance(body, dict) or not body.get("display_name"):
-            raise _ApiError(400, 3, "Invalid input error: Run name is empty")
+            raise ApiError(400, 3, "Invalid input error: Run name is empty")
         if not body.get("pipeline_spec") and not body.get("pipeline_version_reference"):
-            raise _ApiError(400, 3, "Invalid input error: a run needs a pipeline spec "
+            raise ApiError(400, 3, "Invalid input error: a run needs a pipeline spec "
                                     "or a pipeline version")
         experiment_id = body.get("experiment_id")
         if experiment_id and experiment_id not in self.experiments:
-            raise _ApiError(404, 5, f"Experiment {experiment_id} not found")
+            raise ApiError(404, 5, f"Experiment {experiment_id} not found")
         run_id = str(uuid.uuid4())
-        now = _now()
+        now = timestamp()
         run = {
             "run_id": run_id,
             "experiment_id": experiment_id,
@@ -292,16 +243,16 @@ class FakeKfpServer:
 
     def _get_run(self, run_id: str) -> Dict[str, Any]:
         if run_id not in self.runs:
-            raise _ApiError(404, 5, f"Run {run_id} not found")
+            raise ApiError(404, 5, f"Run {run_id} not found")
         if self.transient_errors > 0:
             self.transient_errors -= 1
-            raise _ApiError(503, 14, "upstream connect error (fake)")
+            raise ApiError(503, 14, "upstream connect error (fake)")
         run, script = self.runs[run_id], self._scripts[run_id]
         if len(script) > 1:
             script.pop(0)
         state = script[0]
         if state != run["state"]:
-            now = _now()
+            now = timestamp()
             run["state"] = state
             run["state_history"].append({"update_time": now, "state": state})
             if state in ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED"):

@@ -19,7 +19,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TRAIN = REPO / "components" / "train_distributed"
 #: Shipped code and the test doubles: small modules, small functions.
-CHECKED = ("components", "kfdist", "pipelines", "benchmarks", "tests/kube_server")
+CHECKED = ("components", "kfdist", "pipelines", "benchmarks", "tests/fakes")
 MAX_MODULE_LINES = 300
 MAX_FUNCTION_LINES = 60  # without the docstring
 
@@ -80,6 +80,16 @@ def test_only_the_client_module_talks_to_the_kubernetes_api():
     users = sorted(str(p.relative_to(REPO)) for p in _modules("components", "kfdist", "pipelines")
                    if "kubernetes" in {_top(n) for n in _imports(p)})
     assert users == ["components/train_distributed/kubernetes/client/kube_api.py"]
+
+
+def test_shipped_code_and_benchmarks_do_not_import_the_tests():
+    """The benchmarks reach the test API server only as a program, through a kubeconfig."""
+    test_packages = {p.name for p in (REPO / "tests").iterdir() if (p / "__init__.py").exists()}
+    test_packages |= {"tests", "conftest"}
+    found = {str(p.relative_to(REPO)): sorted({_top(n) for n in _imports(p)} & test_packages)
+             for p in _modules("components", "kfdist", "pipelines", "benchmarks")}
+    assert {p: names for p, names in found.items() if names} == {}
+    assert not [p for p in _modules("benchmarks") if "sys.path" in p.read_text()]
 
 
 def test_the_step_side_does_not_load_tensorflow():

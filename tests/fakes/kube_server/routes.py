@@ -113,10 +113,15 @@ def handle(handler, method: str, verb_: str, route: Route, query: Dict[str, str]
             return handler.send_json(201, created)
         if route.subresource == "log":
             return _log(handler, route, query)
+        if route.subresource not in (None, "status"):
+            return handler.send_json(404, not_found(route))
+        if route.subresource == "status" and verb_ not in ("get", "patch"):
+            return handler.send_json(405, status(405, "MethodNotAllowed",
+                                                 f"{method} is not supported on status"))
         if verb_ == "get":
             return handler.send_json(200, store.get(route.key))
         if verb_ == "patch":
-            return handler.send_json(200, store.update(route.key, lambda o: _merge(o, body)))
+            return handler.send_json(200, store.update(route.key, _patcher(route, body)))
         if verb_ == "delete":
             return _delete(handler, route, query, body or {})
     except AlreadyExists:
@@ -181,6 +186,17 @@ def _log(handler, route: Route, query: Dict[str, str]) -> None:
         lines, _ = handler.kube.store.read_log(uid, 0, 0)
         return handler.send_text(200, "".join(line + "\n" for line in lines))
     handler.stream_log(uid, handler.kube.faults.take_log_drop())
+
+
+def _patcher(route: Route, body: Dict[str, Any]):
+    """A merge patch as the apiserver applies it to a resource with a `status` subresource.
+
+    Every served kind has one: a patch of the object leaves its status as it
+    was, and a patch of `.../status` changes only the status.
+    """
+    if route.subresource == "status":
+        return lambda obj: _merge(obj, {"status": body.get("status") or {}})
+    return lambda obj: _merge(obj, {k: v for k, v in body.items() if k != "status"})
 
 
 def _merge(target: Dict[str, Any], patch: Dict[str, Any]) -> None:

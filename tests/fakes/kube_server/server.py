@@ -4,6 +4,7 @@ Serves, on 127.0.0.1, TFJobs (kubeflow.org/v1), MPIJobs (kubeflow.org/v2beta1
 and v1), pods (with the `log` subresource) and events: create, get, list (label
 and field selectors), watch (chunked newline-delimited events from a
 resourceVersion, 410 Gone for compacted history, timeoutSeconds), merge-patch
+(the `status` subresource apart from the rest, as for a CRD that declares it)
 and delete (with uid preconditions). Errors use the apiserver's Status bodies
 and messages. Faults (5xx bursts, dropped streams, missing CRDs, RBAC
 denials) come from `faults.Faults`; every request is recorded.
