@@ -1,4 +1,4 @@
-"""`kfdist render`: print the TFJob or MPIJob a training step creates, as YAML.
+"""`kfdist render`: print the TFJob, MPIJob or TrainJob a training step creates, as YAML.
 
 The same parameters as the `train_distributed` component (flags from
 `job.step_params`), the same code path as the step: what is printed is the
@@ -10,6 +10,8 @@ work files are at its work location (`--stage` writes them). Examples:
     kfdist render --backend mpijob --strategy horovod --workers 4 --slots-per-worker 2 \\
         --namespace team-a --pvc-name kfdist-work --work-uri /mnt/kfdist/jobs/mnist \\
         --dataset runs/demo/dataset --stage
+    kfdist render --backend trainjob --strategy parameter_server --workers 4 --ps 2 \\
+        --namespace team-a --work-uri gs://bucket/jobs/mnist --trainer-version 2.1
 """
 
 from __future__ import annotations
@@ -36,7 +38,10 @@ def add_render_parser(subparsers) -> argparse.ArgumentParser:
     """
     from kfdist.step_flags import add_step_flags
 
-    p = subparsers.add_parser("render", help="print the TFJob/MPIJob a training step creates",
+    from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
+        CUSTOMISATION_BY_RELEASE)
+
+    p = subparsers.add_parser("render", help="print the TFJob/MPIJob/TrainJob a training step creates",
                               description=__doc__.split("\n")[0])
     p.add_argument("--dataset", default=None,
                    help="local kfdist dataset directory; with --stage it is uploaded to the work "
@@ -47,6 +52,10 @@ def add_render_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--stage", action="store_true",
                    help="also write the job's work files (job.json, and the dataset unless it is "
                         "on gs://) to the work location, so that `kubectl apply` of the output runs")
+    p.add_argument("--trainer-version", default=max(CUSTOMISATION_BY_RELEASE),
+                   choices=sorted(CUSTOMISATION_BY_RELEASE),
+                   help="Kubeflow Trainer release the TrainJob is for (the step reads it from the "
+                        "cluster's CRD); default: %(default)s")
     add_step_flags(p)
     p.set_defaults(func=run_render)
     return p
@@ -62,19 +71,22 @@ def render_from_args(args: argparse.Namespace):
     from kfdist.components.train_distributed.job import config
     from kfdist.components.train_distributed.job import strategy_rules
     from kfdist.components.train_distributed.kubernetes import backend
+    from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
+        CUSTOMISATION_BY_RELEASE)
     from kfdist.components.train_distributed.kubernetes.lifecycle.job_adoption import prepare_body
     from kfdist.step_flags import step_values
 
     values = step_values(args)
-    require(values["backend"] in (strategy_rules.TFJOB_BACKEND, strategy_rules.MPIJOB_BACKEND),
-            f"kfdist render prints a cluster job: pass --backend tfjob or mpijob, not "
-            f"{values['backend']!r}")
+    require(values["backend"] in strategy_rules.CLUSTER_BACKENDS,
+            f"kfdist render prints a cluster job: pass --backend "
+            f"{' or '.join(strategy_rules.CLUSTER_BACKENDS)}, not {values['backend']!r}")
     step = runtime.build_job(**values)
     dataset_uri = args.dataset_uri or (os.path.abspath(args.dataset) if args.dataset else None)
     job = config.JobConfig(dataset_dir=os.path.abspath(args.dataset or "dataset"),
                            model_dir="model", work_dir="reports", training=step.training,
                            job=step.spec)
-    rendered, layout = backend.render_step_job(job, step.cluster, dataset_uri)
+    rendered, layout = backend.render_step_job(job, step.cluster, dataset_uri,
+                                               CUSTOMISATION_BY_RELEASE[args.trainer_version])
     return prepare_body(rendered, owner=None), job, layout, dataset_uri
 
 

@@ -45,10 +45,10 @@ def train_distributed(
 
     With `backend=local` the replicas are processes on this machine, given the
     TF_CONFIG the Kubeflow Training Operator would inject (Horovod: `mpirun`,
-    as an MPIJob's launcher). With `backend=tfjob` or `mpijob` the step creates
-    a TFJob or an MPIJob, streams its chief's (launcher's) log here, and fails
-    with the operator's reason when the job fails; terminating the run deletes
-    the job. Training backs up after every epoch into the model location: a
+    as an MPIJob's launcher). With `backend=tfjob`, `mpijob` or `trainjob` the
+    step creates a TFJob, an MPIJob or a Kubeflow Trainer TrainJob (on kfdist's
+    runtimes), streams its chief's (launcher's) log here, and fails with the
+    operator's reason when the job fails; terminating the run deletes the job. Training backs up after every epoch into the model location: a
     restarted replica, or a retried step, resumes from the last backup.
 
     Args:
@@ -59,7 +59,8 @@ def train_distributed(
             the input-bound fraction (share of step time spent waiting for
             input), replica restarts and the epoch training resumed from.
         backend: Where replicas run: `local` (processes on this machine),
-            `tfjob` (a TFJob on this cluster) or `mpijob` (an MPIJob, Horovod).
+            `tfjob` (a TFJob on this cluster), `mpijob` (an MPIJob, Horovod) or
+            `trainjob` (a TrainJob on kfdist's Kubeflow Trainer runtimes, any strategy).
         strategy: `mirrored` (one worker, all its devices),
             `multi_worker_mirrored` (synchronous all-reduce across workers),
             `parameter_server` (variables on `ps` servers, asynchronous
@@ -93,8 +94,8 @@ def train_distributed(
             (whole files per worker; needs at least one file per worker) or
             `record` (every n-th record).
         image: Cluster only: image of the replicas (kfdist installed; a pinned
-            tag); empty: this release's kfdist runtime image (`tfjob`) or
-            Horovod image (`mpijob`).
+            tag); empty: this release's kfdist runtime image, or its Horovod
+            image for `horovod`.
         namespace: Cluster only: namespace of the job (default: this step's).
         work_uri: Cluster only: `gs://` prefix or shared-volume directory where
             this step and the replicas exchange job, dataset and model (default:

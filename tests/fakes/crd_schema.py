@@ -26,7 +26,8 @@ from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import JobKind
 
 #: Where the CRDs are looked for, first match wins: $KFDIST_CRD_DIR, then the copies in
-#: tests/data/crds (Training Operator v1.9, MPI Operator v0.8.2, unmodified).
+#: tests/data/crds (Training Operator v1.9, MPI Operator v0.8.2, Kubeflow Trainer v2.3.0 and
+#: the v2.1.0 TrainJob, unmodified).
 CRD_DIRS = tuple(d for d in (os.environ.get("KFDIST_CRD_DIR"),
                              os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                           "data", "crds"))
@@ -36,7 +37,12 @@ CRD_FILES = {
     ("TFJob", "v1"): "tfjobs.kubeflow.org.v1.training-operator-v1.9.yaml",
     ("MPIJob", "v2beta1"): "mpijobs.kubeflow.org.v2beta1.mpi-operator-v0.8.2.yaml",
     ("MPIJob", "v1"): "mpijobs.kubeflow.org.v1.training-operator-v1.9.yaml",
+    ("TrainJob", "v1alpha1"): "trainer.kubeflow.org_trainjobs.trainer-v2.3.0.yaml",
+    ("ClusterTrainingRuntime", "v1alpha1"):
+        "trainer.kubeflow.org_clustertrainingruntimes.trainer-v2.3.0.yaml",
 }
+#: The TrainJob CRD of Trainer v2.1 (`podTemplateOverrides` instead of `runtimePatches`).
+TRAINJOB_V2_1_CRD = "trainer.kubeflow.org_trainjobs.trainer-v2.1.0.yaml"
 _INT_RANGES = {"int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1)}
 
 
@@ -46,11 +52,19 @@ def crd_path_for(kind: JobKind) -> str:
     Raises:
       FileNotFoundError: If no copy is found (a test must fail, not skip, then).
     """
-    name = CRD_FILES[(kind.kind, kind.version)]
+    return crd_path(CRD_FILES[(kind.kind, kind.version)], f"of {kind.kind} {kind.version}")
+
+
+def crd_path(name: str, what: str = "") -> str:
+    """Path of the CRD file `name` (one of `CRD_FILES`' values or `TRAINJOB_V2_1_CRD`).
+
+    Raises:
+      FileNotFoundError: If no copy is found.
+    """
     for directory in CRD_DIRS:
         if os.path.exists(os.path.join(directory, name)):
             return os.path.join(directory, name)
-    raise FileNotFoundError(f"CRD {name} of {kind.kind} {kind.version} not found in {CRD_DIRS}")
+    raise FileNotFoundError(f"CRD {name} {what} not found in {CRD_DIRS}")
 
 
 @dataclasses.dataclass(frozen=True)

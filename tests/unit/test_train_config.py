@@ -98,7 +98,7 @@ def test_defaults_are_valid():
     ({"batch_size_per_replica": 0}, "batch_size_per_replica"),
     ({"learning_rate": float("nan")}, "learning_rate"),
     ({"seed": -1}, "seed"),
-    ({"backend": "slurm"}, "unknown backend 'slurm'; valid backends: ['local', 'tfjob', 'mpijob']"),
+    ({"backend": "slurm"}, "unknown backend 'slurm'; valid backends: ['local', 'tfjob', 'mpijob', 'trainjob']"),
     ({"backend": "mpijob"}, "strategy 'multi_worker_mirrored' is not supported by the 'mpijob' "
                             "backend; valid strategies: ['horovod']"),
     ({"backend": "tfjob", "strategy": "horovod"}, "valid strategies: ['mirrored', "

@@ -28,7 +28,7 @@ class Param:
       default: Its default; its type is the parameter's (`dict` for a string map).
       help: What it means, for the CLI and the docs.
       choices: The valid values, when there is a closed set.
-      cluster: Whether only the cluster backends (`tfjob`, `mpijob`) read it.
+      cluster: Whether only the cluster backends (`tfjob`, `mpijob`, `trainjob`) read it.
       flag: The CLI flag, when it is not `--` + the name with dashes.
     """
 
@@ -48,8 +48,8 @@ _RESTART_CHOICES = ("",) + strategy_rules.RESTART_POLICIES
 
 #: Every parameter of the training step, in the component's order.
 TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
-    Param("backend", strategy_rules.LOCAL_BACKEND, "where the replicas run: local processes, a TFJob or "
-          "an MPIJob", choices=strategy_rules.BACKENDS),
+    Param("backend", strategy_rules.LOCAL_BACKEND, "where the replicas run: local processes, a TFJob, "
+          "an MPIJob or a Kubeflow Trainer TrainJob", choices=strategy_rules.BACKENDS),
     Param("strategy", strategy_rules.MULTI_WORKER_MIRRORED, "distribution strategy",
           choices=strategy_rules.STRATEGIES),
     Param("workers", 0, "worker replicas; 0: the strategy's default (1 for mirrored, else 2)"),

@@ -29,13 +29,17 @@ STRATEGIES: Tuple[str, ...] = (MIRRORED, MULTI_WORKER_MIRRORED, PARAMETER_SERVER
 LOCAL_BACKEND = "local"
 TFJOB_BACKEND = "tfjob"
 MPIJOB_BACKEND = "mpijob"
+TRAINJOB_BACKEND = "trainjob"
 
 #: Strategies each backend can run, by backend name.
 STRATEGIES_BY_BACKEND: Dict[str, Tuple[str, ...]] = {
     LOCAL_BACKEND: STRATEGIES,
     TFJOB_BACKEND: (MIRRORED, MULTI_WORKER_MIRRORED, PARAMETER_SERVER),
     MPIJOB_BACKEND: (HOROVOD,),
+    TRAINJOB_BACKEND: (MIRRORED, MULTI_WORKER_MIRRORED, PARAMETER_SERVER, HOROVOD),
 }
+#: The backends that run the replicas on a Kubernetes cluster.
+CLUSTER_BACKENDS: Tuple[str, ...] = (TFJOB_BACKEND, MPIJOB_BACKEND, TRAINJOB_BACKEND)
 BACKENDS: Tuple[str, ...] = tuple(STRATEGIES_BY_BACKEND)
 
 #: Replica restart policies, as the operators name them (see `local_backend` for their meaning).

@@ -1,4 +1,4 @@
-"""The cluster backends: one training step = one TFJob (`tfjob`) or MPIJob (`mpijob`).
+"""The cluster backends: one training step = one TFJob (`tfjob`), MPIJob (`mpijob`) or TrainJob (`trainjob`).
 
 Order of work, so that bad input never reaches the cluster and a terminated
 run leaves nothing behind:
@@ -36,6 +36,8 @@ from kfdist.components.train_distributed.kubernetes.build.job_parts import PvcMo
 from kfdist.components.train_distributed.kubernetes.build.job_spec import ClusterJobSpec, job_name_for, run_labels
 from kfdist.components.train_distributed.kubernetes.build.render_mpijob import render_mpijob
 from kfdist.components.train_distributed.kubernetes.build.render_tfjob import render_tfjob
+from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
+    RUNTIME_PATCHES, render_trainjob)
 from kfdist.components.train_distributed.job.work_location import SharedJobLayout, replica_command
 
 #: Used for the job name when the step runs outside a KFP run (e.g. from a notebook).
@@ -89,7 +91,7 @@ def resolve_work_uri(options: ClusterOptions, dataset_uri: Optional[str], job_na
 
 def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
                    namespace: str, work_uri: str) -> ClusterJobSpec:
-    """The TFJob or MPIJob description of a training step (pure).
+    """The cluster job description of a training step (pure).
 
     All-reduce workers each upload their report after training, which the
     step reads: with the operator's default success policy the job would be
@@ -104,10 +106,10 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
                if options.pvc_name else ())
     run_id = options.run_id or DEFAULT_RUN_ID
     task_name = options.task_name or DEFAULT_TASK_NAME
-    image = options.image_for(job.job.backend)
+    image = options.image_for(job.training.strategy)
     from kfdist import HOROVOD_IMAGE, HOROVOD_IMAGE_SSH_DIR
 
-    mpi = job.job.backend == strategy_rules.MPIJOB_BACKEND
+    mpi = job.job.backend == strategy_rules.MPIJOB_BACKEND  # a TrainJob's runtime mounts the keys
     return ClusterJobSpec(
         name=name, namespace=namespace, layout=job.job, strategy=job.training.strategy,
         image=image, command=tuple(replica_command(work_uri)), resources=resources,
@@ -117,8 +119,15 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
 
 
 def render_step_job(job: config.JobConfig, options: ClusterOptions,
-                    dataset_uri: Optional[str]) -> "tuple[RenderedJob, SharedJobLayout]":
+                    dataset_uri: Optional[str],
+                    customisation: str = RUNTIME_PATCHES) -> "tuple[RenderedJob, SharedJobLayout]":
     """Validates and renders the step's job and its work location; no API call.
+
+    Args:
+      job: The validated job.
+      options: The step's cluster settings.
+      dataset_uri: The dataset artifact's URI (read in place when on `gs://`).
+      customisation: For a TrainJob, the installed Trainer's pod-customisation field.
 
     Raises:
       InvalidInputError: Naming the first bad setting.
@@ -127,6 +136,8 @@ def render_step_job(job: config.JobConfig, options: ClusterOptions,
     namespace = resolve_namespace(options)
     layout = SharedJobLayout(resolve_work_uri(options, dataset_uri, name))
     spec = build_job_spec(job, options, name=name, namespace=namespace, work_uri=layout.work_uri)
+    if spec.backend == strategy_rules.TRAINJOB_BACKEND:
+        return render_trainjob(spec, customisation), layout
     render = render_mpijob if spec.backend == strategy_rules.MPIJOB_BACKEND else render_tfjob
     return render(spec), layout
 
@@ -148,7 +159,7 @@ def stage_job(job: config.JobConfig, layout: SharedJobLayout, dataset_uri: Optio
 
 def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str], None], *,
             dataset_uri: Optional[str] = None, api=None) -> int:
-    """Runs `job` as a TFJob or MPIJob; leaves its outputs in `job.model_dir` and `job.work_dir`.
+    """Runs `job` as a TFJob, MPIJob or TrainJob; leaves its outputs in `job.model_dir` and `job.work_dir`.
 
     Args:
       job: The validated job; its dirs are the step's local directories.
@@ -208,11 +219,10 @@ def failed_replica_logs(api, rendered: RenderedJob, lines: int = FAILED_LOG_TAIL
       `Last lines of worker-1:` blocks, or "" when there is nothing to quote.
     """
     from kfdist.components.train_distributed.kubernetes.lifecycle import job_status as js
-    from kfdist.components.train_distributed.kubernetes.build.job_kinds import JOB_NAME_LABEL
     from kfdist.components.train_distributed.kubernetes.client.kube_errors import KubeApiError
 
     try:
-        pods, _ = api.list_pods(rendered.namespace, f"{JOB_NAME_LABEL}={rendered.name}")
+        pods, _ = api.list_pods(rendered.namespace, rendered.pods_selector())
     except KubeApiError:
         return ""
     blocks = []

@@ -11,7 +11,7 @@ import dataclasses
 from typing import Mapping, Optional
 
 from kfdist import HOROVOD_IMAGE, RUNTIME_IMAGE
-from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
+from kfdist.components.train_distributed.job.strategy_rules import HOROVOD, PVC_MOUNT_PATH
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,7 +20,7 @@ class ClusterOptions:
 
     Attributes:
       image: Image of every replica (must carry kfdist); pinned tag, no `:latest`.
-        None: the kfdist runtime image, or for `mpijob` the kfdist Horovod image.
+        None: the kfdist runtime image, or for `horovod` the kfdist Horovod image.
       namespace: Namespace of the job; by default the step's own namespace.
       work_uri: Shared location where the launcher and the replicas exchange the
         job, the dataset and the model: a `gs://` prefix or a directory on a PVC
@@ -53,8 +53,8 @@ class ClusterOptions:
     run_id: Optional[str] = None
     task_name: Optional[str] = None
 
-    def image_for(self, backend: str) -> str:
-        """The replicas' image: the option, else kfdist's image for `backend`."""
+    def image_for(self, strategy: str) -> str:
+        """The replicas' image: the option, else kfdist's image for `strategy`."""
         if self.image:
             return self.image
-        return HOROVOD_IMAGE if backend == "mpijob" else RUNTIME_IMAGE
+        return HOROVOD_IMAGE if strategy == HOROVOD else RUNTIME_IMAGE

@@ -18,6 +18,11 @@ REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 #: MPI Operator v2beta1's role label (`launcher` or `worker`).
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+#: Labels JobSet puts on every pod of a TrainJob's JobSet (named after the TrainJob).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+#: Kubernetes' label of a pod of an Indexed Job: its completion index.
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +69,12 @@ MPIJOB_V2BETA1 = JobKind("kubeflow.org", "v2beta1", "MPIJob", "mpijobs",
                          "MPI Operator", MPI_OPERATOR_INSTALL)
 MPIJOB_V1 = JobKind("kubeflow.org", "v1", "MPIJob", "mpijobs",
                     "Kubeflow Training Operator", TRAINING_OPERATOR_INSTALL)
+TRAINER_INSTALL = (
+    "kubectl apply --server-side -k "
+    "\"https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v2.3.0\" "
+    "and kfdist's runtimes: kubectl apply --server-side -k manifests/runtimes")
+TRAINJOB_V1ALPHA1 = JobKind("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs",
+                            "Kubeflow Trainer", TRAINER_INSTALL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,3 +99,8 @@ class RenderedJob:
     def label_selector(self) -> str:
         """`log_pod_selector` in the `k=v,k=v` form list calls take."""
         return ",".join(f"{k}={v}" for k, v in sorted(self.log_pod_selector.items()))
+
+    def pods_selector(self) -> str:
+        """Selects every pod of the job: the operators' job-name label, JobSet's for a TrainJob."""
+        label = JOBSET_NAME_LABEL if self.kind == TRAINJOB_V1ALPHA1 else JOB_NAME_LABEL
+        return f"{label}={self.name}"

@@ -3,7 +3,8 @@
 `ClusterJobSpec` says how a job's `layout` (the replicas and their policies,
 the `config.JobSpec` every backend runs) runs on the cluster: image, command,
 resources, storage, scheduling and clean-up. The
-renderers (`render_tfjob`, `render_mpijob`) turn it into a TFJob or MPIJob; its
+renderers (`render_tfjob`, `render_mpijob`, `render_trainjob`) turn it into a TFJob,
+MPIJob or TrainJob; its
 `validate()` runs first and rejects, with the bad value and the valid ones,
 everything the API server would refuse, silently drop, or accept and then
 never run. The smaller records live in `job_parts`, the checks in
@@ -27,6 +28,7 @@ from kfdist.components.train_distributed.kubernetes.build.job_parts import (
 REPLICA_TYPES: Dict[str, Tuple[str, ...]] = {
     strategy_rules.TFJOB_BACKEND: ("Chief", "PS", "Worker", "Evaluator"),
     strategy_rules.MPIJOB_BACKEND: ("Launcher", "Worker"),
+    strategy_rules.TRAINJOB_BACKEND: ("Chief", "PS", "Worker", "Evaluator", "Launcher"),
 }
 MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")
 #: Set by the operators; a user may not set them.
@@ -50,7 +52,7 @@ class ClusterJobSpec:
       name: Job name: a DNS-1035 label short enough for the operator's pod
         names (`<name>-worker-<i>`, `<name>-launcher`) to stay within 63 characters.
       namespace: Namespace of the job.
-      layout: Backend (`tfjob` or `mpijob`), replicas, restart policy,
+      layout: Backend (`tfjob`, `mpijob` or `trainjob`), replicas, restart policy,
         backoff limit, deadline and success policy.
       strategy: The distribution strategy the layout is for.
       image: Image of every replica, with a pinned tag or digest.
@@ -103,7 +105,7 @@ class ClusterJobSpec:
 
     @property
     def backend(self) -> str:
-        """`tfjob` or `mpijob`."""
+        """`tfjob`, `mpijob` or `trainjob`."""
         return self.layout.backend
 
     @property
@@ -115,7 +117,7 @@ class ClusterJobSpec:
 
     def replica_counts(self) -> Dict[str, int]:
         """Replicas of each present replica type, in rendering order."""
-        if self.backend == strategy_rules.MPIJOB_BACKEND:
+        if self.strategy == strategy_rules.HOROVOD:
             return {"Launcher": 1, "Worker": self.layout.workers}
         counts = self.layout.replica_counts(self.strategy)
         return {rtype: counts[rtype.lower()] for rtype in REPLICA_TYPES[strategy_rules.TFJOB_BACKEND]
@@ -141,7 +143,11 @@ class ClusterJobSpec:
         return self.layout.restart_policy
 
     def longest_pod_hostname(self) -> str:
-        """The longest pod or service name the operator derives from `name`."""
+        """The longest pod or service name the operator (or JobSet) derives from `name`."""
+        if self.backend == strategy_rules.TRAINJOB_BACKEND:
+            from kfdist.components.train_distributed.kubernetes.build import trainjob_runtime
+
+            return max(trainjob_runtime.pod_names(self), key=len)
         names = [f"{self.name}-{rtype.lower()}-{n - 1}" for rtype, n in self.replica_counts().items()
                  if rtype != "Launcher"]
         if self.backend == strategy_rules.MPIJOB_BACKEND:

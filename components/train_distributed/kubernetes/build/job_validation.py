@@ -37,11 +37,15 @@ def validate_cluster_job(spec: ClusterJobSpec) -> None:
 
 def _check_shape(spec: ClusterJobSpec) -> None:
     """The layout by the rules every backend shares, then what only a cluster needs."""
-    backends = (strategy_rules.TFJOB_BACKEND, MPIJOB_BACKEND)
+    backends = strategy_rules.CLUSTER_BACKENDS
     require(spec.backend in backends,
             f"a cluster job needs backend {' or '.join(backends)}, got {spec.backend!r}")
     spec.layout.validate(spec.strategy)
-    if spec.backend == MPIJOB_BACKEND:
+    if spec.backend == strategy_rules.TRAINJOB_BACKEND:
+        from kfdist.components.train_distributed.kubernetes.build import trainjob_runtime
+
+        trainjob_runtime.check_fits_runtime(spec)
+    elif spec.backend == MPIJOB_BACKEND:
         impl = spec.mpi_implementation
         require(impl is None or impl in MPI_IMPLEMENTATIONS,
                 f"unknown mpi_implementation {impl!r}; valid: {list(MPI_IMPLEMENTATIONS)}")
@@ -98,7 +102,8 @@ def _check_containers(spec: ClusterJobSpec) -> None:
     require(spec.resources_for("Launcher").gpus == 0 or spec.backend != MPIJOB_BACKEND,
             "the MPI launcher gets no GPUs (the operator hides them); request GPUs on workers")
     gpus = spec.resources_for("Worker").gpus
-    require(spec.backend != MPIJOB_BACKEND or gpus == 0 or spec.layout.slots_per_worker <= gpus,
+    require(spec.strategy != strategy_rules.HOROVOD or gpus == 0
+            or spec.layout.slots_per_worker <= gpus,
             f"slots_per_worker={spec.layout.slots_per_worker} exceeds the {gpus} GPUs per worker "
             "(Horovod runs one process per GPU)")
     paths = [v.mount_path for v in spec.volumes]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, List, Sequence
 
 from kfdist.components.train_distributed.kubernetes.lifecycle import job_status as js
-from kfdist.components.train_distributed.kubernetes.build.job_kinds import JOB_NAME_LABEL, RenderedJob
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
 from kfdist.components.train_distributed.kubernetes.client.kube_errors import KubeApiError
 
 #: At most this many Pending pods get their events read.
@@ -40,7 +40,7 @@ def diagnose_pods(api, job: RenderedJob, already_seen: Sequence[str],
             log(f"[{who}] {problem}")
 
     try:
-        pods, _ = api.list_pods(job.namespace, f"{JOB_NAME_LABEL}={job.name}")
+        pods, _ = api.list_pods(job.namespace, job.pods_selector())
         unexplained_pending = []
         for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
             found = js.pod_problems(pod)

@@ -25,7 +25,7 @@ from kfdist.components.train_distributed.kubernetes.lifecycle.job_adoption impor
     SPEC_HASH_ANNOTATION, JobClaim, JobNameConflictError, create_or_adopt, delete_claimed,
     prepare_body, spec_hash)
 from kfdist.components.train_distributed.kubernetes.lifecycle.job_diagnosis import diagnose_pods
-from kfdist.components.train_distributed.kubernetes.build.job_kinds import JOB_NAME_LABEL, RenderedJob
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
 from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi, OwnerRef
 from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
     KubeApiError, NotFoundError, ResourceExpiredError, TransientApiError)
@@ -75,7 +75,7 @@ def launch_and_wait(job: RenderedJob, api: KubeApi, *, timeout_seconds: Optional
     """Creates (or re-attaches to) `job`, streams its logs and waits for it to end.
 
     Args:
-      job: The rendered TFJob or MPIJob.
+      job: The rendered TFJob, MPIJob or TrainJob.
       api: The Kubernetes API.
       timeout_seconds: Give up (and delete the job) after this long; None: wait forever.
       log: Receives progress and log lines; called from two threads, one at a time.
@@ -119,7 +119,7 @@ class _Launch:
         if owner is not None and owner.namespace != self.job.namespace:
             self.log(f"No ownerReference: the step's pod is in namespace {owner.namespace}, "
                      f"the job in {self.job.namespace} (owners must share the namespace)")
-        follower = PodLogFollower(self.api, self.job.namespace, f"{JOB_NAME_LABEL}={self.job.name}",
+        follower = PodLogFollower(self.api, self.job.namespace, self.job.pods_selector(),
                                   self.job.log_pod_selector, self.log, self.retry)
         try:
             current, adopted = create_or_adopt(self.api, self.job, owner, self.claim,
