@@ -40,7 +40,9 @@ def _add_run(sub) -> None:
     p.add_argument("--eval-fraction", type=float, default=0.2)
     p.add_argument("--accuracy-threshold", type=float, default=0.9)
     p.add_argument("--serving-model-name", default="mnist")
-    add_step_flags(p, include=lambda param: not param.cluster and param.name != "backend")
+    # The pipeline runs here; with a cluster backend its training step launches the job on the
+    # cluster KUBECONFIG (or the in-cluster config) names. KFP itself sets run_id and task_name.
+    add_step_flags(p, include=lambda param: param.name not in ("run_id", "task_name"))
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="run every step, even the shard step whose output an earlier run with "
                         "the same data and parameters left")

@@ -31,7 +31,9 @@ class MnistRunOptions:
 
     Attributes:
       training: The training step's parameters (`job.step_params`) to set;
-        the others take their defaults. The run is local: no cluster ones.
+        the others take their defaults. The pipeline runs locally; with a
+        cluster backend (`tfjob`, `mpijob`, `trainjob`) its training step
+        launches the job on the cluster the kubeconfig names.
     """
 
     output_dir: str

@@ -183,6 +183,10 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
 
     api = api or kube_api.KubeApi.from_environment()
     backend = job.job.backend
+    if backend == strategy_rules.TRAINJOB_BACKEND:
+        customisation = trainer_customisation(api, log)
+        if customisation != RUNTIME_PATCHES:
+            rendered, layout = render_step_job(job, options, dataset_uri, customisation)
     log(f"{backend} backend: {rendered.kind.kind} {rendered.namespace}/{rendered.name}, "
         f"work location {layout.work_uri}")
     if storage.exists(layout.job_file):
@@ -206,6 +210,32 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
     storage.copy_dir_from(layout.model_uri, job.model_dir)
     storage.copy_dir_from(layout.reports_uri, job.work_dir)
     return outcome.restarts
+
+
+def trainer_customisation(api, log: Callable[[str], None]) -> str:
+    """The pod-customisation field of the cluster's Trainer, read from its TrainJob CRD.
+
+    Raises:
+      CrdNotInstalledError: Kubeflow Trainer is not installed.
+      InvalidInputError: Its version is not supported.
+    """
+    from kfdist.components.train_distributed.kubernetes.build.job_kinds import TRAINJOB_V1ALPHA1
+    from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
+        customisation_from_schema)
+    from kfdist.components.train_distributed.kubernetes.client import kube_errors
+
+    kind = TRAINJOB_V1ALPHA1
+    try:
+        schema = api.read_crd_schema(kind.crd_name, kind.version)
+    except kube_errors.NotFoundError:
+        raise kube_errors.CrdNotInstalledError(kube_errors.crd_missing_message(kind), 404) from None
+    except kube_errors.PermissionDeniedError as error:
+        log(f"trainjob backend: cannot read the CRD {kind.crd_name} ({error}); assuming Trainer "
+            f"v2.2 or later ({RUNTIME_PATCHES})")
+        return RUNTIME_PATCHES
+    field = customisation_from_schema(schema)
+    log(f"trainjob backend: the cluster's TrainJob CRD has {field}")
+    return field
 
 
 def failed_replica_logs(api, rendered: RenderedJob, lines: int = FAILED_LOG_TAIL_LINES) -> str:

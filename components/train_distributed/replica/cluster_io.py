@@ -56,8 +56,8 @@ def install_jobset_tf_config(job: config.JobConfig) -> None:
         identity, job.job.replica_counts(job.training.strategy), os.environ)
     if value is not None:
         os.environ[tf_config.TF_CONFIG_ENV] = tf_config.to_env_value(value)
-        log(f"TF_CONFIG from pod {identity.hostname(identity.completion_index)}: "
-            f"{tf_config.current_task(value).name} of {dict(value['cluster'])}")
+        log(f"TF_CONFIG of pod {identity.hostname(identity.completion_index)}: "
+            f"{os.environ[tf_config.TF_CONFIG_ENV]}")
 
 
 #: How long the leader waits for the other training replicas' reports before it exits.

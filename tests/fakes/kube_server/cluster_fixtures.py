@@ -1,5 +1,6 @@
-"""Fixtures of the cluster path: the API server with the process operator, a kubeconfig that
-points the training step at it, and the dataset on the GCS emulator. Registered by tests/conftest.py."""
+"""Fixtures of the cluster path: the API server with the process operator (and Kubeflow Trainer's
+CRD and kfdist's runtimes installed), a kubeconfig that points the training step at it, and the
+dataset on the GCS emulator. Registered by tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from fakes.kube_server.process_operator import ProcessOperator
 from fakes.kube_server.server import KubeServer
+from fakes.kube_server.trainer_objects import install_trainer
 from fakes.process_state import is_running
 
 NAMESPACE = "kubeflow-test"
@@ -84,6 +86,7 @@ def cluster(gcs_emulator, tmp_path, monkeypatch, cluster_operator):
                  "KFP_POD_NAME", "KFP_POD_UID", "TF_CONFIG"):
         monkeypatch.delenv(name, raising=False)
     server = KubeServer().start()
+    install_trainer(server.store)
     operator = cluster_operator(server.store)
     # The kubernetes client reads KUBECONFIG when it is imported (long before this test), so
     # this process finds the file as ~/.kube/config; the step run as a subprocess (and any

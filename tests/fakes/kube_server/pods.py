@@ -50,9 +50,7 @@ def for_job(job_key: ObjectKey, job: Dict[str, Any]) -> Iterator[Tuple[ObjectKey
                                 "ownerReferences": [owner],
                                 "annotations": {"kfdist.test/replica-type": rtype}},
                    "spec": template["spec"],
-                   "status": {"phase": "Pending", "conditions": [],
-                              "containerStatuses": [_waiting(c, "ContainerCreating")
-                                                    for c in template["spec"]["containers"]]}}
+                   "status": pending_status(template["spec"]["containers"])}
             yield ("", "v1", "pods", namespace, pod_name), pod
 
 
@@ -67,6 +65,12 @@ def display(pod: Dict[str, Any]) -> str:
 def replica_type(pod: Dict[str, Any]) -> str:
     """The replica type as the job spec spells it (`Worker`, `Launcher`)."""
     return pod["metadata"]["annotations"]["kfdist.test/replica-type"]
+
+
+def pending_status(containers: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """A new pod's status: Pending, its containers waiting in ContainerCreating."""
+    return {"phase": "Pending", "conditions": [],
+            "containerStatuses": [_waiting(c, "ContainerCreating") for c in containers]}
 
 
 def _waiting(container: Dict[str, Any], reason: str) -> Dict[str, Any]:

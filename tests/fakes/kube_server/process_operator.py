@@ -1,4 +1,7 @@
-"""A test-side Training Operator and MPI Operator running a job's replicas as local processes.
+"""Test-side Training Operator, MPI Operator and Kubeflow Trainer running a job's replicas as local processes.
+
+TrainJobs (JobSet, Jobs, pods) are `trainjob_run`'s and `trainjob_life`'s;
+what follows is about TFJobs and MPIJobs.
 
 What the Kubeflow Training Operator (v1.9) and the kubelet do for a TFJob,
 and the MPI Operator (v0.8) and the batch/v1 Job controller for an MPIJob, on
@@ -42,8 +45,11 @@ from __future__ import annotations
 import threading
 from typing import Dict, List, Mapping, Optional
 
+from fakes.kube_server import trainer_rules
 from fakes.kube_server.job_run import JobRun
-from fakes.kube_server.store import ObjectKey, ObjectStore
+from fakes.kube_server.store import NotFound, ObjectKey, ObjectStore
+from fakes.kube_server.trainer_objects import RUNTIMES
+from fakes.kube_server.trainjob_run import TrainJobRun
 
 
 class ProcessOperator:
@@ -73,6 +79,7 @@ class ProcessOperator:
         self._runs: List[JobRun] = []
         self._stopped = threading.Event()
         store.on_create.append(self._on_create)
+        store.admission.append(self._admit)
 
     def pids(self) -> List[int]:
         """Every replica process started so far (running or not)."""
@@ -104,6 +111,8 @@ class ProcessOperator:
         self._stopped.set()
         if self._on_create in self.store.on_create:
             self.store.on_create.remove(self._on_create)
+        if self._admit in self.store.admission:
+            self.store.admission.remove(self._admit)
         with self._lock:
             runs = list(self._runs)
         for run in runs:
@@ -111,10 +120,21 @@ class ProcessOperator:
         for run in runs:
             run.thread.join(timeout=self.kill_grace_seconds + 5)
 
+    def _admit(self, route, body: dict) -> Optional[dict]:
+        """Trainer's validating webhook: a TrainJob's ClusterTrainingRuntime must exist."""
+        if route.plural != "trainjobs":
+            return None
+        name = ((body.get("spec") or {}).get("runtimeRef") or {}).get("name", "")
+        try:
+            self.store.get(RUNTIMES + ("", name))
+            return None
+        except NotFound:
+            return trainer_rules.runtime_missing(body)
+
     def _on_create(self, key: ObjectKey, job: dict) -> None:
-        if key[2] not in ("tfjobs", "mpijobs") or self._stopped.is_set():
+        if key[2] not in ("tfjobs", "mpijobs", "trainjobs") or self._stopped.is_set():
             return
-        run = JobRun(self, key, job)
+        run = TrainJobRun(self, key, job) if key[2] == "trainjobs" else JobRun(self, key, job)
         with self._lock:
             self._runs.append(run)
         run.thread.start()

@@ -41,7 +41,8 @@ class Route:
 
 
 def parse(path: str) -> Optional[Route]:
-    """`/api/v1/namespaces/ns/pods/x/log` or `/apis/g/v/namespaces/ns/plural[/name]`."""
+    """`/api/v1/namespaces/ns/pods/x/log`, `/apis/g/v/namespaces/ns/plural[/name[/sub]]`, or a
+    cluster-scoped `/apis/g/v/plural[/name[/sub]]` (namespace "")."""
     parts = [p for p in path.split("/") if p]
     if parts[:2] == ["api", "v1"]:
         group, version, rest = "", "v1", parts[2:]
@@ -49,9 +50,11 @@ def parse(path: str) -> Optional[Route]:
         group, version, rest = parts[1], parts[2], parts[3:]
     else:
         return None
-    if len(rest) < 3 or rest[0] != "namespaces" or len(rest) > 5:
-        return None
-    return Route(group, version, rest[1], rest[2], *rest[3:5])
+    if rest[:1] == ["namespaces"] and 3 <= len(rest) <= 5:
+        return Route(group, version, rest[1], rest[2], *rest[3:5])
+    if group and 1 <= len(rest) <= 3 and rest[0] != "namespaces":
+        return Route(group, version, "", rest[0], *rest[1:3])
+    return None
 
 
 def verb(method: str, route: Optional[Route], query: Dict[str, str]) -> str:
@@ -87,7 +90,7 @@ def forbidden(route: Route, verb_: str, user: str) -> Dict[str, Any]:
     subject = f'{route.qualified} "{route.name}"' if route.name else route.qualified
     message = (f'{subject} is forbidden: User "{user}" cannot {verb_} resource '
                f'"{route.rbac_resource}" in API group "{route.group}" '
-               f'in the namespace "{route.namespace}"')
+               + (f'in the namespace "{route.namespace}"' if route.namespace else "at the cluster scope"))
     return status(403, "Forbidden", message, _details(route, route.name))
 
 
@@ -109,6 +112,10 @@ def handle(handler, method: str, verb_: str, route: Route, query: Dict[str, str]
             return _list_or_watch(handler, route, query)
         if verb_ == "create":
             name = (body.get("metadata") or {}).get("name")
+            for admit in store.admission:
+                refusal = admit(route, body)
+                if refusal is not None:
+                    return handler.send_json(refusal["code"], refusal)
             created = store.create(route.key[:4] + (name,), body)
             return handler.send_json(201, created)
         if route.subresource == "log":

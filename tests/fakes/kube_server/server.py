@@ -1,13 +1,16 @@
 """A stateful Kubernetes API server over real HTTP, for the real `kubernetes` client.
 
 Serves, on 127.0.0.1, TFJobs (kubeflow.org/v1), MPIJobs (kubeflow.org/v2beta1
-and v1), pods (with the `log` subresource) and events: create, get, list (label
+and v1), TrainJobs and ClusterTrainingRuntimes (trainer.kubeflow.org/v1alpha1),
+JobSets, Jobs, CustomResourceDefinitions, pods (with the `log` subresource) and
+events (cluster-scoped resources under their namespace-less paths): create, get, list (label
 and field selectors), watch (chunked newline-delimited events from a
 resourceVersion, 410 Gone for compacted history, timeoutSeconds), merge-patch
 (the `status` subresource apart from the rest, as for a CRD that declares it)
 and delete (with uid preconditions). Errors use the apiserver's Status bodies
 and messages. Faults (5xx bursts, dropped streams, missing CRDs, RBAC
-denials) come from `faults.Faults`; every request is recorded.
+denials) come from `faults.Faults`, admission webhooks from `store.admission`;
+every request is recorded.
 """
 
 from __future__ import annotations
@@ -28,7 +31,11 @@ from fakes.kube_server.faults import Faults, RequestLog
 from fakes.kube_server.store import Gone, ObjectStore
 
 SERVED = {("kubeflow.org", "v1", "tfjobs"), ("kubeflow.org", "v2beta1", "mpijobs"),
-          ("kubeflow.org", "v1", "mpijobs"), ("", "v1", "pods"), ("", "v1", "events")}
+          ("kubeflow.org", "v1", "mpijobs"), ("", "v1", "pods"), ("", "v1", "events"),
+          ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+          ("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"),
+          ("jobset.x-k8s.io", "v1alpha2", "jobsets"), ("batch", "v1", "jobs"),
+          ("apiextensions.k8s.io", "v1", "customresourcedefinitions")}
 _STREAM_POLL_SECONDS = 0.2
 
 

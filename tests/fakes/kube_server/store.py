@@ -67,6 +67,9 @@ class ObjectStore:
         self._compacted_through = 0  # watches from below this get 410
         self._logs: Dict[str, PodLog] = {}
         self.on_create: List[Callable[[ObjectKey, Dict[str, Any]], None]] = []
+        #: Admission webhooks the API server calls with (route, body) before it stores a
+        #: created object; one that returns a `Status` dict refuses the request.
+        self.admission: List[Callable[[Any, Dict[str, Any]], Optional[Dict[str, Any]]]] = []
 
     @property
     def resource_version(self) -> int:

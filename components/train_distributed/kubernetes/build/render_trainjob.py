@@ -46,6 +46,23 @@ CUSTOMISATION_BY_RELEASE = {"2.1": POD_TEMPLATE_OVERRIDES, "2.2": RUNTIME_PATCHE
 PATCH_MANAGER = "kfdist.dev/train-distributed"
 
 
+def customisation_from_schema(schema: Dict[str, Any]) -> str:
+    """The pod-customisation field of the Trainer whose TrainJob CRD has this `openAPIV3Schema`.
+
+    Raises:
+      InvalidInputError: For Trainer v2.0 (`podSpecOverrides`) or an unknown TrainJob.
+    """
+    fields = set(((schema.get("properties") or {}).get("spec") or {}).get("properties") or {})
+    for field in POD_CUSTOMISATIONS:
+        if field in fields:
+            return field
+    version = "v2.0 (podSpecOverrides)" if "podSpecOverrides" in fields else "unknown"
+    require(False, f"the cluster's Kubeflow Trainer is {version}: kfdist's TrainJobs need "
+            f"Trainer v2.1 or later (one of {list(POD_CUSTOMISATIONS)}); upgrade Trainer, or use "
+            "backend tfjob/mpijob")
+    return ""
+
+
 def trainjob_log_pod_selector(spec: ClusterJobSpec) -> Dict[str, str]:
     """Labels of the pod whose log tells the story: node 0 (the chief), or the MPI launcher."""
     if spec.strategy == strategy_rules.HOROVOD:

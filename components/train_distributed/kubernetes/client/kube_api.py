@@ -11,7 +11,6 @@ from the pod's service account, else from kubeconfig.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -23,6 +22,8 @@ from kubernetes import config as k8s_config
 from kfdist.components.common.errors import KfdistError
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import JobKind
 from kfdist.components.train_distributed.kubernetes.client import kube_errors as errors
+from kfdist.components.train_distributed.kubernetes.client.api_types import (  # noqa: F401  (re-exported)
+    OwnerRef, WatchEvent)
 
 #: Where a pod finds its own namespace.
 SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -33,48 +34,6 @@ STEP_POD_FIELDS = ((POD_NAME_ENV, "metadata.name"), (POD_UID_ENV, "metadata.uid"
                    (POD_NAMESPACE_ENV, "metadata.namespace"))
 _CALL_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for one ordinary call
 _WATCH_IDLE_MARGIN = 10.0  # read timeout beyond a watch's own server-side timeout
-
-
-@dataclasses.dataclass(frozen=True)
-class OwnerRef:
-    """The object a job belongs to (the KFP step's pod), for garbage collection.
-
-    Attributes:
-      namespace: Namespace of the owner; owners must share the job's namespace.
-      name: The owner's `metadata.name`.
-      uid: The owner's `metadata.uid`.
-      api_version: The owner's `apiVersion`.
-      kind: The owner's `kind`.
-    """
-
-    namespace: str
-    name: str
-    uid: str
-    api_version: str = "v1"
-    kind: str = "Pod"
-
-    def to_body(self) -> Dict[str, Any]:
-        """The `metadata.ownerReferences` entry (not a controller, never blocking)."""
-        return {"apiVersion": self.api_version, "kind": self.kind, "name": self.name,
-                "uid": self.uid, "controller": False, "blockOwnerDeletion": False}
-
-
-@dataclasses.dataclass(frozen=True)
-class WatchEvent:
-    """One event of a watch stream.
-
-    Attributes:
-      type: `ADDED`, `MODIFIED`, `DELETED` or `BOOKMARK`.
-      object: The object after the change, as plain data.
-    """
-
-    type: str
-    object: Dict[str, Any]
-
-    @property
-    def resource_version(self) -> str:
-        """`metadata.resourceVersion` of the object, the point to resume from."""
-        return self.object.get("metadata", {}).get("resourceVersion", "")
 
 
 class KubeApi:
@@ -88,6 +47,7 @@ class KubeApi:
         """
         self._custom = k8s.CustomObjectsApi(api_client)
         self._core = k8s.CoreV1Api(api_client)
+        self._extensions = k8s.ApiextensionsV1Api(api_client)
 
     @classmethod
     def from_environment(cls) -> "KubeApi":
@@ -97,6 +57,23 @@ class KubeApi:
         except k8s_config.ConfigException:
             k8s_config.load_kube_config()
         return cls(k8s.ApiClient())
+
+    # What the cluster serves -------------------------------------------------
+
+    def read_crd_schema(self, crd_name: str, version: str) -> Dict[str, Any]:
+        """The `openAPIV3Schema` of one version of a CustomResourceDefinition.
+
+        Raises:
+          NotFoundError: The CRD is not installed. PermissionDeniedError: RBAC forbids reading it.
+        """
+        with _translated("get", "customresourcedefinitions.apiextensions.k8s.io", "(cluster)"):
+            response = self._extensions.read_custom_resource_definition(
+                crd_name, _preload_content=False, _request_timeout=_CALL_TIMEOUT)
+        crd = json.loads(response.data)
+        for served in crd["spec"]["versions"]:
+            if served["name"] == version:
+                return served["schema"]["openAPIV3Schema"]
+        raise errors.NotFoundError(f"CRD {crd_name} does not serve version {version}", 404)
 
     # Jobs (custom resources) ------------------------------------------------
 

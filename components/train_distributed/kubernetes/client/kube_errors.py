@@ -60,6 +60,14 @@ class PermissionDeniedError(KubeApiError):
     """RBAC forbids the call (403)."""
 
 
+class AdmissionDeniedError(KubeApiError):
+    """An admission webhook refused the object (e.g. Trainer's: its runtime is not installed)."""
+
+
+#: How kfdist's Trainer runtimes are installed (manifests/runtimes).
+RUNTIMES_INSTALL = "kubectl apply --server-side -k manifests/runtimes"
+
+
 def status_body(body: Any) -> Dict[str, Any]:
     """Parses a response body as a `Status` object; {} when it is not one."""
     if isinstance(body, bytes):
@@ -98,6 +106,11 @@ def from_status(status: Dict[str, Any], verb: str, resource: str, namespace: str
     message = status.get("message") or status.get("reason") or "no message"
     details = status.get("details") or {}
     where = f"{verb} {resource} in namespace {namespace}"
+    if code == 403 and message.startswith("admission webhook"):
+        hint = ""
+        if "TrainingRuntime must be created" in message or "trainingRuntime must be created" in message:
+            hint = f"; install kfdist's Kubeflow Trainer runtimes: {RUNTIMES_INSTALL}"
+        return AdmissionDeniedError(f"{where} was refused: {message}{hint}", code)
     if code == 403:
         return PermissionDeniedError(_forbidden_message(verb, resource, namespace, message), code)
     if code == 404:

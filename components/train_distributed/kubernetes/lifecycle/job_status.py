@@ -2,8 +2,9 @@
 
 Operators (Training Operator v1, MPI Operator v2beta1) report a job's progress
 as `status.conditions` of types Created, Running, Restarting, Succeeded and
-Failed; the newest condition with status "True" of a terminal type decides the
-outcome. Pods explain failures through container states and the PodScheduled
+Failed; Kubeflow Trainer's TrainJob as Suspended, Complete and Failed. The
+newest condition with status "True" of a terminal type decides the outcome.
+Pods explain failures through container states and the PodScheduled
 condition.
 """
 
@@ -13,9 +14,12 @@ import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
-    JOB_ROLE_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL)
+    COMPLETION_INDEX_LABEL, JOB_ROLE_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL,
+    REPLICATED_JOB_LABEL)
 
 SUCCEEDED = "Succeeded"
+#: A TrainJob's success.
+COMPLETE = "Complete"
 FAILED = "Failed"
 #: The container TFJob pods must use (TF_CONFIG is only injected there).
 TENSORFLOW_CONTAINER = "tensorflow"
@@ -52,9 +56,9 @@ def active_conditions(job: Mapping[str, Any]) -> List[JobCondition]:
 
 
 def terminal_condition(job: Mapping[str, Any]) -> Optional[JobCondition]:
-    """The Succeeded or Failed condition that holds, or None while the job runs."""
+    """The Succeeded (Complete) or Failed condition that holds, or None while the job runs."""
     for condition in reversed(active_conditions(job)):
-        if condition.type in (SUCCEEDED, FAILED):
+        if condition.type in (SUCCEEDED, COMPLETE, FAILED):
             return condition
     return None
 
@@ -65,9 +69,13 @@ def is_being_deleted(obj: Mapping[str, Any]) -> bool:
 
 
 def replica_summary(job: Mapping[str, Any]) -> str:
-    """`Chief: 1 succeeded; Worker: 1 failed, 1 active` from `status.replicaStatuses`."""
+    """`Chief: 1 succeeded; Worker: 1 failed, 1 active` from `status.replicaStatuses`, or a
+    TrainJob's `Job node: 1 failed` from `status.jobsStatus` (counts of Jobs, not pods)."""
+    status = job.get("status") or {}
+    by_type = dict(status.get("replicaStatuses") or {})
+    by_type.update({f"Job {j.get('name')}": j for j in status.get("jobsStatus") or []})
     parts = []
-    for rtype, counts in sorted(((job.get("status") or {}).get("replicaStatuses") or {}).items()):
+    for rtype, counts in sorted(by_type.items()):
         numbers = [f"{counts[k]} {k}" for k in ("active", "succeeded", "failed") if counts.get(k)]
         if numbers:
             parts.append(f"{rtype}: {', '.join(numbers)}")
@@ -75,9 +83,13 @@ def replica_summary(job: Mapping[str, Any]) -> str:
 
 
 def pod_display_name(pod: Mapping[str, Any]) -> str:
-    """`chief-0`, `worker-1`, `launcher`: the replica a pod plays, else its name."""
+    """`chief-0`, `worker-1`, `launcher` (a TrainJob's: `node-0`): the replica a pod plays, else its name."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
     replica_type, role = labels.get(REPLICA_TYPE_LABEL), labels.get(JOB_ROLE_LABEL)
+    replicated_job = labels.get(REPLICATED_JOB_LABEL)
+    if replicated_job is not None:
+        return ("launcher" if replicated_job == "launcher"
+                else f"{replicated_job}-{labels.get(COMPLETION_INDEX_LABEL, '0')}")
     if "launcher" in (replica_type, role):
         return "launcher"
     index = labels.get(REPLICA_INDEX_LABEL)
