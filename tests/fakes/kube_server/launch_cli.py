@@ -13,7 +13,7 @@ import kubernetes
 
 from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi, OwnerRef
 from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import cancel_on_sigterm, launch_and_wait
-from fakes.kube_server.sample_jobs import sample_tfjob
+from fakes.kube_server.sample_jobs import sample_tfjob, sample_trainjob
 
 
 def main(argv=None) -> int:
@@ -22,11 +22,14 @@ def main(argv=None) -> int:
     parser.add_argument("job_name")
     parser.add_argument("--owner-uid", default=None)
     parser.add_argument("--timeout", type=float, default=None)
+    parser.add_argument("--trainjob-namespace", default=None,
+                        help="launch `sample_trainjob` in this namespace instead of a TFJob")
     args = parser.parse_args(argv)
     configuration = kubernetes.client.Configuration()
     configuration.host = args.server_url
     api = KubeApi(kubernetes.client.ApiClient(configuration))
-    job = sample_tfjob(args.job_name)
+    job = (sample_trainjob(args.job_name, args.trainjob_namespace, SLEEP_0=3)
+           if args.trainjob_namespace else sample_tfjob(args.job_name))
     owner = OwnerRef(job.namespace, "step-pod-1", args.owner_uid) if args.owner_uid else None
     with cancel_on_sigterm():
         print("launcher: started", flush=True)

@@ -1,0 +1,183 @@
+"""The launcher's guarantees for a TrainJob, against the test API server and Trainer controller.
+
+The same scenarios as for TFJobs and MPIJobs (test_launcher.py), here with the
+process-running Trainer, JobSet and Job controllers of `kube_server` and tiny
+node programs (`sample_trainjob`): success with node 0's log streamed, failure
+with Trainer's reason and the pods', a killed launcher whose retry
+re-attaches, SIGTERM and timeout deleting everything, 410 Gone, 5xx, the CRD
+or the runtime missing, RBAC.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import List
+
+import pytest
+
+from kfdist.components.common.errors import TrainingFailedError
+from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi, OwnerRef
+from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
+    AdmissionDeniedError, CrdNotInstalledError, PermissionDeniedError)
+from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import (
+    JobTimeoutError, launch_and_wait)
+from fakes.kube_server import DEFAULT_USER
+from fakes.kube_server.cluster_fixtures import NAMESPACE
+from fakes.kube_server.sample_jobs import sample_trainjob
+from fakes.kube_server.trainer_objects import JOBSETS, PODS
+
+TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _launch(cluster, job, lines: List[str], timeout_seconds: float = 30.0, owner=None):
+    api = KubeApi(cluster.server.api_client())
+    return launch_and_wait(job, api, timeout_seconds=timeout_seconds, log=lines.append, owner=owner)
+
+
+def _trainjobs(cluster):
+    return cluster.server.store.items(TRAINJOBS, NAMESPACE)
+
+
+def _job(**env):
+    return sample_trainjob(namespace=NAMESPACE, **env)
+
+
+def test_success_streams_node_0_and_reports_trainers_reason(cluster):
+    lines: List[str] = []
+    outcome = _launch(cluster, _job(), lines)
+    assert (outcome.kind, outcome.reason, outcome.message) == (
+        "TrainJob", "AllJobsCompleted", "jobset completed successfully")
+    node0 = [line for line in lines if line.startswith("[node-0] ") and " pod " not in line]
+    assert node0 == ["[node-0] epoch 1/2 loss=0.91", "[node-0] epoch 2/2 loss=0.42",
+                     "[node-0] saved model"]
+    assert not any(line.startswith("[node-1]") for line in lines)  # only node 0 is followed
+    assert outcome.restarts == 0
+    assert cluster.wait_no_processes() == []
+
+
+def test_failure_names_trainers_reason_the_job_and_the_pod(cluster):
+    lines: List[str] = []
+    with pytest.raises(TrainingFailedError) as raised:
+        _launch(cluster, _job(SLEEP_0=30, EXIT_CODE_1=1), lines)
+    message = str(raised.value)
+    assert ("TrainJob kubeflow-test/run-1-trainjob failed: Failed (FailedJobs): jobset failed due "
+            "to one or more job failures (first failed job: run-1-trainjob-node-0)") in message
+    assert "Job node: 1 failed" in message
+    assert "node-1: container node terminated: Error (exit code 1)" in message, message
+    assert cluster.wait_no_processes() == []
+
+
+def test_a_killed_node_is_re_created_and_counted_as_a_restart(cluster, tmp_path):
+    lines: List[str] = []
+    outcome = _launch(cluster, _job(SLEEP_0=4, SLEEP_1=0.2, EXIT_CODE_1="137,0",
+                                    RUNS_DIR=str(tmp_path)), lines)
+    assert outcome.reason == "AllJobsCompleted"
+    assert (tmp_path / "runs-1").read_text() == "2"
+    assert outcome.restarts == 1
+
+
+def test_retry_after_the_launcher_was_killed_reattaches(cluster):
+    first = _launcher_process(cluster, "run-1-trainjob", "--owner-uid", "pod-uid-attempt-1")
+    _wait_for_line(first, "[node-0] epoch 1/2")
+    first.kill()
+    first.wait(5)
+    [created] = _trainjobs(cluster)
+    lines: List[str] = []
+    outcome = _launch(cluster, sample_trainjob(namespace=NAMESPACE, SLEEP_0=3), lines,
+                      owner=OwnerRef(NAMESPACE, "step-pod-2", "pod-uid-attempt-2"))
+    assert outcome.adopted and outcome.uid == created["metadata"]["uid"]
+    assert any("Re-attaching to TrainJob kubeflow-test/run-1-trainjob" in line for line in lines)
+    owners = [r["uid"] for r in _trainjobs(cluster)[0]["metadata"]["ownerReferences"]]
+    assert owners == ["pod-uid-attempt-1", "pod-uid-attempt-2"]
+
+
+def test_sigterm_deletes_the_trainjob_its_jobset_and_pods(cluster):
+    process = _launcher_process(cluster, "run-1-trainjob")
+    _wait_for_line(process, "[node-0] epoch 1/2")
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=15)
+    assert process.returncode == 128 + signal.SIGTERM, output
+    assert "Deleted TrainJob kubeflow-test/run-1-trainjob" in output
+    assert _trainjobs(cluster) == []
+    assert cluster.server.store.items(JOBSETS, NAMESPACE) == []
+    assert cluster.server.store.items(PODS, NAMESPACE) == []
+    assert cluster.wait_no_processes() == []
+
+
+def test_timeout_deletes_everything(cluster):
+    with pytest.raises(JobTimeoutError) as raised:
+        _launch(cluster, _job(SLEEP_0=60, SLEEP_1=60), [], timeout_seconds=3.0)
+    assert "did not finish within 3 s and was deleted" in str(raised.value)
+    assert _trainjobs(cluster) == [] and cluster.server.store.items(PODS, NAMESPACE) == []
+    assert cluster.wait_no_processes() == []
+
+
+def test_410_and_5xx_while_watching_are_survived(cluster):
+    lines: List[str] = []
+    job = _job(SLEEP_0=2)
+
+    def trouble():
+        time.sleep(0.8)
+        cluster.server.faults.fail_next(2, 503, path_contains="/trainjobs")
+        cluster.server.faults.drop_watches()
+        cluster.server.store.compact()
+    threading.Thread(target=trouble, daemon=True).start()
+    outcome = _launch(cluster, job, lines)
+    assert outcome.reason == "AllJobsCompleted"
+    assert "Watch expired (410 Gone): re-reading the job and watching afresh" in lines
+
+
+def test_a_missing_crd_names_kubeflow_trainer(cluster):
+    cluster.server.faults.uninstall("trainjobs")
+    with pytest.raises(CrdNotInstalledError) as raised:
+        _launch(cluster, _job(), [])
+    message = str(raised.value)
+    assert ("the TrainJob CRD (trainjobs.trainer.kubeflow.org, trainer.kubeflow.org/v1alpha1) is "
+            "not installed: install the Kubeflow Trainer") in message
+    assert "kubectl apply --server-side -k manifests/runtimes" in message
+
+
+def test_a_missing_runtime_says_how_to_install_it(cluster):
+    with pytest.raises(AdmissionDeniedError) as raised:
+        _launch(cluster, sample_trainjob(namespace=NAMESPACE, runtime="kfdist-tensorflw"), [])
+    message = str(raised.value)
+    assert 'clustertrainingruntimes.trainer.kubeflow.org "kfdist-tensorflw" not found' in message
+    assert message.endswith("install kfdist's Kubeflow Trainer runtimes: "
+                            "kubectl apply --server-side -k manifests/runtimes")
+    assert _trainjobs(cluster) == []
+
+
+def test_rbac_denial_names_trainjobs(cluster):
+    cluster.server.faults.forbid("create", "trainjobs")
+    with pytest.raises(PermissionDeniedError) as raised:
+        _launch(cluster, _job(), [])
+    assert (f"RBAC denied create trainjobs.trainer.kubeflow.org in namespace {NAMESPACE} for "
+            f"{DEFAULT_USER}") in str(raised.value)
+
+
+def _launcher_process(cluster, job_name: str, *args):
+    env = dict(os.environ, PYTHONPATH=TESTS_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    command = [sys.executable, "-u", "-m", "fakes.kube_server.launch_cli", cluster.server.url,
+               job_name, "--trainjob-namespace", NAMESPACE, *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
+
+
+def _wait_for_line(process, fragment: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if fragment in line:
+            return
+    process.kill()
+    raise AssertionError(f"launcher never printed {fragment!r}; it printed:\n{''.join(seen)}")
