@@ -38,6 +38,8 @@ def train_distributed(
     node_selector: Dict[str, str] = {},
     service_account: str = "",
     timeout_seconds: int = 86400,
+    queue_name: str = "",
+    timeout_from: str = "creation",
     run_id: str = "",
     task_name: str = "",
 ):
@@ -109,6 +111,11 @@ def train_distributed(
         service_account: Cluster only: service account of the replica pods.
         timeout_seconds: Cluster only: the job is deleted and the step fails
             after this many seconds.
+        queue_name: Cluster only: Kueue LocalQueue to submit the job to (label
+            `kueue.x-k8s.io/queue-name`; Kueue holds the job suspended until it
+            admits it); empty: not queued.
+        timeout_from: Cluster only: when `timeout_seconds` starts: `creation`
+            (time in the queue counts) or `admission` (by Kueue).
         run_id: The KFP run id (the pipeline passes it); names the job so a
             retried step re-attaches to it.
         task_name: The KFP task name (the pipeline passes it).

@@ -20,6 +20,7 @@ from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.job import config, jobset_cluster
 from kfdist.components.train_distributed.kubernetes import backend
+from kfdist.components.train_distributed.kubernetes import backend as backend_module
 from kfdist.components.train_distributed.kubernetes.build import render_trainjob as rt
 from kfdist.components.train_distributed.kubernetes.build import trainjob_runtime as runtimes
 
@@ -192,3 +193,32 @@ def test_a_runtime_with_a_typo_is_caught():
     broken = copy.deepcopy(RUNTIMES[runtimes.TF_RUNTIME])
     broken["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["sucessPolicy"] = {}
     assert any("unknown field" in e for e in _crd(RUNTIME_V2_3).validate(broken))
+
+
+# ---- Kueue ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend, strategy", [("trainjob", "multi_worker_mirrored"),
+                                               ("tfjob", "multi_worker_mirrored"),
+                                               ("mpijob", "horovod")])
+def test_queue_name_labels_every_kind_of_job(backend, strategy):
+    step = runtime.build_job(backend=backend, strategy=strategy, run_id="run-1", namespace="team",
+                             work_uri="gs://bucket/work", queue_name="team-queue")
+    job = config.JobConfig(dataset_dir="d", model_dir="m", work_dir="r", training=step.training,
+                           job=step.spec)
+    rendered = backend_module.render_step_job(job, step.cluster, None)[0]
+    assert rendered.body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-queue"
+    warning = backend_module.queue_warning(backend, step.cluster)
+    assert (warning is not None) == (backend == "tfjob")
+    if warning:
+        assert "kubeflow.org/tfjob integration off by default" in warning
+        assert "Use backend trainjob" in warning
+
+
+def test_a_bad_queue_name_is_refused():
+    with pytest.raises(InvalidInputError, match="Team Queue"):
+        render(strategy="multi_worker_mirrored", queue_name="Team Queue")
+
+
+def test_timeout_from_takes_creation_or_admission():
+    with pytest.raises(InvalidInputError, match="timeout_from"):
+        runtime.build_job(backend="trainjob", timeout_from="submission")

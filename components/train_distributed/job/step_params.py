@@ -83,6 +83,10 @@ TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
     Param("service_account", "", "service account of the replica pods", cluster=True),
     Param("timeout_seconds", 86400, "the job is deleted and the step fails after this long",
           cluster=True),
+    Param("queue_name", "", "Kueue LocalQueue to submit the job to (the label "
+          "kueue.x-k8s.io/queue-name); empty: not queued", cluster=True),
+    Param("timeout_from", "creation", "when timeout_seconds starts: at the job's creation, or at "
+          "its admission by Kueue", choices=("creation", "admission"), cluster=True),
     Param("run_id", "", "KFP run id (the pipeline passes it); names the job so a retried step "
           "finds it", cluster=True),
     Param("task_name", "", "KFP task name (the pipeline passes it)", cluster=True),

@@ -24,7 +24,7 @@ import dataclasses
 import os
 import posixpath
 import tempfile
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional
 
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
@@ -46,6 +46,11 @@ DEFAULT_TASK_NAME = "train-distributed"
 #: Lines of each failed replica's log quoted in the step's error (at most this many replicas).
 FAILED_LOG_TAIL_LINES = 20
 FAILED_LOG_MAX_REPLICAS = 3
+KUEUE_TFJOB_WARNING = (
+    "warning: queue_name is set on a TFJob, but Kueue (v0.19 and later) leaves its "
+    "kubeflow.org/tfjob integration off by default and deprecates it: unless your Kueue's "
+    "integrations.frameworks lists kubeflow.org/tfjob, the TFJob is not queued and starts at "
+    "once. Use backend trainjob (or mpijob for horovod), which Kueue manages by default")
 
 
 def resolve_namespace(options: ClusterOptions) -> str:
@@ -115,7 +120,24 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
         image=image, command=tuple(replica_command(work_uri)), resources=resources,
         ssh_auth_mount_path=HOROVOD_IMAGE_SSH_DIR if mpi and image == HOROVOD_IMAGE else None,
         node_selector=dict(options.node_selector), volumes=volumes,
-        service_account=options.service_account, labels=run_labels(run_id, task_name))
+        service_account=options.service_account, labels=job_labels(options, run_id, task_name))
+
+
+def queue_warning(backend: str, options: ClusterOptions) -> Optional[str]:
+    """What to tell a user who queues a job Kueue will not hold (a TFJob), else None."""
+    if options.queue_name and backend == strategy_rules.TFJOB_BACKEND:
+        return KUEUE_TFJOB_WARNING
+    return None
+
+
+def job_labels(options: ClusterOptions, run_id: str, task_name: str) -> Dict[str, str]:
+    """The run labels, and Kueue's queue label when the job goes to a queue."""
+    from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import QUEUE_NAME_LABEL
+
+    labels = run_labels(run_id, task_name)
+    if options.queue_name:
+        labels[QUEUE_NAME_LABEL] = options.queue_name
+    return labels
 
 
 def render_step_job(job: config.JobConfig, options: ClusterOptions,
@@ -189,6 +211,9 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
             rendered, layout = render_step_job(job, options, dataset_uri, customisation)
     log(f"{backend} backend: {rendered.kind.kind} {rendered.namespace}/{rendered.name}, "
         f"work location {layout.work_uri}")
+    warning = queue_warning(backend, options)
+    if warning:
+        log(warning)
     if storage.exists(layout.job_file):
         # A retried step: the work location is unique to this run and task, so what the
         # first attempt staged is this very job; rewriting it could disturb replicas
@@ -198,8 +223,9 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
         stage_job(job, layout, dataset_uri)
     with step_signals.cancel_on_sigterm():
         try:
-            outcome = launcher.launch_and_wait(rendered, api, timeout_seconds=options.timeout_seconds or None,
-                                     log=log, owner=api.read_own_pod_reference())
+            outcome = launcher.launch_and_wait(
+                rendered, api, timeout_seconds=options.timeout_seconds or None, log=log,
+                owner=api.read_own_pod_reference(), timeout_from=options.timeout_from)
         except launcher.JobTimeoutError:
             raise  # the job and its pods are deleted: no logs left to quote
         except TrainingFailedError as error:

@@ -12,6 +12,7 @@ from typing import Mapping, Optional
 
 from kfdist import HOROVOD_IMAGE, RUNTIME_IMAGE
 from kfdist.components.train_distributed.job.strategy_rules import HOROVOD, PVC_MOUNT_PATH
+from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import FROM_CREATION
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,8 @@ class ClusterOptions:
       service_account: Service account of the replica pods.
       timeout_seconds: Deadline of the step; the job is deleted when it passes (0 or
         None: no deadline).
+      queue_name: Kueue LocalQueue of the job (label `kueue.x-k8s.io/queue-name`).
+      timeout_from: `creation` or `admission` (by Kueue): when `timeout_seconds` starts.
       run_id: The KFP run id; with `task_name` it names the job deterministically.
       task_name: The KFP task name.
     """
@@ -50,8 +53,17 @@ class ClusterOptions:
     node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     service_account: Optional[str] = None
     timeout_seconds: Optional[float] = None
+    queue_name: Optional[str] = None
+    timeout_from: str = FROM_CREATION
     run_id: Optional[str] = None
     task_name: Optional[str] = None
+
+    def __post_init__(self):
+        from kfdist.components.common.errors import require
+        from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import TIMEOUT_FROM
+
+        require(self.timeout_from in TIMEOUT_FROM, f"timeout_from {self.timeout_from!r} is not "
+                f"valid; valid: {list(TIMEOUT_FROM)}")
 
     def image_for(self, strategy: str) -> str:
         """The replicas' image: the option, else kfdist's image for `strategy`."""

@@ -132,3 +132,14 @@ def step_options(run_id: str = "run-123", **overrides) -> Dict[str, Any]:
     """The training step's cluster parameters for a job in the test namespace."""
     return dict(namespace=NAMESPACE, run_id=run_id, task_name="train-distributed",
                 timeout_seconds=STEP_TIMEOUT_S, **overrides)
+
+
+@pytest.fixture
+def kueue(cluster):
+    """A test Kueue on `cluster`: queued MPIJobs and TrainJobs are created suspended; the test
+    admits them with `kueue.admit(plural, namespace, name)`."""
+    from fakes.kube_server.kueue import FakeKueue
+
+    queue = FakeKueue(cluster.server.store)
+    yield queue
+    queue.stop()

@@ -47,8 +47,9 @@ class JobRun:
 
     def _run(self) -> None:
         try:
-            self._create_pods()
             self.condition("Created", *rules.tf_created(self.kind, self.name))
+            self._hold_while_suspended()
+            self._create_pods()
             self.wait(self.op.pending_seconds)
             self.started_at = time.monotonic()
             self.tf_configs = self._tf_configs()
@@ -69,6 +70,23 @@ class JobRun:
         finally:
             self.kill_all()
             shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _hold_while_suspended(self) -> None:
+        """No pods while `runPolicy.suspend` (Kueue's hold): Suspended, then Resumed."""
+        def is_suspended() -> bool:
+            return bool((self.store.get(self.key)["spec"].get("runPolicy") or {}).get("suspend"))
+        if not is_suspended():
+            return
+        who = (self.kind, self.namespace, self.name)
+        if self.mpi:
+            self.condition("Running", *rules.mpi_running_while_suspended(self.namespace, self.name),
+                           status="False")
+        self.condition("Suspended", *rules.suspended(*who))
+        while is_suspended():
+            self.wait(self.op.poll_seconds)
+        self.job = self.store.get(self.key)
+        self.run_policy = self.job["spec"].get("runPolicy") or {}
+        self.condition("Suspended", *rules.resumed(*who), status="False")
 
     def _replica_specs(self) -> dict:
         return self.job["spec"]["mpiReplicaSpecs" if self.mpi else "tfReplicaSpecs"]
@@ -189,11 +207,11 @@ class JobRun:
         self.store.close_log(replica.pod_uid)
         self.update_replica_statuses()
 
-    def condition(self, ctype: str, reason: str, message: str) -> None:
+    def condition(self, ctype: str, reason: str, message: str, status: str = "True") -> None:
         """Sets a job condition as the operator does (`pods.set_job_condition`)."""
         def add(job: dict) -> None:
             pod_objects.set_job_condition(job, ctype, reason, message, self._replica_statuses(),
-                                          now_rfc3339())
+                                          now_rfc3339(), status)
         self._update_job(add)
 
     def update_replica_statuses(self) -> None:

@@ -135,3 +135,23 @@ def mpi_failed_backoff(last_failed_pod_reason: Optional[str]):
 
 def mpi_failed_deadline():
     return "DeadlineExceeded", "Job was active longer than specified deadline"
+
+
+def suspended(kind: str, namespace: str, name: str):
+    """Suspended=True (reason, message): Training Operator `TFJob <name> is suspended.`
+    (common/job.go), MPI Operator `MPIJob suspended` (mpi_job_controller.go)."""
+    if kind == "MPIJob":
+        return "MPIJobSuspended", "MPIJob suspended"
+    return f"{kind}Suspended", f"{kind} {name} is suspended."
+
+
+def resumed(kind: str, namespace: str, name: str):
+    """Suspended=False on resume."""
+    if kind == "MPIJob":
+        return "MPIJobResumed", "MPIJob resumed"
+    return f"{kind}Resumed", f"{kind} {name} is resumed."
+
+
+def mpi_running_while_suspended(namespace: str, name: str):
+    """The MPI Operator also writes Running=False while suspended."""
+    return "MPIJobSuspended", f"MPIJob {namespace}/{name} is suspended."

@@ -148,7 +148,8 @@ def scheduling_event(pod_key: ObjectKey, pod: Dict[str, Any]) -> Tuple[ObjectKey
 
 
 def set_job_condition(job: Dict[str, Any], ctype: str, reason: str, message: str,
-                      replica_statuses_now: Dict[str, Dict[str, int]], now: str) -> None:
+                      replica_statuses_now: Dict[str, Dict[str, int]], now: str,
+                      status_value: str = "True") -> None:
     """Sets condition `ctype` on `job` as the operators do, in place.
 
     A terminal condition (Succeeded/Failed) turns Running to False and sets
@@ -164,7 +165,7 @@ def set_job_condition(job: Dict[str, Any], ctype: str, reason: str, message: str
         if ctype in ("Succeeded", "Failed") and c["type"] == "Running":
             c = dict(c, status="False")
         kept.append(c)
-    kept.append({"type": ctype, "status": "True", "reason": reason, "message": message,
+    kept.append({"type": ctype, "status": status_value, "reason": reason, "message": message,
                  "lastUpdateTime": now, "lastTransitionTime": now})
     status["conditions"] = kept
     status["replicaStatuses"] = replica_statuses_now

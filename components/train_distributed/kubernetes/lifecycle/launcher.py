@@ -25,6 +25,8 @@ from kfdist.components.train_distributed.kubernetes.lifecycle.job_adoption impor
     SPEC_HASH_ANNOTATION, JobClaim, JobNameConflictError, create_or_adopt, delete_claimed,
     prepare_body, spec_hash)
 from kfdist.components.train_distributed.kubernetes.lifecycle.job_diagnosis import diagnose_pods
+from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import (
+    FROM_CREATION, QueueClock)
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
 from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi, OwnerRef
 from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
@@ -71,7 +73,8 @@ class JobOutcome:
 def launch_and_wait(job: RenderedJob, api: KubeApi, *, timeout_seconds: Optional[float],
                     log: Callable[[str], None], owner: Optional[OwnerRef],
                     retry: RetryPolicy = RetryPolicy(),
-                    log_drain_seconds: float = 1.0) -> JobOutcome:
+                    log_drain_seconds: float = 1.0,
+                    timeout_from: str = FROM_CREATION) -> JobOutcome:
     """Creates (or re-attaches to) `job`, streams its logs and waits for it to end.
 
     Args:
@@ -82,6 +85,8 @@ def launch_and_wait(job: RenderedJob, api: KubeApi, *, timeout_seconds: Optional
       owner: The step's pod, set as the job's ownerReference; None: no owner.
       retry: Backoff and budget for API failures.
       log_drain_seconds: How long the log stream may take to catch up at the end.
+      timeout_from: `creation` or `admission`: when `timeout_seconds` starts for a job that
+        waits in a Kueue queue (see `job_queue`).
 
     Returns:
       The outcome of a job that succeeded.
@@ -93,7 +98,9 @@ def launch_and_wait(job: RenderedJob, api: KubeApi, *, timeout_seconds: Optional
       KubeApiError: The API refused (CRD not installed, RBAC) or stayed unreachable.
       StepCancelled: SIGTERM inside `cancel_on_sigterm` (the job was deleted).
     """
-    return _Launch(job, api, _serialized(log), retry, timeout_seconds).run(owner, log_drain_seconds)
+    clock = QueueClock(timeout_seconds, timeout_from, f"{job.kind.kind} {job.namespace}/{job.name}",
+                       _serialized(log))
+    return _Launch(job, api, clock.log, retry, clock).run(owner, log_drain_seconds)
 
 
 class _DeadlineReached(Exception):
@@ -106,12 +113,10 @@ class _Launch:
     """One call of `launch_and_wait`: the job, what is known about it, the clock."""
 
     def __init__(self, job: RenderedJob, api: KubeApi, log: Callable[[str], None],
-                 retry: RetryPolicy, timeout_seconds: Optional[float]):
-        self.job, self.api, self.log, self.retry = job, api, log, retry
-        self.what = f"{job.kind.kind} {job.namespace}/{job.name}"
-        self.started = time.monotonic()
-        self.deadline = None if timeout_seconds is None else self.started + timeout_seconds
-        self.timeout_seconds = timeout_seconds
+                 retry: RetryPolicy, clock: QueueClock):
+        self.job, self.api, self.log, self.retry, self.clock = job, api, log, retry, clock
+        self.what = clock.what
+        self.started = clock.started
         self.claim = JobClaim()
         self.noted: set = set()
 
@@ -187,7 +192,7 @@ class _Launch:
                 resource_version = None
                 self._note(current)
             except TransientApiError as error:
-                backoff.pause_or_raise(error, self.deadline)
+                backoff.pause_or_raise(error, self.clock.deadline)
         return current
 
     def _deleted_message(self) -> str:
@@ -195,13 +200,14 @@ class _Launch:
                 f"ttlSecondsAfterFinished)")
 
     def _note(self, job_object: Dict[str, Any]) -> None:
+        self.clock.observe(job_object)
         for condition in js.active_conditions(job_object):
             if condition not in self.noted:
                 self.noted.add(condition)
                 self.log(f"{self.what}: {condition.describe()}")
 
     def _remaining(self) -> Optional[float]:
-        return None if self.deadline is None else self.deadline - time.monotonic()
+        return self.clock.remaining()
 
     def _past_deadline(self) -> bool:
         remaining = self._remaining()
@@ -219,7 +225,7 @@ class _Launch:
     def _timeout_message(self, last_seen: Dict[str, Any], problems: List[str]) -> str:
         conditions = js.active_conditions(last_seen)
         state = ", ".join(c.describe() for c in conditions) or "no conditions yet"
-        parts = [f"{self.what} did not finish within {self.timeout_seconds:g} s and was deleted "
+        parts = [f"{self.what} did not finish {self.clock.describe_limit()} and was deleted "
                  f"(last state: {state})"]
         if problems:
             parts.append("pod problems: " + "; ".join(problems))
