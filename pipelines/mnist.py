@@ -48,7 +48,9 @@ def _signature() -> inspect.Signature:
                              default=default) for name, kind, default, _ in _OWN_PARAMS]
     train = [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                annotation=Dict[str, str] if isinstance(p.default, dict)
-                               else type(p.default), default=p.default) for p in TRAIN_PARAMS]
+                               else type(p.default),
+                               default=p.default if p.pipeline_default is None else p.pipeline_default)
+             for p in TRAIN_PARAMS]
     outputs = NamedTuple("MnistOutputs", [("blessed", bool), ("evaluation_metrics", dsl.Metrics),
                                           ("training_metrics", dsl.Metrics)])
     return inspect.Signature(own + train, return_annotation=outputs)

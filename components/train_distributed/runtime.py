@@ -158,10 +158,53 @@ def assemble_report(job: config.JobConfig, restarts: int = 0) -> model_artifact.
 def validate_training_args(**values) -> None:
     """Checks a training step's parameters without a dataset (imports a user model's module).
 
+    `backend=auto` is checked as the operator backend it falls back to (no API call).
+
     Raises:
       InvalidInputError: Naming the first invalid value and what would be valid.
     """
-    build_job(**values)
+    build_job(**_without_auto(values))
+
+
+def _without_auto(values: dict) -> dict:
+    """`values` with `backend=auto` replaced by its fallback (`tfjob`, or `mpijob` for horovod)."""
+    if values.get("backend") != strategy_rules.AUTO_BACKEND:
+        return values
+    from kfdist.components.train_distributed.kubernetes.backend_choice import fallback_backend
+
+    strategy = step_params.complete(values)["strategy"]
+    return dict(values, backend=fallback_backend(strategy))
+
+
+def resolve_backend(values: dict, log: Callable[[str], None]) -> dict:
+    """`values` with `backend=auto` decided against the cluster (`kubernetes.backend_choice`).
+
+    Raises:
+      InvalidInputError: Before any API call, when the values are invalid as they are.
+    """
+    if values.get("backend") != strategy_rules.AUTO_BACKEND:
+        return values
+    from kfdist.components.train_distributed.kubernetes.backend_choice import choose_backend
+
+    build_job(**_without_auto(values))
+    strategy = step_params.complete(values)["strategy"]
+    trainjob = dict(values, backend=strategy_rules.TRAINJOB_BACKEND)
+    return dict(values, backend=choose_backend(strategy, lambda: check_cluster_job(trainjob), log))
+
+
+def check_cluster_job(values: dict) -> None:
+    """Validates the cluster job these values make, as rendering would (no name, place or API).
+
+    Raises:
+      InvalidInputError: Naming what the backend (e.g. a TrainJob's runtime) cannot carry.
+    """
+    from kfdist.components.train_distributed.kubernetes import backend as cluster_backend
+
+    step = build_job(**values)
+    job = config.JobConfig(dataset_dir="dataset", model_dir="model", work_dir="reports",
+                           training=step.training, job=step.spec)
+    cluster_backend.build_job_spec(job, step.cluster, name="kfdist-check", namespace="default",
+                                   work_uri=step.cluster.work_uri or "gs://check/work").validate()
 
 
 def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = print,
@@ -189,7 +232,7 @@ def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = prin
       InvalidInputError: If an argument or the dataset is invalid (nothing is started).
       TrainingFailedError: If a replica fails (the others are stopped first).
     """
-    step = build_job(**values)
+    step = build_job(**resolve_backend(values, log))
     _check_dataset(dataset_dir, step.training, step.spec)
     resuming = _prepare_model_dir(model_dir)
     if debug_dir is not None:

@@ -36,8 +36,13 @@ STRATEGIES = {
 }
 
 
+#: The pipeline's cluster default: the step finds Trainer and kfdist's runtime installed.
+AUTO = "multi_worker_mirrored"
+
+
 def _run_pipeline(strategy: str, out: str) -> dict:
-    argv = [sys.executable, "-m", "kfdist", "run", "mnist", "--backend", "trainjob",
+    backend = "auto" if strategy == AUTO else "trainjob"
+    argv = [sys.executable, "-m", "kfdist", "run", "mnist", "--backend", backend,
             "--strategy", strategy, "--namespace", NAMESPACE, "--output", out,
             "--work-uri", f"gs://{BUCKET}/trainjob-{strategy.replace('_', '-')}"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
@@ -69,7 +74,13 @@ def test_the_mnist_pipeline_trains_through_a_trainjob(strategy, cluster, gcs_emu
     summary = _run_pipeline(strategy, str(tmp_path / "run"))
     assert summary["eval"]["accuracy"] >= 0.90
     assert summary["blessed"] is True
-    assert (summary["train"]["backend"], summary["train"]["strategy"]) == ("trainjob", strategy)
+    assert summary["train"]["strategy"] == strategy
+    with open(os.path.join(str(tmp_path / "run"), "logs", "train.log")) as f:
+        step_log = f.read()
+    if strategy == AUTO:
+        assert ("backend auto: trainjob (Kubeflow Trainer and kfdist's runtime kfdist-tensorflow "
+                "are installed)") in step_log
+    assert "trainjob backend: TrainJob kubeflow-test/" in step_log
 
     # One TrainJob, exactly valid against Trainer v2.3.0's CRD, on kfdist's runtime.
     [post] = cluster.server.requests.matching(verb="create", resource="trainjobs")

@@ -44,10 +44,14 @@ NAME = "kfdist-pipeline-runner"
 EXPECTED_RULES = {
     ("kubeflow.org", "tfjobs"): {"create", "get", "watch", "patch", "delete"},
     ("kubeflow.org", "mpijobs"): {"create", "get", "watch", "patch", "delete"},
+    ("trainer.kubeflow.org", "trainjobs"): {"create", "get", "watch", "patch", "delete"},
     ("", "pods"): {"get", "list", "watch"},
     ("", "pods/log"): {"get"},
     ("", "events"): {"list"},
 }
+#: The job kinds' (apiGroup, resource): what kube_api's namespaced custom-object calls address.
+JOB_RESOURCES = (("kubeflow.org", "tfjobs"), ("kubeflow.org", "mpijobs"),
+                 ("trainer.kubeflow.org", "trainjobs"))
 CLUSTER_SCOPED_KINDS = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
                         "PersistentVolume", "StorageClass", "PriorityClass"}
 
@@ -292,14 +296,18 @@ def _launcher_api_calls(source: str) -> set:
     for node in ast.walk(ast.parse(source)):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and isinstance(node.func.value, ast.Attribute)
-                and node.func.value.attr in ("_custom", "_core")):
+                and node.func.value.attr in ("_custom", "_core", "_extensions")):
             continue
         method = node.func.attr
         verb = _CLIENT_VERBS[method.split("_")[0]]
         if any(k.arg == "watch" and isinstance(k.value, ast.Constant) and k.value.value for k in node.keywords):
             verb = "watch"
-        if node.func.value.attr == "_custom":
-            calls |= {("kubeflow.org", plural, verb) for plural in ("tfjobs", "mpijobs")}
+        if method == "get_cluster_custom_object":
+            calls.add(("trainer.kubeflow.org", "clustertrainingruntimes", verb))
+        elif node.func.value.attr == "_custom":
+            calls |= {(group, plural, verb) for group, plural in JOB_RESOURCES}
+        elif node.func.value.attr == "_extensions":
+            calls.add(("apiextensions.k8s.io", "customresourcedefinitions", verb))
         else:
             resource = method.split("namespaced_")[1]
             resource = {"pod": "pods", "pod_log": "pods/log", "event": "events"}[resource]
@@ -307,12 +315,39 @@ def _launcher_api_calls(source: str) -> set:
     return calls
 
 
+def _cluster_grants() -> Dict[Tuple[str, str], set]:
+    """What the ClusterRole of manifests/runtimes grants (by name only), bound to every service account."""
+    objects = built(MANIFESTS / "runtimes")
+    role = next(o for o in objects if o["kind"] == "ClusterRole")
+    binding = next(o for o in objects if o["kind"] == "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "Group", "name": "system:serviceaccounts",
+                                    "apiGroup": "rbac.authorization.k8s.io"}]
+    grants: Dict[Tuple[str, str], set] = {}
+    for rule in role["rules"]:
+        assert rule["verbs"] == ["get"] and rule["resourceNames"], "named objects, read only"
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                grants.setdefault((group, resource), set()).update(rule["verbs"])
+    return grants
+
+
+def test_the_cluster_role_reads_only_the_trainjob_crd_and_kfdists_runtimes():
+    objects = built(MANIFESTS / "runtimes")
+    role = next(o for o in objects if o["kind"] == "ClusterRole")
+    named = {(r["resources"][0], tuple(r["resourceNames"])) for r in role["rules"]}
+    assert named == {("customresourcedefinitions", ("trainjobs.trainer.kubeflow.org",)),
+                     ("clustertrainingruntimes", ("kfdist-tensorflow", "kfdist-horovod"))}
+    assert _cluster_grants() == {("apiextensions.k8s.io", "customresourcedefinitions"): {"get"},
+                                 ("trainer.kubeflow.org", "clustertrainingruntimes"): {"get"}}
+
+
 def test_role_matches_what_the_launcher_calls():
     """Every permission is used by the one module that calls the API, and every call is allowed."""
     kube_api = REPO / "components" / "train_distributed" / "kubernetes" / "client" / "kube_api.py"
     calls = _launcher_api_calls(kube_api.read_text())
-    granted = {(g, r, v) for (g, r), verbs in _grants(_role(built(MANIFESTS / "base"))).items()
-               for v in verbs}
+    granted = {(g, r, v) for (g, r), verbs in list(_grants(_role(built(MANIFESTS / "base"))).items())
+               + list(_cluster_grants().items()) for v in verbs}
     assert calls == granted, {"called, not granted": calls - granted,
                               "granted, never called": granted - calls}
 

@@ -28,7 +28,8 @@ from fakes import crd_schema
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIMES = {d["metadata"]["name"]: d for f in sorted((REPO / "manifests" / "runtimes").glob("*.yaml"))
-            if f.name != "kustomization.yaml" for d in yaml.safe_load_all(f.read_text())}
+            if f.name != "kustomization.yaml" for d in yaml.safe_load_all(f.read_text())
+            if d["kind"] == "ClusterTrainingRuntime"}
 CONFIGS = {
     "mwms, chief, evaluator, GPUs, PVC": dict(
         strategy="multi_worker_mirrored", workers=2, chief=True, evaluator=True, gpus_per_worker=1,

@@ -30,6 +30,8 @@ class Param:
       choices: The valid values, when there is a closed set.
       cluster: Whether only the cluster backends (`tfjob`, `mpijob`, `trainjob`) read it.
       flag: The CLI flag, when it is not `--` + the name with dashes.
+      pipeline_default: The compiled pipeline's default, when it differs from
+        `default` (which the CLI, kfp.local runs and the component keep).
     """
 
     name: str
@@ -38,6 +40,7 @@ class Param:
     choices: Optional[Tuple[str, ...]] = None
     cluster: bool = False
     flag: Optional[str] = None
+    pipeline_default: Any = None
 
     @property
     def cli_flag(self) -> str:
@@ -49,7 +52,10 @@ _RESTART_CHOICES = ("",) + strategy_rules.RESTART_POLICIES
 #: Every parameter of the training step, in the component's order.
 TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
     Param("backend", strategy_rules.LOCAL_BACKEND, "where the replicas run: local processes, a TFJob, "
-          "an MPIJob or a Kubeflow Trainer TrainJob", choices=strategy_rules.BACKENDS),
+          "an MPIJob, a Kubeflow Trainer TrainJob, or auto: a TrainJob where Kubeflow Trainer and "
+          "kfdist's runtimes are installed, else a TFJob/MPIJob (local without a cluster)",
+          choices=strategy_rules.BACKENDS + (strategy_rules.AUTO_BACKEND,),
+          pipeline_default=strategy_rules.AUTO_BACKEND),
     Param("strategy", strategy_rules.MULTI_WORKER_MIRRORED, "distribution strategy",
           choices=strategy_rules.STRATEGIES),
     Param("workers", 0, "worker replicas; 0: the strategy's default (1 for mirrored, else 2)"),

@@ -38,6 +38,9 @@ STRATEGIES_BY_BACKEND: Dict[str, Tuple[str, ...]] = {
     MPIJOB_BACKEND: (HOROVOD,),
     TRAINJOB_BACKEND: (MIRRORED, MULTI_WORKER_MIRRORED, PARAMETER_SERVER, HOROVOD),
 }
+#: Not a backend: the step picks `trainjob`, `tfjob`/`mpijob` or `local` at run time
+#: (`kubernetes.backend_choice`).
+AUTO_BACKEND = "auto"
 #: The backends that run the replicas on a Kubernetes cluster.
 CLUSTER_BACKENDS: Tuple[str, ...] = (TFJOB_BACKEND, MPIJOB_BACKEND, TRAINJOB_BACKEND)
 BACKENDS: Tuple[str, ...] = tuple(STRATEGIES_BY_BACKEND)

@@ -148,4 +148,5 @@ def install_trainer(store, *, runtimes: bool = True, trainjob_crd: Optional[str]
     for file_name in sorted(os.listdir(directory)):
         if file_name.endswith(".yaml") and file_name != "kustomization.yaml":
             for doc in _documents(os.path.join(directory, file_name)):
-                store.create(RUNTIMES + ("", doc["metadata"]["name"]), copy.deepcopy(doc))
+                if doc["kind"] == "ClusterTrainingRuntime":
+                    store.create(RUNTIMES + ("", doc["metadata"]["name"]), copy.deepcopy(doc))

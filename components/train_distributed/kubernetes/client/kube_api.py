@@ -58,6 +58,14 @@ class KubeApi:
             k8s_config.load_kube_config()
         return cls(k8s.ApiClient())
 
+    @classmethod
+    def from_environment_if_any(cls) -> Optional["KubeApi"]:
+        """`from_environment`, or None when there is neither a pod's service account nor a kubeconfig."""
+        try:
+            return cls.from_environment()
+        except (k8s_config.ConfigException, OSError):
+            return None
+
     # What the cluster serves -------------------------------------------------
 
     def read_crd_schema(self, crd_name: str, version: str) -> Dict[str, Any]:
@@ -74,6 +82,13 @@ class KubeApi:
             if served["name"] == version:
                 return served["schema"]["openAPIV3Schema"]
         raise errors.NotFoundError(f"CRD {crd_name} does not serve version {version}", 404)
+
+    def get_cluster_training_runtime(self, name: str) -> Dict[str, Any]:
+        """A Kubeflow Trainer ClusterTrainingRuntime; raises `NotFoundError` when there is none."""
+        with _translated("get", "clustertrainingruntimes.trainer.kubeflow.org", "(cluster)"):
+            return self._custom.get_cluster_custom_object(
+                "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", name,
+                _request_timeout=_CALL_TIMEOUT)
 
     # Jobs (custom resources) ------------------------------------------------
 
