@@ -8,14 +8,13 @@ what happens to a replica that exits non-zero under each restart policy.
 from __future__ import annotations
 
 import json
-import time
 from typing import List
 
 import pytest
 
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TFJOB_V1
 from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
-from fakes.kube_server.cluster_fixtures import NAMESPACE, PODS, TFJOBS, Cluster
+from fakes.kube_server.cluster_fixtures import NAMESPACE, PODS, TFJOBS, Cluster, wait_for
 from fakes.kube_server.store import NotFound
 from fakes.process_state import is_running
 
@@ -39,21 +38,11 @@ def _submit(cluster: Cluster, body: dict) -> tuple:
     return key
 
 
-def _wait_for(predicate, seconds: float = 20.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {seconds} s")
-
-
 def _terminal(cluster: Cluster, key) -> str:
     def condition():
         found = job_status.terminal_condition(cluster.server.store.get(key))
         return found and found.type
-    return _wait_for(condition)
+    return wait_for(condition)
 
 
 def _pod_log(cluster: Cluster, pod_name: str) -> List[str]:
@@ -128,7 +117,7 @@ def test_operator_success_policy_and_clean_pod_policy(cluster, success_policy, p
 
 def test_operator_kills_the_replicas_of_a_deleted_job(cluster):
     key = _submit(cluster, _tfjob("doomed", {"Worker": 2}, _sleeper(60, 60)))
-    _wait_for(lambda: _pod_log(cluster, "doomed-worker-1") == ["started"])
+    wait_for(lambda: _pod_log(cluster, "doomed-worker-1") == ["started"])
     pids = cluster.operator.running_pids()
     assert len(pids) == 2
     cluster.server.store.delete(key)

@@ -20,7 +20,7 @@ import kubernetes
 import pytest
 
 from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
-from fakes.kube_server.cluster_fixtures import NAMESPACE, Cluster
+from fakes.kube_server.cluster_fixtures import NAMESPACE, Cluster, wait_for
 from fakes.kube_server.store import NotFound
 from fakes.kube_server.trainer_objects import JOBS, JOBSETS, PODS
 
@@ -58,18 +58,8 @@ def _submit(cluster: Cluster, body: dict) -> tuple:
     return key
 
 
-def _wait_for(predicate, seconds: float = 30.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {seconds} s")
-
-
 def _terminal(cluster: Cluster, key) -> job_status.JobCondition:
-    return _wait_for(lambda: job_status.terminal_condition(cluster.server.store.get(key)))
+    return wait_for(lambda: job_status.terminal_condition(cluster.server.store.get(key)))
 
 
 def _pods(cluster: Cluster, name: str) -> List[dict]:
@@ -176,7 +166,7 @@ def test_a_suspended_trainjob_starts_when_resumed(cluster, tmp_path):
     body = _trainjob("queued", 1, tmp_path)
     body["spec"]["suspend"] = True
     key = _submit(cluster, body)
-    _wait_for(lambda: cluster.server.store.get(key).get("status", {}).get("conditions"))
+    wait_for(lambda: cluster.server.store.get(key).get("status", {}).get("conditions"))
     time.sleep(0.5)
     assert [(c["type"], c["status"], c["reason"]) for c in
             cluster.server.store.get(key)["status"]["conditions"]] == [("Suspended", "True", "Suspended")]

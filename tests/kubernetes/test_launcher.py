@@ -8,10 +8,7 @@ moves pods and job conditions the way the Training and MPI operators do.
 from __future__ import annotations
 
 import dataclasses
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from typing import List
@@ -25,11 +22,11 @@ from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
 from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import (
     SPEC_HASH_ANNOTATION, JobNameConflictError, JobTimeoutError, cancel_on_sigterm, launch_and_wait,
     prepare_body)
+from fakes.kube_server import launch_cli
 from fakes.kube_server import DEFAULT_USER, FakeOperator, KubeServer, Scenario, sample_mpijob, sample_tfjob
 
 TFJOBS = ("kubeflow.org", "v1", "tfjobs")
 PODS = ("", "v1", "pods")
-TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclasses.dataclass
@@ -147,8 +144,8 @@ def test_pending_pod_without_condition_is_explained_by_its_events(cluster):
 def test_retry_after_launcher_was_killed_reattaches_to_the_same_job(cluster):
     job = sample_tfjob()
     cluster.operator.script(job.name, Scenario(pending_seconds=0.2, run_seconds=3.0))
-    first = _start_launcher_process(cluster.server, job.name, "--owner-uid", "pod-uid-attempt-1")
-    _wait_for_line(first, "[chief-0] epoch 1/2")
+    first = launch_cli.start(cluster.server.url, job.name, "--owner-uid", "pod-uid-attempt-1")
+    launch_cli.wait_for_line(first, "[chief-0] epoch 1/2")
     first.kill()  # SIGKILL: no cleanup, as when a node dies
     first.wait(5)
     created_uid = cluster.jobs()[0]["metadata"]["uid"]
@@ -195,8 +192,8 @@ def test_existing_job_not_created_by_this_step_is_left_alone(cluster):
 def test_sigterm_mid_run_deletes_the_job_and_exits(cluster):
     job = sample_tfjob()
     cluster.operator.script(job.name, Scenario(outcome="Hang", pending_seconds=0.1, run_seconds=0.2))
-    process = _start_launcher_process(cluster.server, job.name)
-    _wait_for_line(process, "[chief-0] saved model")
+    process = launch_cli.start(cluster.server.url, job.name)
+    launch_cli.wait_for_line(process, "[chief-0] saved model")
     sent = time.monotonic()
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=10)
@@ -350,22 +347,3 @@ def _wait_until(predicate, timeout=5.0):
         time.sleep(0.02)
 
 
-def _start_launcher_process(server, job_name, *args):
-    env = dict(os.environ, PYTHONPATH=TESTS_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    command = [sys.executable, "-u", "-m", "fakes.kube_server.launch_cli", server.url, job_name, *args]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env)
-
-
-def _wait_for_line(process, fragment, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    seen = []
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if fragment in line:
-            return
-    process.kill()
-    raise AssertionError(f"launcher never printed {fragment!r}; it printed:\n{''.join(seen)}")

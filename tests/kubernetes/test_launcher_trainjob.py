@@ -10,10 +10,7 @@ or the runtime missing, RBAC.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from typing import List
@@ -26,13 +23,12 @@ from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
     AdmissionDeniedError, CrdNotInstalledError, PermissionDeniedError)
 from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import (
     JobTimeoutError, launch_and_wait)
-from fakes.kube_server import DEFAULT_USER
+from fakes.kube_server import DEFAULT_USER, launch_cli
 from fakes.kube_server.cluster_fixtures import NAMESPACE
 from fakes.kube_server.sample_jobs import sample_trainjob
 from fakes.kube_server.trainer_objects import JOBSETS, PODS
 
 TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
-TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _launch(cluster, job, lines: List[str], timeout_seconds: float = 30.0, owner=None):
@@ -84,7 +80,7 @@ def test_a_killed_node_is_re_created_and_counted_as_a_restart(cluster, tmp_path)
 
 def test_retry_after_the_launcher_was_killed_reattaches(cluster):
     first = _launcher_process(cluster, "run-1-trainjob", "--owner-uid", "pod-uid-attempt-1")
-    _wait_for_line(first, "[node-0] epoch 1/2")
+    launch_cli.wait_for_line(first, "[node-0] epoch 1/2", timeout=20)
     first.kill()
     first.wait(5)
     [created] = _trainjobs(cluster)
@@ -99,7 +95,7 @@ def test_retry_after_the_launcher_was_killed_reattaches(cluster):
 
 def test_sigterm_deletes_the_trainjob_its_jobset_and_pods(cluster):
     process = _launcher_process(cluster, "run-1-trainjob")
-    _wait_for_line(process, "[node-0] epoch 1/2")
+    launch_cli.wait_for_line(process, "[node-0] epoch 1/2", timeout=20)
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=15)
     assert process.returncode == 128 + signal.SIGTERM, output
@@ -162,22 +158,4 @@ def test_rbac_denial_names_trainjobs(cluster):
 
 
 def _launcher_process(cluster, job_name: str, *args):
-    env = dict(os.environ, PYTHONPATH=TESTS_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    command = [sys.executable, "-u", "-m", "fakes.kube_server.launch_cli", cluster.server.url,
-               job_name, "--trainjob-namespace", NAMESPACE, *args]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env)
-
-
-def _wait_for_line(process, fragment: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    seen = []
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if fragment in line:
-            return
-    process.kill()
-    raise AssertionError(f"launcher never printed {fragment!r}; it printed:\n{''.join(seen)}")
+    return launch_cli.start(cluster.server.url, job_name, "--trainjob-namespace", NAMESPACE, *args)

@@ -42,6 +42,17 @@ class Log:
         return [line for line in self.lines if line.startswith(prefix)]
 
 
+def wait_for(predicate, seconds: float = 20.0):
+    """Polls `predicate` until it returns something true (returned), failing after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {seconds} s")
+
+
 class Cluster:
     """The API server, its process operator, and the kubeconfig the step reads."""
 

@@ -5,43 +5,30 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
-import threading
 import time
 from typing import Dict, List, Optional
 
 from kfdist.components.train_distributed.local.ports import free_ports
 from fakes.kube_server import operator_rules as rules
 from fakes.kube_server import pods as pod_objects
-from fakes.kube_server.replica_process import Replica, kill_all, tf_container
+from fakes.kube_server.process_run import Deleted, ProcessRun  # noqa: F401  (Deleted re-exported)
+from fakes.kube_server.replica_process import Replica, tf_container
 from fakes.kube_server.store import AlreadyExists, NotFound, ObjectKey, now_rfc3339
 
 _TYPE_ORDER = ("Chief", "Master", "PS", "Worker", "Evaluator", "Launcher")
 
 
-class Deleted(Exception):
-    """The job was deleted (or replaced by a new object of the same name)."""
-
-
-class JobRun:
+class JobRun(ProcessRun):
     """One job: its pods, their processes and its status; runs on `thread`."""
 
     def __init__(self, operator, key: ObjectKey, job: dict):
-        self.op, self.store, self.key = operator, operator.store, key
-        self.name, self.namespace = key[4], key[3]
-        self.uid = job["metadata"]["uid"]
+        super().__init__(operator, key, job, "process-operator")
         self.job = job
         self.kind = job["kind"]
         self.mpi = self.kind == "MPIJob"
         self.who = f"{self.kind} {self.namespace}/{self.name}"
         self.run_policy = job["spec"].get("runPolicy") or {}
-        self.replicas: List[Replica] = []
         self.tf_configs: Dict[str, Optional[str]] = {}
-        self.started_at = 0.0
-        self.scratch = tempfile.mkdtemp(prefix=f"kfdist-pods-{self.name}-")
-        self.kill_lock = threading.Lock()
-        self.thread = threading.Thread(target=self._run, name=f"process-operator-{self.name}",
-                                       daemon=True)
 
     # The job thread -------------------------------------------------------------
 
@@ -59,7 +46,7 @@ class JobRun:
             self._supervise()
         except (Deleted, NotFound):
             self.kill_all()
-            self._delete_pods(self.replicas)
+            self.delete_pods(self.replicas)
         except Exception as error:  # a broken job spec: fail the job, as a webhook would refuse it
             self.kill_all()
             try:
@@ -176,7 +163,7 @@ class JobRun:
         the deadline, everything) decides which pods go. Nothing outlives it."""
         if delete_all:  # the operator deletes everything first, then writes the condition
             self.kill_all()
-            self._delete_pods(self.replicas)
+            self.delete_pods(self.replicas)
             self.op.terminal_at[self.name] = time.monotonic()
             return self.condition(ctype, reason, message)
         self.op.terminal_at[self.name] = time.monotonic()
@@ -186,9 +173,9 @@ class JobRun:
         self.kill_all()
         cleaned = [r for r in self.replicas if not (self.mpi and r.rtype == "Launcher")]
         if policy == "All":
-            self._delete_pods(cleaned)
+            self.delete_pods(cleaned)
         elif policy == "Running":
-            self._delete_pods([r for r in still_running if r in cleaned])
+            self.delete_pods([r for r in still_running if r in cleaned])
         for replica in still_running:
             if replica.process is not None and replica.exit_code is None:
                 replica.collect_exit()
@@ -197,14 +184,8 @@ class JobRun:
     # Status ---------------------------------------------------------------------
 
     def pod_terminated(self, replica: Replica) -> None:
-        """The replica's pod ends with its exit code (Succeeded or Failed); its log closes."""
-        code = replica.exit_code
-        try:
-            self.store.update(replica.pod_key, lambda p: pod_objects.terminate(
-                p, "Completed" if code == 0 else "Error", code))
-        except NotFound:
-            pass
-        self.store.close_log(replica.pod_uid)
+        """The replica's pod ends with its exit code; the job's replica statuses follow."""
+        self.terminate_pod(replica)
         self.update_replica_statuses()
 
     def condition(self, ctype: str, reason: str, message: str, status: str = "True") -> None:
@@ -212,12 +193,12 @@ class JobRun:
         def add(job: dict) -> None:
             pod_objects.set_job_condition(job, ctype, reason, message, self._replica_statuses(),
                                           now_rfc3339(), status)
-        self._update_job(add)
+        self.update_object(add)
 
     def update_replica_statuses(self) -> None:
         def set_counts(job: dict) -> None:
             job.setdefault("status", {})["replicaStatuses"] = self._replica_statuses()
-        self._update_job(set_counts)
+        self.update_object(set_counts)
 
     def _replica_statuses(self) -> Dict[str, Dict[str, int]]:
         pods = []
@@ -228,43 +209,15 @@ class JobRun:
                 pass
         return pod_objects.replica_statuses(pods)
 
-    def _update_job(self, mutate) -> None:
-        def guarded(job: dict) -> None:
-            if job["metadata"]["uid"] != self.uid:
-                raise Deleted()
-            mutate(job)
-        self.store.update(self.key, guarded)
-
-    def wait(self, seconds: float) -> None:
-        """Sleeps `seconds`; raises `Deleted` when the job went away meanwhile."""
-        if self.op._stopped.wait(seconds):
-            raise Deleted()
-        try:
-            if self.store.get(self.key)["metadata"]["uid"] != self.uid:
-                raise Deleted()
-        except NotFound:
-            raise Deleted() from None
-
     def replace_pod(self, replica: Replica) -> None:
         """Deletes the replica's pod and creates it again (new uid, a launcher: a new name)."""
-        self._delete_pods([replica])
+        self.delete_pods([replica])
         created = self._new_pod(replica.rtype, replica.index)
         replica.pod_key, replica.pod_uid = _key_of(created), created["metadata"]["uid"]
         replica.restart_count = 0
 
     # Clean-up -------------------------------------------------------------------
 
-    def kill_all(self) -> None:
-        """Ends every live replica process (SIGTERM, then SIGKILL)."""
-        with self.kill_lock:
-            kill_all(self.replicas, self.op.kill_grace_seconds)
-
-    def _delete_pods(self, replicas: List[Replica]) -> None:
-        for replica in replicas:
-            try:
-                self.store.delete(replica.pod_key)
-            except NotFound:
-                pass
 
 
 def _key_of(pod: dict) -> ObjectKey:

@@ -7,7 +7,10 @@ Used to test what only a real process shows: SIGTERM handling (exit status
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+import time
 
 import kubernetes
 
@@ -37,6 +40,33 @@ def main(argv=None) -> int:
                                   log=lambda line: print(line, flush=True), owner=owner)
     print(f"launcher: outcome {outcome.reason} adopted={outcome.adopted}", flush=True)
     return 0
+
+
+_TESTS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def start(server_url: str, job_name: str, *args: str) -> subprocess.Popen:
+    """Starts this program as a process (output piped, line by line)."""
+    env = dict(os.environ, PYTHONPATH=_TESTS_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    command = [sys.executable, "-u", "-m", "fakes.kube_server.launch_cli", server_url, job_name,
+               *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
+
+
+def wait_for_line(process: subprocess.Popen, fragment: str, timeout: float = 10.0) -> None:
+    """Reads the process's output until a line holds `fragment`; kills it and fails otherwise."""
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if fragment in line:
+            return
+    process.kill()
+    raise AssertionError(f"launcher never printed {fragment!r}; it printed:\n{''.join(seen)}")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
-import threading
 import time
 from typing import Dict, List, Optional
 
@@ -28,8 +26,8 @@ from kfdist.components.train_distributed.local.ports import free_ports
 from fakes.kube_server import pods as pod_objects
 from fakes.kube_server import trainer_objects as objects
 from fakes.kube_server import trainer_rules as rules
-from fakes.kube_server.job_run import Deleted
-from fakes.kube_server.replica_process import Replica, kill_all
+from fakes.kube_server.process_run import Deleted, ProcessRun
+from fakes.kube_server.replica_process import Replica
 from fakes.kube_server.store import NotFound, ObjectKey, now_rfc3339
 
 
@@ -53,22 +51,15 @@ class JobState:
         return bool(self.replicas)
 
 
-class TrainJobRun:
+class TrainJobRun(ProcessRun):
     """One TrainJob; runs on `thread`. Offers `wait`, `store` and `start` as `job_exits` needs."""
 
     def __init__(self, operator, key: ObjectKey, trainjob: dict):
-        self.op, self.store, self.key = operator, operator.store, key
-        self.name, self.namespace = key[4], key[3]
-        self.uid = trainjob["metadata"]["uid"]
+        super().__init__(operator, key, trainjob, "trainer")
         self.trainjob = trainjob
         self.jobs: Dict[str, JobState] = {}
-        self.replicas: List[Replica] = []
         self.env: Dict[str, Dict[str, str]] = {}
         self.jobset: dict = {}
-        self.started_at = 0.0
-        self.scratch = tempfile.mkdtemp(prefix=f"kfdist-pods-{self.name}-")
-        self.kill_lock = threading.Lock()
-        self.thread = threading.Thread(target=self._run, name=f"trainer-{self.name}", daemon=True)
 
     def _run(self) -> None:
         from fakes.kube_server import trainjob_life
@@ -163,24 +154,7 @@ class TrainJobRun:
         replica.restart_count = 0
 
     def pod_terminated(self, replica: Replica) -> None:
-        code = replica.exit_code
-        try:
-            self.store.update(replica.pod_key, lambda p: pod_objects.terminate(
-                p, "Completed" if code == 0 else "Error", code))
-        except NotFound:
-            pass
-        self.store.close_log(replica.pod_uid)
-
-    def delete_pods(self, replicas: List[Replica]) -> None:
-        for replica in replicas:
-            try:
-                self.store.delete(replica.pod_key)
-            except NotFound:
-                pass
-
-    def kill_all(self, replicas: Optional[List[Replica]] = None) -> None:
-        with self.kill_lock:
-            kill_all(self.replicas if replicas is None else replicas, self.op.kill_grace_seconds)
+        self.terminate_pod(replica)
 
     # Status ------------------------------------------------------------------------
 
@@ -198,10 +172,10 @@ class TrainJobRun:
                     new["lastTransitionTime"] = old["lastTransitionTime"]
                 old.update(new)
             obj["status"]["jobsStatus"] = self._jobs_status()
-        self._update_trainjob(mutate)
+        self.update_object(mutate)
 
     def update_status(self) -> None:
-        self._update_trainjob(lambda obj: obj.setdefault("status", {}).update(
+        self.update_object(lambda obj: obj.setdefault("status", {}).update(
             jobsStatus=self._jobs_status()))
 
     def _jobs_status(self) -> list:
@@ -214,13 +188,6 @@ class TrainJobRun:
                 "suspended": int(not job.started and bool(self.trainjob["spec"].get("suspend")))})
         return objects.jobs_status(states)
 
-    def _update_trainjob(self, mutate) -> None:
-        def guarded(obj: dict) -> None:
-            if obj["metadata"]["uid"] != self.uid:
-                raise Deleted()
-            mutate(obj)
-        self.store.update(self.key, guarded)
-
     def jobset_key(self) -> ObjectKey:
         return objects.JOBSETS + (self.namespace, self.name)
 
@@ -229,15 +196,6 @@ class TrainJobRun:
         if obj["metadata"]["uid"] != self.uid:
             raise Deleted()
         return obj
-
-    def wait(self, seconds: float) -> None:
-        """Sleeps `seconds`; raises `Deleted` when the TrainJob went away meanwhile."""
-        if self.op._stopped.wait(seconds):
-            raise Deleted()
-        try:
-            self.current()
-        except NotFound:
-            raise Deleted() from None
 
 
 def _key_of(pod: dict) -> ObjectKey:
