@@ -1,6 +1,6 @@
 """A replica SIGKILLed mid-epoch on the cluster path: the operator restarts it, the job resumes.
 
-The training step runs `runtime.train(backend=tfjob|mpijob)` against the test
+The training step runs `runtime.train(backend=tfjob|mpijob|trainjob)` against the test
 API server, whose process operator restarts replicas the way the Training
 Operator (ExitCode: a retryable exit re-creates the pod) and the MPI
 Operator's launcher Job (OnFailure: the container restarts in place) do. The
@@ -80,6 +80,29 @@ def test_a_killed_tfjob_worker_is_restarted_and_the_job_resumes(cluster, dataset
     assert evaluate(model_dir, digits_dataset, log=lambda line: None).accuracy >= 0.90
     with open(os.path.join(model_dir, "training_report.json")) as f:
         assert json.load(f)["restarts"] == 2  # what the step's `restarts` metric reports
+
+
+def test_a_killed_trainjob_node_is_re_created_and_the_job_resumes(cluster, dataset_uri,
+                                                                  digits_dataset, tmp_path):
+    """kfdist-tensorflow's pod failure policy: node 1 (worker 1) gets SIGKILL (137) and node 0
+    loses its peer (138); neither is a permanent exit, so the Job re-creates both pods (same
+    hostnames, new names) and the job resumes from the published backup."""
+    name = job_name_for("run-tj-kill", "train-distributed")
+    log = KillMidEpoch("[node-0] ", lambda _: cluster.operator.replica_pids(name, "node-1")[-1])
+    model_dir = str(tmp_path / "model")
+    report = runtime.train(digits_dataset, model_dir, backend="trainjob",
+                           strategy="multi_worker_mirrored", **step_options(run_id="run-tj-kill"),
+                           dataset_uri=dataset_uri, log=log, **SETTINGS)
+
+    assert log.killed.is_set()
+    assert len(cluster.operator.replica_pids(name, "node-1")) == 2
+    assert len(cluster.operator.replica_pids(name, "node-0")) == 2
+    node_0 = cluster.operator.replica_output(name, "node-0")
+    assert any("lost a peer" in line and "exiting with 138" in line for line in node_0), node_0
+    assert report.restarts == 2  # the step counted both re-created pods
+    assert report.initial_epoch >= KILL_AFTER_EPOCH
+    assert log.epochs_completed()[-1] == EPOCHS
+    assert evaluate(model_dir, digits_dataset, log=lambda line: None).accuracy >= 0.90
 
 
 def _rank_1_pid(log: Log) -> int:

@@ -110,3 +110,31 @@ def test_the_mnist_pipeline_trains_through_a_trainjob(strategy, cluster, gcs_emu
     left = [p for p in cluster.server.store.items(PODS, NAMESPACE)
             if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == name]
     assert left and {p["status"]["phase"] for p in left} == {"Succeeded"}
+
+
+def test_a_trainer_v2_1_cluster_gets_pod_template_overrides(cluster, dataset_uri, digits_dataset,
+                                                           tmp_path):
+    """The step reads the installed TrainJob CRD: on Trainer v2.1 the pod settings travel in
+    `podTemplateOverrides`, which the v2.1 controller applies, and training goes through."""
+    from kfdist.components.train_distributed import runtime
+    from fakes.kube_server.cluster_fixtures import Log, step_options
+    from fakes.kube_server.trainer_objects import CRDS, install_trainer
+
+    cluster.server.store.delete(CRDS + ("", TRAINJOB_V1ALPHA1.crd_name))
+    install_trainer(cluster.server.store, trainjob_crd=crd_schema.TRAINJOB_V2_1_CRD, runtimes=False)
+    log = Log()
+    report = runtime.train(digits_dataset, str(tmp_path / "model"), backend="trainjob", workers=2,
+                           epochs=2, batch_size_per_replica=32, node_selector={"pool": "cpu"},
+                           **step_options(run_id="run-v21"), dataset_uri=dataset_uri, log=log)
+    assert len({r.weights_sha256 for r in report.replicas}) == 1
+    assert "trainjob backend: the cluster's TrainJob CRD has podTemplateOverrides" in log.lines
+    [post] = cluster.server.requests.matching(verb="create", resource="trainjobs")
+    assert "runtimePatches" not in post.body["spec"]
+    [override] = post.body["spec"]["podTemplateOverrides"]
+    assert override["targetJobs"] == [{"name": "node"}]
+    assert override["spec"]["nodeSelector"] == {"pool": "cpu"}
+    v2_1 = crd_schema.load_crd(crd_schema.crd_path(crd_schema.TRAINJOB_V2_1_CRD))
+    assert v2_1.validate(post.body) == []
+    pods = cluster.server.store.items(PODS, NAMESPACE)
+    assert pods and all(p["spec"]["nodeSelector"] == {"pool": "cpu"} for p in pods)
+    assert cluster.wait_no_processes() == []

@@ -15,7 +15,8 @@ import pytest
 from kfdist import render_cmd
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed import runtime
-from kfdist.components.train_distributed.kubernetes.build.job_kinds import MPIJOB_V2BETA1, TFJOB_V1
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
+    MPIJOB_V2BETA1, TFJOB_V1, TRAINJOB_V1ALPHA1)
 from kfdist.step_flags import step_values
 from fakes import crd_schema
 from fakes.kube_server import FakeOperator, Scenario
@@ -32,6 +33,10 @@ CONFIGURATIONS = {
                                    "--service-account", "trainer"],
     "mpijob-4x2": ["--backend", "mpijob", "--strategy", "horovod", "--workers", "4",
                    "--slots-per-worker", "2", "--gpus-per-worker", "2"],
+    "trainjob-ps-queued": ["--backend", "trainjob", "--strategy", "parameter_server",
+                           "--workers", "3", "--ps", "2", "--evaluator", "--gpus-per-worker", "1",
+                           "--node-selector", "pool=gpu", "--queue-name", "team-a",
+                           "--service-account", "trainer"],
 }
 
 
@@ -58,8 +63,8 @@ def test_render_prints_the_object_the_step_creates(name, cluster, dataset_uri, d
         runtime.train(digits_dataset, str(tmp_path / "model"), dataset_uri=dataset_uri,
                       log=lambda line: None, **step_values(args))
     [post] = [r for r in cluster.server.requests.matching(verb="create")
-              if r.resource in ("tfjobs", "mpijobs")]
+              if r.resource in ("tfjobs", "mpijobs", "trainjobs")]
     rendered, _, _, _ = render_cmd.render_from_args(args)
     assert rendered == post.body
-    kind = TFJOB_V1 if rendered["kind"] == "TFJob" else MPIJOB_V2BETA1
+    kind = {"TFJob": TFJOB_V1, "MPIJob": MPIJOB_V2BETA1, "TrainJob": TRAINJOB_V1ALPHA1}[rendered["kind"]]
     assert crd_schema.load_crd(crd_schema.crd_path_for(kind)).validate(rendered) == []

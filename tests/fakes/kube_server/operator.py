@@ -65,9 +65,24 @@ class FakeOperator:
         self._stop.set()
 
     def _on_create(self, key: ObjectKey, job: dict) -> None:
-        if key[2] in ("tfjobs", "mpijobs"):
+        if key[2] == "trainjobs":  # no pods: the JobSet's first Job fails at once
+            threading.Thread(target=self._fail_trainjob, args=(key,), daemon=True).start()
+        elif key[2] in ("tfjobs", "mpijobs"):
             scenario = self.scenarios.get(key[4], self.default)
             threading.Thread(target=self._run, args=(key, job, scenario), daemon=True).start()
+
+    def _fail_trainjob(self, key: ObjectKey) -> None:
+        message = ("jobset failed due to one or more job failures "
+                   f"(first failed job: {key[4]}-node-0)")
+
+        def fail(job: dict) -> None:
+            job.setdefault("status", {})["conditions"] = [
+                {"type": FAILED, "status": "True", "reason": "FailedJobs", "message": message}]
+        if not self._stop.wait(0.1):
+            try:
+                self.store.update(key, fail)
+            except NotFound:
+                pass
 
     def _run(self, key: ObjectKey, job: dict, scenario: Scenario) -> None:
         try:
