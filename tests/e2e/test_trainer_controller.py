@@ -22,11 +22,10 @@ import pytest
 from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
 from fakes.kube_server.cluster_fixtures import NAMESPACE, Cluster, wait_for
 from fakes.kube_server.store import NotFound
-from fakes.kube_server.trainer_objects import JOBS, JOBSETS, PODS
+from fakes.kube_server.trainer_objects import JOBS, JOBSETS, PODS, TRAINJOBS
 
 pytestmark = pytest.mark.slow
 
-TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 #: Counts its runs per index, prints its identity, exits with the index's next code
 #: (EXIT_CODES_<index>, comma-separated, the last repeating; default 0) after SLEEP_<index> s.
 RUNS = ("import os, sys, time; i = os.environ['JOB_COMPLETION_INDEX'];"

@@ -15,19 +15,18 @@ import json
 import os
 import subprocess
 import sys
-from typing import Dict, List
+from typing import List
 
 import pytest
 
 from fakes import crd_schema
 from fakes.kube_server.cluster_fixtures import BUCKET, NAMESPACE
-from fakes.kube_server.trainer_objects import JOBSETS, PODS
+from fakes.kube_server.trainer_objects import JOBSETS, PODS, TRAINJOBS
 from kfdist.components.train_distributed.job import tf_config
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TRAINJOB_V1ALPHA1
 
 pytestmark = pytest.mark.slow
 
-TRAINJOBS = (TRAINJOB_V1ALPHA1.group, TRAINJOB_V1ALPHA1.version, TRAINJOB_V1ALPHA1.plural)
 #: strategy -> (replica layout the step defaults to, pods of the JobSet by replicated Job)
 STRATEGIES = {
     "multi_worker_mirrored": ({"worker": 2}, {"node": 2}),
@@ -56,7 +55,7 @@ def _tf_configs(lines: List[str]) -> List[dict]:
     return [json.loads(line.split(": ", 1)[1]) for line in lines if line.startswith(marker)]
 
 
-def _operator_layout(counts: Dict[str, int], value: dict) -> dict:
+def _operator_layout(value: dict) -> dict:
     """`value` with every address replaced by the Training Operator's name for that replica."""
     cluster = {t: [f"job-{t}-{i}.ns.svc:2222" for i in range(len(a))]
                for t, a in value["cluster"].items()}
@@ -97,14 +96,13 @@ def test_the_mnist_pipeline_trains_through_a_trainjob(strategy, cluster, gcs_emu
     assert replicated == pods_by_job
 
     # Every TensorFlow replica derived the operator's TF_CONFIG for its place in the layout.
-    configs = [c for i in range(pods_by_job["node"]) if counts
+    configs = [c for i in range(pods_by_job["node"] if counts else 0)
                for c in _tf_configs(cluster.operator.replica_output(name, f"node-{i}"))]
-    expected = [(task, value) for task, value in tf_config.tf_configs(
-        {t: [""] * n for t, n in counts.items()})]
+    expected = tf_config.tf_configs({t: [""] * n for t, n in counts.items()})
     assert [(c["task"]["type"], c["task"]["index"]) for c in configs] == [
         (task.type, task.index) for task, _ in expected]
     for derived, (_, value) in zip(configs, expected):
-        assert _operator_layout(counts, derived) == _operator_layout(counts, value)
+        assert _operator_layout(derived) == _operator_layout(value)
     assert cluster.wait_no_processes() == []
     # Finished: only the pods of Jobs that ran to completion are left.
     left = [p for p in cluster.server.store.items(PODS, NAMESPACE)

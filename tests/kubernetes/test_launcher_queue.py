@@ -21,8 +21,8 @@ from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import (
 from fakes.kube_server.cluster_fixtures import NAMESPACE
 from fakes.kube_server.kueue import FakeKueue
 from fakes.kube_server.sample_jobs import sample_trainjob
+from fakes.kube_server.trainer_objects import TRAINJOBS
 
-TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 TFJOBS = ("kubeflow.org", "v1", "tfjobs")
 
 

@@ -26,9 +26,8 @@ from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import (
 from fakes.kube_server import DEFAULT_USER, launch_cli
 from fakes.kube_server.cluster_fixtures import NAMESPACE
 from fakes.kube_server.sample_jobs import sample_trainjob
-from fakes.kube_server.trainer_objects import JOBSETS, PODS
+from fakes.kube_server.trainer_objects import JOBSETS, PODS, TRAINJOBS
 
-TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 
 
 def _launch(cluster, job, lines: List[str], timeout_seconds: float = 30.0, owner=None):

@@ -31,13 +31,14 @@ from kfdist.components.common.errors import InvalidInputError, TrainingFailedErr
 from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
-from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import TRAINJOB_V1ALPHA1, RenderedJob
 from kfdist.components.train_distributed.kubernetes.build.job_parts import PvcMount, Resources
 from kfdist.components.train_distributed.kubernetes.build.job_spec import ClusterJobSpec, job_name_for, run_labels
 from kfdist.components.train_distributed.kubernetes.build.render_mpijob import render_mpijob
 from kfdist.components.train_distributed.kubernetes.build.render_tfjob import render_tfjob
 from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
-    RUNTIME_PATCHES, render_trainjob)
+    RUNTIME_PATCHES, customisation_from_schema, render_trainjob)
+from kfdist.components.train_distributed.kubernetes.client import kube_errors
 from kfdist.components.train_distributed.job.work_location import SharedJobLayout, replica_command
 
 #: Used for the job name when the step runs outside a KFP run (e.g. from a notebook).
@@ -245,11 +246,6 @@ def trainer_customisation(api, log: Callable[[str], None]) -> str:
       CrdNotInstalledError: Kubeflow Trainer is not installed.
       InvalidInputError: Its version is not supported.
     """
-    from kfdist.components.train_distributed.kubernetes.build.job_kinds import TRAINJOB_V1ALPHA1
-    from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
-        customisation_from_schema)
-    from kfdist.components.train_distributed.kubernetes.client import kube_errors
-
     kind = TRAINJOB_V1ALPHA1
     try:
         schema = api.read_crd_schema(kind.crd_name, kind.version)

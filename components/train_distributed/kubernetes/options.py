@@ -12,7 +12,8 @@ from typing import Mapping, Optional
 
 from kfdist import HOROVOD_IMAGE, RUNTIME_IMAGE
 from kfdist.components.train_distributed.job.strategy_rules import HOROVOD, PVC_MOUNT_PATH
-from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import FROM_CREATION
+from kfdist.components.common.errors import require
+from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import FROM_CREATION, TIMEOUT_FROM
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,9 +60,6 @@ class ClusterOptions:
     task_name: Optional[str] = None
 
     def __post_init__(self):
-        from kfdist.components.common.errors import require
-        from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import TIMEOUT_FROM
-
         require(self.timeout_from in TIMEOUT_FROM, f"timeout_from {self.timeout_from!r} is not "
                 f"valid; valid: {list(TIMEOUT_FROM)}")
 

@@ -31,7 +31,7 @@ def _tf_replica_failed(run, replica: Replica, code: int) -> bool:
         if rules.tf_past_backoff_limit(run.run_policy.get("backoffLimit"), counted):
             run.finish("Failed", *rules.tf_failed_backoff(run.kind, run.name), delete_all=True)
             return True
-        _restart_in_place(run, replica, code)
+        restart_in_place(run, replica, code)
         return False
     run.pod_terminated(replica)
     if action == rules.RESTART:
@@ -63,7 +63,7 @@ def _launcher_failed(run, replica: Replica, code: int) -> bool:
         if rules.job_past_backoff_limit_on_failure(limit, replica.restart_count + 1):
             run.finish("Failed", *rules.mpi_failed_backoff(None))
             return True
-        _restart_in_place(run, replica, code)
+        restart_in_place(run, replica, code)
         return False
     run.pod_terminated(replica)
     replica.failed_pods += 1
@@ -76,7 +76,7 @@ def _launcher_failed(run, replica: Replica, code: int) -> bool:
     return False
 
 
-def _restart_in_place(run, replica: Replica, code: int) -> None:
+def restart_in_place(run, replica: Replica, code: int) -> None:
     """The kubelet restarts the container: same pod, restartCount + 1, a new log."""
     run.wait(RESTART_DELAY_SECONDS)
     replica.restart_count += 1

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Optional
 
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
+    MPIJOB_V2BETA1, TFJOB_V1, TRAINJOB_V1ALPHA1)
 from fakes.kube_server.store import ObjectStore
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -51,12 +53,11 @@ class FakeKueue:
 
     def admit(self, plural: str, namespace: str, name: str) -> None:
         """The ClusterQueue admitted the job's workload: unsuspend it."""
-        group, version = {"tfjobs": ("kubeflow.org", "v1"), "mpijobs": ("kubeflow.org", "v2beta1"),
-                          "trainjobs": ("trainer.kubeflow.org", "v1alpha1")}[plural]
+        kind = {k.plural: k for k in (TFJOB_V1, MPIJOB_V2BETA1, TRAINJOB_V1ALPHA1)}[plural]
 
         def unsuspend(job: Dict[str, Any]) -> None:
             if plural == "trainjobs":
                 job["spec"]["suspend"] = False
             else:
                 job["spec"]["runPolicy"]["suspend"] = False
-        self.store.update((group, version, plural, namespace, name), unsuspend)
+        self.store.update((kind.group, kind.version, plural, namespace, name), unsuspend)

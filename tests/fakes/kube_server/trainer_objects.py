@@ -28,6 +28,7 @@ JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 JOBS = ("batch", "v1", "jobs")
 PODS = ("", "v1", "pods")
 RUNTIMES = ("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes")
+TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 
 
 def owner_reference(obj: Dict[str, Any]) -> Dict[str, Any]:

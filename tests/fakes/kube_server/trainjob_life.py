@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 
 from fakes.kube_server import trainer_rules as rules
-from fakes.kube_server.job_exits import _restart_in_place
+from fakes.kube_server.job_exits import restart_in_place
 from fakes.kube_server.replica_process import Replica
 from fakes.kube_server.store import NotFound
 
@@ -80,7 +80,7 @@ def _on_exit(run, job, replica: Replica) -> bool:
         job.failures += 1
         if job.failures > limit:
             return _job_ended(run, job, "Failed", rules.JOB_BACKOFF_EXCEEDED)
-        _restart_in_place(run, replica, code)
+        restart_in_place(run, replica, code)
         return False
     run.pod_terminated(replica)
     action = rules.pod_exit_action(job.spec, rules.NODE_CONTAINER, code)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, List
 
-from kfdist.components.common.errors import require
+from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.kubernetes.build import trainjob_runtime as runtimes
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
@@ -57,10 +57,9 @@ def customisation_from_schema(schema: Dict[str, Any]) -> str:
         if field in fields:
             return field
     version = "v2.0 (podSpecOverrides)" if "podSpecOverrides" in fields else "unknown"
-    require(False, f"the cluster's Kubeflow Trainer is {version}: kfdist's TrainJobs need "
-            f"Trainer v2.1 or later (one of {list(POD_CUSTOMISATIONS)}); upgrade Trainer, or use "
-            "backend tfjob/mpijob")
-    return ""
+    raise InvalidInputError(
+        f"the cluster's Kubeflow Trainer is {version}: kfdist's TrainJobs need Trainer v2.1 or "
+        f"later (one of {list(POD_CUSTOMISATIONS)}); upgrade Trainer, or use backend tfjob/mpijob")
 
 
 def trainjob_log_pod_selector(spec: ClusterJobSpec) -> Dict[str, str]:

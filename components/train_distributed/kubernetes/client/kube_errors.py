@@ -108,7 +108,7 @@ def from_status(status: Dict[str, Any], verb: str, resource: str, namespace: str
     where = f"{verb} {resource} in namespace {namespace}"
     if code == 403 and message.startswith("admission webhook"):
         hint = ""
-        if "TrainingRuntime must be created" in message or "trainingRuntime must be created" in message:
+        if "trainingruntime must be created" in message.lower():
             hint = f"; install kfdist's Kubeflow Trainer runtimes: {RUNTIMES_INSTALL}"
         return AdmissionDeniedError(f"{where} was refused: {message}{hint}", code)
     if code == 403:
