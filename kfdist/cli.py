@@ -1,7 +1,7 @@
 """The `kfdist` command line.
 
-    kfdist sample-data mnist --out DIR    write the bundled sample as MNIST IDX files
-    kfdist run mnist [--workers N] ...    run a pipeline on this machine (kfp.local)
+    kfdist sample-data mnist|images|tabular --out DIR   write a bundled sample
+    kfdist run mnist|tabular|images [--data D] ...     run a pipeline on this machine (kfp.local)
     kfdist train --strategy S --output DIR ...   run the training step alone, then evaluate
     kfdist compile [--out-dir DIR]        compile every pipeline to YAML
     kfdist render --backend tfjob|mpijob ...  print the training job a step would create
@@ -21,8 +21,12 @@ from kfdist.components.common.errors import InvalidInputError, KfdistError
 
 
 def _add_sample_data(sub) -> None:
-    p = sub.add_parser("sample-data", help="write a bundled sample dataset")
-    p.add_argument("name", choices=["mnist"], help="sample to write")
+    from kfdist.sample_data import SAMPLES
+
+    p = sub.add_parser("sample-data", help="write a bundled sample dataset (no download)")
+    p.add_argument("name", choices=sorted(SAMPLES),
+                   help="sample to write: mnist (MNIST IDX files) or images "
+                        "(PNG digits in train/test TFRecord files)")
     p.add_argument("--out", required=True, help="directory to write the files into")
     p.set_defaults(func=_cmd_sample_data)
 
@@ -30,19 +34,36 @@ def _add_sample_data(sub) -> None:
 def _add_run(sub) -> None:
     from kfdist.step_flags import add_step_flags
 
+    from kfdist.components.shard_dataset.splits import SPLIT_METHODS
+    from kfdist.pipelines.registry import PIPELINE_NAMES
+
     p = sub.add_parser("run", help="run a pipeline locally with kfp.local")
-    p.add_argument("pipeline", choices=["mnist"], help="pipeline to run")
+    p.add_argument("pipeline", choices=PIPELINE_NAMES,
+                   help="mnist: MNIST IDX files; tabular: a CSV table; images: TFRecord images")
     p.add_argument("--output", default="kfdist-run", help="run directory (default: %(default)s)")
     p.add_argument("--data", default=None,
-                   help="MNIST IDX directory, local or gs:// (default: the bundled sample digits)")
+                   help="the source, local or gs://: an MNIST IDX directory (mnist), a CSV file "
+                        "or directory (tabular), TFRecord files (images); default: the "
+                        "pipeline's bundled sample")
+    p.add_argument("--label-column", default=None,
+                   help="tabular/images: the label's column or feature (default: label; the "
+                        "penguins sample's: species)")
+    p.add_argument("--image-feature", default="",
+                   help="images: the bytes feature holding the image (default: the only one)")
     p.add_argument("--export-base", default=None, help="serving export base (default: OUTPUT/serving)")
     p.add_argument("--num-shards", type=int, default=4)
+    p.add_argument("--split", default="auto", choices=SPLIT_METHODS,
+                   help="auto: keep the source's train*/test* files apart when it names them, "
+                        "else hash; predefined: insist on them; hash: hold out --eval-fraction "
+                        "by a content hash")
     p.add_argument("--eval-fraction", type=float, default=0.2)
     p.add_argument("--accuracy-threshold", type=float, default=0.9)
-    p.add_argument("--serving-model-name", default="mnist")
+    p.add_argument("--serving-model-name", default=None,
+                   help="model name in the serving layout (default: the pipeline's name)")
     # The pipeline runs here; with a cluster backend its training step launches the job on the
     # cluster KUBECONFIG (or the in-cluster config) names. KFP itself sets run_id and task_name.
-    add_step_flags(p, include=lambda param: param.name not in ("run_id", "task_name"))
+    add_step_flags(p, include=lambda param: param.name not in ("run_id", "task_name"),
+                   defaults_from="the pipeline's")
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="run every step, even the shard step whose output an earlier run with "
                         "the same data and parameters left")
@@ -67,12 +88,14 @@ def _cmd_sample_data(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from kfdist.local_run import MnistRunOptions, format_summary, run_mnist
+    from kfdist.local_run import RunOptions, format_summary, run_pipeline
     from kfdist.step_flags import step_values
 
-    summary = run_mnist(MnistRunOptions(
-        output_dir=args.output, source_uri=args.data, export_base=args.export_base,
-        training=step_values(args), num_shards=args.num_shards, eval_fraction=args.eval_fraction,
+    summary = run_pipeline(RunOptions(
+        output_dir=args.output, pipeline=args.pipeline, source_uri=args.data,
+        label_column=args.label_column, image_feature=args.image_feature, split=args.split,
+        export_base=args.export_base, training=step_values(args), num_shards=args.num_shards,
+        eval_fraction=args.eval_fraction,
         accuracy_threshold=args.accuracy_threshold, serving_model_name=args.serving_model_name,
         cache=args.cache, verbose=args.verbose))
     print(format_summary(summary))

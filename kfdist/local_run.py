@@ -26,24 +26,33 @@ EXPORT_TASK, EXPORT_RECORD = "export-saved-model", "export"
 
 
 @dataclasses.dataclass(frozen=True)
-class MnistRunOptions:
-    """Parameters of a local `mnist` run (see the pipeline for their meaning).
+class RunOptions:
+    """Parameters of a local run of a shipped pipeline (see the pipeline for their meaning).
 
     Attributes:
+      pipeline: `mnist`, `tabular` or `images`.
+      source_uri: The data; None: the pipeline's bundled sample.
       training: The training step's parameters (`job.step_params`) to set;
         the others take their defaults. The pipeline runs locally; with a
         cluster backend (`tfjob`, `mpijob`, `trainjob`) its training step
         launches the job on the cluster the kubeconfig names.
+      label_column: The label's column or feature (`tabular`, `images`);
+        None: `label`, or the sample's.
+      image_feature: The image's bytes feature (`images`); empty: the only one.
     """
 
     output_dir: str
+    pipeline: str = "mnist"
     source_uri: Optional[str] = None
+    label_column: Optional[str] = None
+    image_feature: str = ""
+    split: str = "auto"
     export_base: Optional[str] = None
     training: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     num_shards: int = 4
     eval_fraction: float = 0.2
     accuracy_threshold: float = 0.9
-    serving_model_name: str = "mnist"
+    serving_model_name: Optional[str] = None
     cache: bool = True
     verbose: bool = False
 
@@ -52,25 +61,40 @@ class MnistRunOptions:
         """Every training parameter the pipeline takes, unset ones resolved (workers, ps, ...)."""
         from kfdist.components.train_distributed.job import step_params, strategy_rules
 
-        values = step_params.complete(self.training)
+        values = step_params.complete({**self.definition.train_defaults, **self.training})
         values.update(strategy_rules.strategy_defaults(values["strategy"], values["ps"],
                                                values["restart_policy"], values["workers"] or None))
         return {name: values[name] for name in pipeline_training_params()}
 
+    @property
+    def definition(self):
+        """The pipeline's `PipelineDefinition`."""
+        from kfdist.pipelines import registry
+
+        return registry.get_definition(self.pipeline)
+
+    @property
+    def source_args(self) -> Dict[str, Any]:
+        """The pipeline's source parameters but `source_uri` (label column, image feature)."""
+        from kfdist.sample_data import SAMPLE_LABEL_COLUMNS
+
+        given = {"label_column": self.label_column or (
+                     SAMPLE_LABEL_COLUMNS.get(self.pipeline, "label") if self.source_uri is None
+                     else "label"),
+                 "image_feature": self.image_feature}
+        names = [p[0] for p in self.definition.source_params]
+        return {k: v for k, v in given.items() if k in names}
+
 
 def pipeline_training_params() -> Tuple[str, ...]:
-    """The training-step parameters the `mnist` pipeline exposes, in its order."""
-    import inspect
+    """The training-step parameters every pipeline exposes, in its order."""
+    from kfdist.pipelines.pipeline_factory import TRAIN_PARAMS
 
-    from kfdist.components.train_distributed.job import step_params
-    from kfdist.pipelines.mnist import mnist_pipeline
-
-    names = inspect.signature(mnist_pipeline.pipeline_func).parameters
-    return tuple(n for n in names if n in step_params.PARAMS_BY_NAME)
+    return tuple(p.name for p in TRAIN_PARAMS)
 
 
-def validate_mnist_options(opts: MnistRunOptions) -> None:
-    """Checks every option before anything is written.
+def validate_run_options(opts: RunOptions) -> None:
+    """Checks every option, and a local source's files, before anything is written.
 
     Raises:
       InvalidInputError: Naming the first bad value and what would be valid.
@@ -78,34 +102,48 @@ def validate_mnist_options(opts: MnistRunOptions) -> None:
     from kfdist.components.common import storage
     from kfdist.components.evaluate_model.runtime import validate_evaluation_args
     from kfdist.components.export_saved_model.runtime import validate_export_args
+    from kfdist.components.train_distributed.runtime import validate_training_args
+
+    definition = opts.definition  # an unknown pipeline is named here
+    shard = dict(definition.shard_settings, **opts.source_args)
+    if opts.source_uri is not None and storage.is_gcs(opts.source_uri):
+        if not storage.list_uris(opts.source_uri):
+            raise InvalidInputError(f"--data {opts.source_uri!r}: nothing exists there")
+    _check_shard_settings(opts, shard)
+    validate_training_args(**opts.train)
+    validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold)
+    validate_export_args(serving_model_name=opts.serving_model_name or definition.serving_model_name)
+
+
+def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
+    """The shard step's settings, and a local source read through (headers, column kinds,
+    images, split names), as the step will read it."""
+    from kfdist.components.common import storage
     from kfdist.components.shard_dataset import readers
     from kfdist.components.shard_dataset.options import validate_options
     from kfdist.components.shard_dataset.runtime import DEFAULT_SHUFFLE_BUFFER
     from kfdist.components.shard_dataset.source import ReaderOptions
-    from kfdist.components.train_distributed.runtime import validate_training_args
+    from kfdist.components.shard_dataset.splits import plan_split, source_root
 
-    validate_options(
-        source_format="mnist_idx", label_column="label", num_shards=opts.num_shards,
-        num_eval_shards=None, eval_fraction=opts.eval_fraction, seed=opts.train["seed"],
-        compression=None, image_shape=None, shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER)
-    if opts.source_uri is not None:
-        if storage.is_gcs(opts.source_uri):
-            if not storage.list_uris(opts.source_uri):
-                raise InvalidInputError(f"--data {opts.source_uri!r}: nothing exists there")
-        else:  # headers, counts and gzip integrity, read before anything is written
-            readers.open_source(opts.source_uri, "mnist_idx", ReaderOptions())
-    validate_training_args(**opts.train)
-    validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold)
-    validate_export_args(serving_model_name=opts.serving_model_name)
+    options = validate_options(
+        source_format=shard["source_format"], label_column=shard.get("label_column", "label"),
+        num_shards=opts.num_shards, num_eval_shards=None, eval_fraction=opts.eval_fraction,
+        split=opts.split, seed=opts.train["seed"], compression=None, image_shape=None,
+        shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER)
+    if opts.source_uri is None or storage.is_gcs(opts.source_uri):
+        return
+    source = readers.open_source(opts.source_uri, options.source_format, ReaderOptions(
+        label_column=options.label_column, image_feature=shard.get("image_feature") or None))
+    plan_split(options.split, source.files, source_root(opts.source_uri))
 
 
-def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
-    """Runs the `mnist` pipeline locally and writes `<output_dir>/summary.json`.
+def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
+    """Runs a shipped pipeline locally and writes `<output_dir>/summary.json`.
 
-    Without `source_uri`, the bundled sample digits are written to
-    `<output_dir>/data/mnist` first (unchanged files when already there, so the
-    shard step's cached output is reused). Without `export_base`, models are
-    exported under `<output_dir>/serving`.
+    Without `source_uri`, the pipeline's bundled sample is written to
+    `<output_dir>/data/<pipeline>` first (unchanged files when already there,
+    so the shard step's cached output is reused). Without `export_base`,
+    models are exported under `<output_dir>/serving`.
 
     Returns:
       The summary written to `summary.json`.
@@ -114,20 +152,20 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
       InvalidInputError: If an option is invalid (nothing is written then).
       TrainingFailedError: If a pipeline step fails (its log's last lines in the message).
     """
-    validate_mnist_options(opts)
+    validate_run_options(opts)
     from kfp import local
 
     from kfdist.components.common import storage
-    from kfdist.pipelines.mnist import mnist_pipeline
+    from kfdist.pipelines import registry
     from kfdist.run_console import RunConsole
-    from kfdist.sample_data import write_mnist_sample
+    from kfdist.sample_data import SAMPLES
 
     start = time.monotonic()
     output_dir = os.path.abspath(opts.output_dir)
     source_uri = opts.source_uri
     if source_uri is None:
-        source_uri = os.path.join(output_dir, "data", "mnist")
-        write_mnist_sample(source_uri)
+        source_uri = os.path.join(output_dir, "data", opts.pipeline)
+        source_uri = SAMPLES[opts.pipeline](source_uri).get("path", source_uri)
     export_base = opts.export_base or os.path.join(output_dir, "serving")
     local.init(runner=local.SubprocessRunner(use_venv=False),
                pipeline_root=os.path.join(output_dir, PIPELINE_ROOT_DIR), raise_on_error=True,
@@ -136,11 +174,13 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
     print(_headline(opts, output_dir), flush=True)
     try:
         with console:
-            task = mnist_pipeline(
+            task = registry.get_pipeline(opts.pipeline)(
                 source_uri=source_uri, export_base=export_base, num_shards=opts.num_shards,
-                eval_fraction=opts.eval_fraction, accuracy_threshold=opts.accuracy_threshold,
-                serving_model_name=opts.serving_model_name,
-                source_version=storage.content_version(source_uri), **opts.train)
+                split=opts.split, eval_fraction=opts.eval_fraction,
+                accuracy_threshold=opts.accuracy_threshold,
+                serving_model_name=opts.serving_model_name or opts.definition.serving_model_name,
+                source_version=storage.content_version(source_uri), **opts.source_args,
+                **opts.train)
     except RuntimeError as err:
         from kfdist.run_console import strip_colours
 
@@ -148,7 +188,8 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
         step = console.failed_step or "a step"
         where = (f"; its whole log: {console.log_path(console.failed_step)}"
                  if console.failed_step else f"; logs: {console.logs_dir}")
-        raise TrainingFailedError(f"pipeline 'mnist' failed in {step}: {err}{where}") from None
+        raise TrainingFailedError(
+            f"pipeline {opts.pipeline!r} failed in {step}: {err}{where}") from None
     summary = _summarise(task.outputs, opts, source_uri, export_base, output_dir,
                          time.monotonic() - start)
     with open(os.path.join(output_dir, SUMMARY_FILE), "w") as f:
@@ -156,11 +197,12 @@ def run_mnist(opts: MnistRunOptions) -> Dict[str, Any]:
     return summary
 
 
-def _headline(opts: MnistRunOptions, output_dir: str) -> str:
+def _headline(opts: RunOptions, output_dir: str) -> str:
     train = opts.train
     replicas = f"{train['workers']} worker(s)" + (f", {train['ps']} ps" if train["ps"] else "")
-    return (f"kfdist run mnist: {train['strategy']}, {replicas}, {train['epochs']} epochs of "
-            f"{train['model_name']} -> {output_dir}")
+    model = train["model_name"] or "the data's default model"
+    return (f"kfdist run {opts.pipeline}: {train['strategy']}, {replicas}, {train['epochs']} "
+            f"epochs of {model} -> {output_dir}")
 
 
 def _export_record(outputs) -> Dict[str, Any]:
@@ -178,12 +220,12 @@ def _export_record(outputs) -> Dict[str, Any]:
                 "reason": "the export step was skipped: the model is not blessed"}
 
 
-def _summarise(outputs, opts: MnistRunOptions, source_uri: str, export_base: str,
+def _summarise(outputs, opts: RunOptions, source_uri: str, export_base: str,
                output_dir: str, wall_seconds: float) -> Dict[str, Any]:
     train_metrics = dict(outputs["training_metrics"].metadata)
     train = opts.train
     return {
-        "pipeline": "mnist",
+        "pipeline": opts.pipeline,
         "data": source_uri,
         "output_dir": output_dir,
         "logs_dir": os.path.join(output_dir, LOGS_DIR),

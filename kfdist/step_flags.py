@@ -23,26 +23,38 @@ def _key_values(flag: str, value: str) -> Dict[str, str]:
 
 
 def add_step_flags(parser: argparse.ArgumentParser,
-                   include: Callable[[Param], bool] = lambda p: True) -> None:
+                   include: Callable[[Param], bool] = lambda p: True,
+                   defaults_from: str = "") -> None:
     """Adds a flag for every training-step parameter `include` accepts.
 
     Booleans are switches (`--chief`); a string map takes `KEY=VALUE[,KEY=VALUE]`
     and may be repeated; the rest take one value of the parameter's type.
+
+    Args:
+      parser: The command's parser.
+      include: Which parameters get a flag.
+      defaults_from: Where the defaults of flags left out come from, when not
+        from the step (e.g. "the pipeline's"): such flags are then left out of
+        the parsed arguments (and of `step_values`).
     """
     group = parser.add_argument_group("training step (the train_distributed component's parameters)")
     for param in TRAIN_STEP_PARAMS:
         if not include(param):
             continue
         shown = param.default if param.default not in ("", 0, {}) else "unset"
+        if defaults_from:
+            shown = f"{defaults_from}, else {shown}"
         extra: Dict[str, Any] = {"dest": param.name, "help": f"{param.help} (default: {shown})"}
+        if defaults_from:
+            extra["default"] = argparse.SUPPRESS
         if isinstance(param.default, bool):
             group.add_argument(param.cli_flag, action="store_true", **extra)
         elif isinstance(param.default, dict):
-            group.add_argument(param.cli_flag, action="append", default=[],
-                               metavar="KEY=VALUE", **extra)
+            group.add_argument(param.cli_flag, action="append", metavar="KEY=VALUE",
+                               **{"default": [], **extra})
         else:
-            group.add_argument(param.cli_flag, type=type(param.default), default=param.default,
-                               choices=param.choices, **extra)
+            group.add_argument(param.cli_flag, type=type(param.default), choices=param.choices,
+                               **{"default": param.default, **extra})
 
 
 def step_values(args: argparse.Namespace) -> Dict[str, Any]:

@@ -6,13 +6,16 @@ from typing import Callable, Dict
 from kfdist.components.common.errors import InvalidInputError
 
 PIPELINES_DIR = os.path.dirname(os.path.abspath(__file__))
+#: The shipped pipelines' short names (modules `pipelines/<name>.py`).
+PIPELINE_NAMES = ("mnist", "tabular", "images")
 
 
 def pipelines() -> Dict[str, Callable]:
     """Returns every shipped pipeline function by its short name."""
-    from kfdist.pipelines.mnist import PIPELINE_NAME, mnist_pipeline
+    import importlib
 
-    return {PIPELINE_NAME: mnist_pipeline}
+    modules = [importlib.import_module(f"kfdist.pipelines.{name}") for name in PIPELINE_NAMES]
+    return {m.PIPELINE_NAME: getattr(m, f"{m.PIPELINE_NAME}_pipeline") for m in modules}
 
 
 def get_pipeline(name: str) -> Callable:
@@ -25,6 +28,18 @@ def get_pipeline(name: str) -> Callable:
     if name not in available:
         raise InvalidInputError(f"unknown pipeline {name!r}; available: {sorted(available)}")
     return available[name]
+
+
+def get_definition(name: str):
+    """Returns the `PipelineDefinition` of pipeline `name`.
+
+    Raises:
+      InvalidInputError: If there is no such pipeline.
+    """
+    import importlib
+
+    get_pipeline(name)
+    return importlib.import_module(f"kfdist.pipelines.{name}").DEFINITION
 
 
 def compiled_path(name: str, out_dir: str = PIPELINES_DIR) -> str:

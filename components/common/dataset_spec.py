@@ -6,13 +6,22 @@ Layout of a dataset directory::
     train/shard-00000-of-00004.tfrecord[.gz]   # tf.train.Example records
     eval/shard-00000-of-00002.tfrecord[.gz]
 
-Every example is in canonical form: exactly one input feature plus an int64
-`label`. The input feature is either
+Every example is in canonical form: one input feature plus an int64 `label`,
+and for tables with string columns a third feature. The input is either
 
-* `image`: raw uint8 pixels as one bytes value (row-major, `shape` e.g. [28, 28]),
-  with `Preprocessing(kind="scale")`; or
-* `features`: a float_list of `shape[0]` values (CSV columns, in `columns` order),
-  with `Preprocessing(kind="standardize", mean=..., std=...)`.
+* `image`: raw uint8 pixels as one bytes value (row-major, `shape` e.g. [28, 28]
+  or [32, 32, 3]), with `Preprocessing(kind="scale")`. When the source held
+  encoded images (PNG, JPEG), they are stored decoded and `encoding` says which
+  format the serving signature accepts; or
+* `features`: a float_list of `shape[0]` values (numeric columns, in `columns`
+  order), with `Preprocessing(kind="standardize", mean=..., std=...)`, plus,
+  when the table has string columns, `categorical`: a bytes_list of their raw
+  values in `categorical_columns` order, with one vocabulary per column
+  (`Preprocessing.vocabularies`, learnt from the train split).
+
+The split is `hash` (a content hash puts `eval_fraction` of the examples into
+`eval`) or `predefined` (the source named its splits: `split_files` lists the
+source files of each).
 
 Preprocessing is recorded here, computed once when sharding; training,
 evaluation and the serving signature all apply it from this record.
@@ -29,11 +38,16 @@ from typing import Dict, List, Optional, Tuple
 
 from kfdist.components.common.errors import InvalidInputError
 
-FORMAT_VERSION = "kfdist.dataset/v1"
+FORMAT_VERSION = "kfdist.dataset/v2"
+#: Older formats this release reads (v2 added optional fields only).
+READABLE_FORMATS = ("kfdist.dataset/v1", FORMAT_VERSION)
 METADATA_FILE = "metadata.json"
 LABEL_KEY = "label"
 IMAGE_KEY = "image"
 FEATURES_KEY = "features"
+CATEGORICAL_KEY = "categorical"
+#: How examples were put into splits.
+HASH_SPLIT, PREDEFINED_SPLIT = "hash", "predefined"
 SPLITS = ("train", "eval")
 
 
@@ -46,12 +60,18 @@ class FeatureSpec:
       dtype: `uint8` for images, `float32` for feature vectors.
       shape: Shape of one example's input, e.g. (28, 28) or (13,).
       columns: Source column names for `features`, in vector order.
+      encoding: For `image`: the format the source's images were encoded in
+        (`png`, `jpeg`, `gif`, `bmp`), or None for raw pixels.
+      categorical_columns: Names of the string columns stored in the
+        `categorical` feature, in order (None: the table has none).
     """
 
     key: str
     dtype: str
     shape: Tuple[int, ...]
     columns: Optional[Tuple[str, ...]] = None
+    encoding: Optional[str] = None
+    categorical_columns: Optional[Tuple[str, ...]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +84,8 @@ class Preprocessing:
       offset: Added after scaling for `scale`.
       mean: Per-column means for `standardize`.
       std: Per-column standard deviations for `standardize` (zeros replaced by 1).
+      vocabularies: Per categorical column, its known values (most frequent in
+        the train split first); a value outside it is one more "unknown" class.
     """
 
     kind: str
@@ -71,6 +93,7 @@ class Preprocessing:
     offset: Optional[float] = None
     mean: Optional[Tuple[float, ...]] = None
     std: Optional[Tuple[float, ...]] = None
+    vocabularies: Optional[Tuple[Tuple[str, ...], ...]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,9 +133,13 @@ class DatasetMetadata:
       preprocessing: Recorded preprocessing of the input feature.
       compression: `GZIP` or None.
       seed: Shuffle seed used.
-      eval_fraction: Fraction of examples hashed into `eval`.
+      eval_fraction: Fraction of examples hashed into `eval` (None for a
+        predefined split).
       splits: `train` and `eval` split infos.
       class_names: Display names of the classes, index = label.
+      split: `hash` or `predefined`.
+      split_files: For `predefined`: the source files (relative to the
+        source) of each split.
     """
 
     source_uri: str
@@ -122,9 +149,11 @@ class DatasetMetadata:
     preprocessing: Preprocessing
     compression: Optional[str]
     seed: int
-    eval_fraction: float
+    eval_fraction: Optional[float]
     splits: Dict[str, SplitInfo]
     class_names: Optional[Tuple[str, ...]] = None
+    split: str = HASH_SPLIT
+    split_files: Optional[Dict[str, Tuple[str, ...]]] = None
     format_version: str = FORMAT_VERSION
 
     def shard_paths(self, root: str, split: str) -> List[str]:
@@ -141,18 +170,22 @@ class DatasetMetadata:
     def from_json(cls, text: str) -> "DatasetMetadata":
         """Parses `metadata.json` text."""
         d = json.loads(text)
-        if d.get("format_version") != FORMAT_VERSION:
+        if d.get("format_version") not in READABLE_FORMATS:
             raise InvalidInputError(
-                f"dataset format {d.get('format_version')!r} is not {FORMAT_VERSION!r}; "
+                f"dataset format {d.get('format_version')!r} is not one of {READABLE_FORMATS}; "
                 "re-create it with shard_dataset")
         feature = d["feature"]
         feature["shape"] = tuple(feature["shape"])
-        if feature.get("columns") is not None:
-            feature["columns"] = tuple(feature["columns"])
+        for k in ("columns", "categorical_columns"):
+            if feature.get(k) is not None:
+                feature[k] = tuple(feature[k])
         pre = d["preprocessing"]
         for k in ("mean", "std"):
             if pre.get(k) is not None:
                 pre[k] = tuple(pre[k])
+        if pre.get("vocabularies") is not None:
+            pre["vocabularies"] = tuple(tuple(v) for v in pre["vocabularies"])
+        split_files = d.get("split_files")
         splits = {
             name: SplitInfo(num_examples=s["num_examples"],
                             shards=tuple(ShardInfo(**sh) for sh in s["shards"]))
@@ -164,7 +197,21 @@ class DatasetMetadata:
             preprocessing=Preprocessing(**pre), compression=d["compression"],
             seed=d["seed"], eval_fraction=d["eval_fraction"], splits=splits,
             class_names=tuple(d["class_names"]) if d.get("class_names") else None,
+            split=d.get("split", HASH_SPLIT),
+            split_files={k: tuple(v) for k, v in split_files.items()} if split_files else None,
             format_version=d["format_version"])
+
+
+def model_input_shape(meta: DatasetMetadata) -> Tuple[int, ...]:
+    """Shape of one *preprocessed* input, what every model takes.
+
+    Images and numeric vectors keep `feature.shape`; a table's categorical
+    columns add a one-hot block each (its vocabulary plus one unknown slot).
+    """
+    vocabularies = meta.preprocessing.vocabularies or ()
+    if meta.feature.key != FEATURES_KEY or not vocabularies:
+        return tuple(meta.feature.shape)
+    return (int(meta.feature.shape[0]) + sum(len(v) + 1 for v in vocabularies),)
 
 
 def write_metadata(root: str, metadata: DatasetMetadata) -> None:

@@ -5,6 +5,7 @@ Layout of a model directory::
     saved_model/            # Keras SavedModel; input = *preprocessed* float32 tensor
     dataset_metadata.json   # the training dataset's metadata (feature, preprocessing, classes)
     history.json            # per epoch: {"epochs": [{"epoch": 1, "loss": ..., "seconds": ...}]}
+                            # (and the eval split's "val_loss", "val_accuracy", "validation_seconds")
     training_report.json    # TrainingReport: strategy, replicas, final metrics, throughput
     checkpoints/            # the chief's latest weights checkpoint (overwritten each epoch)
     backup/                 # only while training runs or after it was interrupted: the
@@ -27,6 +28,8 @@ HISTORY_FILE = "history.json"
 TRAINING_REPORT_FILE = "training_report.json"
 #: Per-epoch wall time of the training steps in `history.json`, beside the metrics.
 EPOCH_SECONDS = "seconds"
+#: Per-epoch wall time of the leader's validation on the eval split in `history.json`.
+VALIDATION_SECONDS = "validation_seconds"
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_PREFIX = "ckpt"
 BACKUP_DIR = "backup"
@@ -66,6 +69,10 @@ class TrainingReport:
       epochs: Epochs completed.
       final_loss: Training loss of the last epoch.
       final_accuracy: Training accuracy of the last epoch.
+      final_val_loss: Loss on the eval split after the last epoch (None when
+        not recorded: no eval split, or a model trained before validation).
+      final_val_accuracy: Accuracy on the eval split after the last epoch (None
+        when not recorded).
       examples_per_second: Training throughput over all workers.
       wall_seconds: Wall time of `fit`.
       replicas: One report per training replica process.
@@ -91,6 +98,8 @@ class TrainingReport:
     input_bound_fraction: Optional[float] = None
     initial_epoch: int = 0
     restarts: int = 0
+    final_val_loss: Optional[float] = None
+    final_val_accuracy: Optional[float] = None
 
     def to_json(self) -> str:
         """Serialises to JSON."""

@@ -7,29 +7,34 @@ differently from how it was trained.
 
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from typing import Callable, Dict, Tuple
 
 import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
 
+from kfdist.components.common import serving_inputs
 from kfdist.components.common.dataset_spec import (
-    IMAGE_KEY, LABEL_KEY, DatasetMetadata)
+    CATEGORICAL_KEY, FEATURES_KEY, IMAGE_KEY, LABEL_KEY, DatasetMetadata)
 
 
-def parse_fn(meta: DatasetMetadata) -> Callable[[tf.Tensor], Tuple[tf.Tensor, tf.Tensor]]:
+def parse_fn(meta: DatasetMetadata) -> Callable[[tf.Tensor], Tuple[object, tf.Tensor]]:
     """Returns a function mapping one serialized Example to `(raw_input, label)`.
 
-    `raw_input` has `meta.feature.shape` and dtype uint8 (images) or float32.
-    The function also accepts a 1-D batch of serialized examples (use it after
-    `batch` for speed); the outputs then gain a leading batch dimension.
+    `raw_input` has `meta.feature.shape` and dtype uint8 (images) or float32;
+    for a table with string columns it is a dict: `features` (float32) and
+    `categorical` (string `[len(categorical_columns)]`). The function also
+    accepts a 1-D batch of serialized examples (use it after `batch` for
+    speed); the outputs then gain a leading batch dimension.
     """
     feature = meta.feature
+    spec = {LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
     if feature.key == IMAGE_KEY:
-        spec = {feature.key: tf.io.FixedLenFeature([], tf.string),
-                LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
+        spec[feature.key] = tf.io.FixedLenFeature([], tf.string)
     else:
-        spec = {feature.key: tf.io.FixedLenFeature(list(feature.shape), tf.float32),
-                LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
+        spec[feature.key] = tf.io.FixedLenFeature(list(feature.shape), tf.float32)
+    strings = len(feature.categorical_columns or ())
+    if strings:
+        spec[CATEGORICAL_KEY] = tf.io.FixedLenFeature([strings], tf.string)
     shape = list(feature.shape)
 
     def parse(serialized):
@@ -39,29 +44,91 @@ def parse_fn(meta: DatasetMetadata) -> Callable[[tf.Tensor], Tuple[tf.Tensor, tf
             x = tf.io.decode_raw(x, tf.uint8)
             lead = tf.shape(serialized)[:tf.rank(serialized)]
             x = tf.reshape(x, tf.concat([lead, shape], axis=0))
+        if strings:
+            x = {FEATURES_KEY: x, CATEGORICAL_KEY: parsed[CATEGORICAL_KEY]}
         return x, parsed[LABEL_KEY]
 
     return parse
 
 
-def preprocess_fn(meta: DatasetMetadata) -> Callable[[tf.Tensor], tf.Tensor]:
-    """Returns the recorded preprocessing: raw input (any batch shape) → float32."""
+def _one_hot_blocks(vocabularies) -> Callable[[tf.Tensor], tf.Tensor]:
+    """String values `[..., K]` → per column, one-hot over its vocabulary plus an unknown slot."""
+    tables = [tf.constant(list(v), tf.string, shape=[len(v)]) for v in vocabularies]
+
+    def encode(values):
+        blocks = []
+        for column, vocabulary in enumerate(tables):
+            hits = tf.equal(values[..., column:column + 1], vocabulary)
+            unknown = tf.logical_not(tf.reduce_any(hits, axis=-1, keepdims=True))
+            blocks += [tf.cast(hits, tf.float32), tf.cast(unknown, tf.float32)]
+        return tf.concat(blocks, axis=-1)
+
+    return encode
+
+
+def preprocess_fn(meta: DatasetMetadata) -> Callable[[object], tf.Tensor]:
+    """Returns the recorded preprocessing: raw input (any batch shape) → float32.
+
+    `scale`: `x * scale + offset`. `standardize`: `(x - mean) / std`, a missing
+    value (NaN) becoming 0 (the train mean); then, for string columns, one
+    one-hot block per column (`dataset_spec.model_input_shape`).
+    """
     pre = meta.preprocessing
     if pre.kind == "scale":
         scale = float(pre.scale if pre.scale is not None else 1.0)
         offset = float(pre.offset if pre.offset is not None else 0.0)
         return lambda x: tf.cast(x, tf.float32) * scale + offset
-    if pre.kind == "standardize":
-        mean = tf.constant(pre.mean, tf.float32)
-        std = tf.constant(pre.std, tf.float32)
-        return lambda x: (tf.cast(x, tf.float32) - mean) / std
-    raise ValueError(f"unknown preprocessing kind {pre.kind!r}; expected 'scale' or 'standardize'")
+    if pre.kind != "standardize":
+        raise ValueError(f"unknown preprocessing kind {pre.kind!r}; expected 'scale' or 'standardize'")
+    mean = tf.constant(pre.mean, tf.float32, shape=[len(pre.mean)])
+    std = tf.constant(pre.std, tf.float32, shape=[len(pre.std)])
+
+    def standardize(x):
+        x = tf.cast(x, tf.float32)
+        return tf.where(tf.math.is_nan(x), tf.zeros_like(x), (x - mean) / std)
+
+    if not pre.vocabularies:
+        return standardize
+    one_hot = _one_hot_blocks(pre.vocabularies)
+    return lambda raw: tf.concat([standardize(raw[FEATURES_KEY]),
+                                  one_hot(raw[CATEGORICAL_KEY])], axis=-1)
 
 
-def raw_input_signature(meta: DatasetMetadata) -> tf.TensorSpec:
-    """The serving signature's input: a batch of raw inputs as stored in the dataset."""
-    dtype = tf.uint8 if meta.feature.dtype == "uint8" else tf.float32
-    return tf.TensorSpec([None, *meta.feature.shape], dtype, name=meta.feature.key)
+def serving_signature(meta: DatasetMetadata) -> Dict[str, tf.TensorSpec]:
+    """The serving signature's inputs (`serving_inputs`) as `TensorSpec`s by name."""
+    dtypes = {"uint8": tf.uint8, "string": tf.string, "float32": tf.float32}
+    return {i.name: tf.TensorSpec(list(i.shape), dtypes[i.dtype], name=i.name)
+            for i in serving_inputs.serving_inputs(meta)}
+
+
+def raw_from_serving(meta: DatasetMetadata) -> Callable[[Dict[str, tf.Tensor]], object]:
+    """Returns `serving inputs → raw_input`, the same raw input `parse_fn` gives."""
+    feature = meta.feature
+    inputs = serving_inputs.serving_inputs(meta)
+    if feature.key == IMAGE_KEY and feature.encoding:
+        shape = list(feature.shape)
+        channels = shape[2] if len(shape) == 3 else 1
+
+        def decode(encoded):
+            image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
+            return tf.reshape(tf.ensure_shape(image, [shape[0], shape[1], channels]), shape)
+
+        return lambda given: tf.map_fn(decode, given[inputs[0].name],
+                                       fn_output_signature=tf.TensorSpec(shape, tf.uint8))
+    if feature.key == IMAGE_KEY:
+        return lambda given: given[inputs[0].name]
+    numeric = [i.name for i in inputs if i.kind == serving_inputs.NUMERIC]
+    strings = [i.name for i in inputs if i.kind == serving_inputs.CATEGORICAL]
+
+    def table(given):
+        rows = tf.shape(given[inputs[0].name])[0]
+        x = (tf.stack([tf.cast(given[n], tf.float32) for n in numeric], axis=-1) if numeric
+             else tf.zeros(tf.stack([rows, 0]), tf.float32))
+        if not strings:
+            return x
+        return {FEATURES_KEY: x, CATEGORICAL_KEY: tf.stack([given[n] for n in strings], axis=-1)}
+
+    return table
 
 
 def compression_type(meta: DatasetMetadata) -> str:

@@ -1,10 +1,12 @@
 """Runtime of `export_saved_model`: publish a blessed model for TF Serving.
 
 The export is a TF Serving model version, `<export_base>/<name>/<version>/`,
-whose `serving_default` signature takes raw inputs exactly as stored in the
-dataset (e.g. uint8 `image` [None, 28, 28]), applies the recorded
-preprocessing, runs the model and returns `class_ids` (int64 [None]) and
-`probabilities` (float32 [None, num_classes]). Unblessed models are not
+whose `serving_default` signature takes raw inputs as the dataset's feature
+spec describes them (`common/serving_inputs.py`: uint8 `image` [None, 28, 28]
+for MNIST, encoded `image_bytes` for PNG/JPEG sources, one input per column
+by name for tables), applies the recorded preprocessing, runs the model and
+returns `class_ids` (int64 [None]) and `probabilities` (float32 [None,
+num_classes]). `assets.extra/kfdist_export.json` describes the signature. Unblessed models are not
 exported: the pipelines skip the step under `dsl.If(blessed)`, and the step
 itself, run without that gate, writes nothing and records why.
 """
@@ -25,6 +27,7 @@ from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import model_artifact as ma
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.components.common.serving_inputs import serving_inputs
 
 EXPORT_INFO_FILE = "kfdist_export.json"
 EXPORT_FORMAT = "kfdist.export/v1"
@@ -90,13 +93,14 @@ def _serving_module(model, meta: ds.DatasetMetadata):
     from kfdist.components.evaluate_model.runtime import outputs_are_logits
 
     preprocess = tf_features.preprocess_fn(meta)
+    to_raw = tf_features.raw_from_serving(meta)
     logits = outputs_are_logits(model)
     module = tf.Module()
     module.model = model
 
-    @tf.function(input_signature=[tf_features.raw_input_signature(meta)])
-    def serve(raw):
-        out = module.model(preprocess(raw), training=False)
+    @tf.function(input_signature=[tf_features.serving_signature(meta)])
+    def serve(inputs):
+        out = module.model(preprocess(to_raw(inputs)), training=False)
         probs = tf.cast(tf.nn.softmax(out) if logits else out, tf.float32)
         return {"class_ids": tf.argmax(probs, axis=-1, output_type=tf.int64), "probabilities": probs}
 
@@ -121,8 +125,10 @@ def _write_version(model_dir: str, target: str, version: int, name: str, blessin
         "feature": dataclasses.asdict(meta.feature), "preprocessing": dataclasses.asdict(meta.preprocessing),
         "num_classes": meta.num_classes,
         "class_names": list(meta.class_names or [str(i) for i in range(meta.num_classes)]),
-        "signature": {"name": "serving_default", "inputs": {meta.feature.key: {
-            "dtype": meta.feature.dtype, "shape": [None, *meta.feature.shape]}},
+        "signature": {"name": "serving_default", "inputs": {
+            i.name: {"dtype": i.dtype, "shape": list(i.shape), "kind": i.kind,
+                     **({"column": i.column} if i.column is not None else {})}
+            for i in serving_inputs(meta)},
             "outputs": {"class_ids": {"dtype": "int64", "shape": [None]},
                         "probabilities": {"dtype": "float32", "shape": [None, meta.num_classes]}}},
     }

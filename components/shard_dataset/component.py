@@ -16,9 +16,11 @@ def shard_dataset(
     num_shards: int = 4,
     num_eval_shards: int = 0,
     eval_fraction: float = 0.2,
+    split: str = "auto",
     seed: int = 42,
     compression: Optional[str] = None,
     image_shape: Optional[List[int]] = None,
+    image_feature: str = "",
     source_version: str = "",
 ):
     """Splits a dataset into train/eval and writes balanced TFRecord shards.
@@ -37,12 +39,23 @@ def shard_dataset(
         num_eval_shards: Number of eval shards; 0 (the default) means in
             proportion to `eval_fraction` (at least 1). (An integer, not Optional:
             kfp's local runner cannot pass None as a pipeline parameter.)
-        eval_fraction: Share of examples put into `eval`, strictly between 0 and 1.
-            The split is a stable hash of each example, so reruns agree.
+        eval_fraction: Share of examples put into `eval` by the `hash` split,
+            strictly between 0 and 1. The split is a stable hash of each
+            example, so reruns agree.
+        split: `auto` (default): keep the source's own splits when its files
+            or folders are named `train*` and `eval*`/`test*`/`valid*` (MNIST's
+            `train-*`/`t10k-*`): the test files become `eval`, never mixed into
+            training; otherwise `hash`. `predefined` insists on the source's
+            splits; `hash` ignores file names. The dataset's metadata and the
+            log say which was used.
         seed: Seed of the shuffle and of the shard assignment.
         compression: `GZIP` to compress shards; none by default.
         image_shape: For TFRecord input with a raw-bytes image feature, its
-            shape, e.g. [28, 28].
+            shape, e.g. [28, 28] (or int64 `height`/`width`/`channels`
+            features in the examples). Encoded PNG/JPEG images need none:
+            their size and channels come from the data.
+        image_feature: TFRecord input: the bytes feature holding the image;
+            empty (the default): the examples' only bytes feature.
         source_version: Identifies the content of `source_uri` (a dataset
             version, a hash). Not read by the step: it takes part in KFP's
             cache key, so a cached output is reused only for the same data.
@@ -52,7 +65,8 @@ def shard_dataset(
     meta = runtime.shard(
         source_uri, dataset.path, source_format=source_format, label_column=label_column,
         num_shards=num_shards, num_eval_shards=num_eval_shards or None, eval_fraction=eval_fraction,
-        seed=seed, compression=compression, image_shape=image_shape)
+        split=split, seed=seed, compression=compression, image_shape=image_shape,
+        image_feature=image_feature)
     dataset.metadata.update({
         "train_examples": meta.splits["train"].num_examples,
         "eval_examples": meta.splits["eval"].num_examples,
@@ -60,4 +74,5 @@ def shard_dataset(
         "eval_shards": len(meta.splits["eval"].shards),
         "feature": meta.feature.key,
         "num_classes": meta.num_classes,
+        "split": meta.split,
     })

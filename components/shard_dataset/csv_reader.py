@@ -1,27 +1,30 @@
-"""CSV sources: a header row, one label column, every other column numeric.
+"""CSV sources: a header row, one label column, numeric and string (categorical) columns.
 
 Labels are integer class ids, or class names that are mapped to ids in
-sorted order (the names become the dataset's `class_names`). The feature
-columns, in file order, become the canonical float32 `features` vector.
-Opening a source reads the label column of every file once (to learn the
-classes); the numeric values are checked while streaming, before any shard
-is written.
+sorted order (the names become the dataset's `class_names`). The numeric
+columns, in file order, become the canonical float32 `features` vector
+(missing values as NaN); the string columns are kept as raw values in the
+`categorical` feature. Opening a source reads every file once to learn each
+column's kind and the classes (`csv_columns`); the values are checked again
+while streaming, before any shard is written.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import io
 import math
-from typing import Callable, Iterator, List, Optional, Sequence, Set, TextIO, Tuple
+from typing import Callable, Iterator, List, Sequence, TextIO, Tuple
 
 import numpy as np
 
 from kfdist.components.common.dataset_spec import FEATURES_KEY, FeatureSpec
 from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.components.shard_dataset.csv_columns import MISSING_VALUES, profile_columns
 from kfdist.components.shard_dataset.source import (
-    BATCH_SIZE, MAX_NUM_CLASSES, ExampleBatch, ReaderOptions, Source, is_gzip_file)
+    BATCH_SIZE, ExampleBatch, ReaderOptions, Source, is_gzip_file)
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -55,7 +58,7 @@ def read_header(path: str, label_column: str) -> Tuple[str, ...]:
             f"CSV file {path!r} has no label column {label_column!r}; "
             f"its columns are {list(columns)}")
     require(len(columns) > 1, f"CSV file {path!r} has only the label column; "
-                              "expected at least one numeric feature column")
+                              "expected at least one feature column")
     return columns
 
 
@@ -83,81 +86,64 @@ def _iter_row_blocks(path: str, num_columns: int) -> Iterator[Tuple[int, List[Li
             yield first_line, block
 
 
-def _parse_int(text: str) -> Optional[int]:
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
-def scan_labels(paths: Sequence[str], columns: Tuple[str, ...],
-                label_column: str) -> Optional[Tuple[str, ...]]:
-    """Reads every label once and decides how labels map to class ids.
-
-    Returns:
-      None when every label is an integer id, else the sorted distinct class
-      names (index = class id).
-
-    Raises:
-      InvalidInputError: On negative ids, too many classes or no rows.
-    """
-    index = columns.index(label_column)
-    names: Set[str] = set()
-    num_rows = 0
-    for path in paths:
-        for _, rows in _iter_row_blocks(path, len(columns)):
-            names.update(row[index].strip() for row in rows)
-            num_rows += len(rows)
-            require(len(names) <= MAX_NUM_CLASSES,
-                    f"label column {label_column!r} has over {MAX_NUM_CLASSES} distinct "
-                    "values; is it really the class label?")
-    require(num_rows > 0, f"CSV files {list(paths)} have a header but no rows")
-    ids = {name: _parse_int(name) for name in names}
-    if all(i is not None for i in ids.values()):
-        low = min(i for i in ids.values() if i is not None)
-        require(low >= 0, f"label {low} in column {label_column!r} is negative; "
-                          "class ids must be 0 or more")
-        return None
-    return tuple(sorted(names))
-
-
 def _first_bad_value(path: str, first_line: int, rows: List[List[str]],
-                     columns: Tuple[str, ...], feature_index: List[int]) -> str:
+                     columns: Tuple[str, ...], numeric_index: List[int]) -> str:
     for offset, row in enumerate(rows):
-        for i in feature_index:
+        for i in numeric_index:
+            if row[i].strip() in MISSING_VALUES:
+                continue
             try:
                 value = float(row[i])
             except ValueError:
-                value = math.nan
-            if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
+                value = math.inf
+            if math.isinf(value) or abs(value) > FLOAT32_MAX:
                 return (f"CSV file {path!r} line {first_line + offset}, column {columns[i]!r}: "
-                        f"value {row[i]!r} is not a finite float32 number; every column but "
-                        "the label must be numeric")
+                        f"value {row[i]!r} is not a finite float32 number; column "
+                        f"{columns[i]!r} holds numbers")
     return f"CSV file {path!r}: non-numeric value near line {first_line}"
 
 
-def _parse_block(path: str, first_line: int, rows: List[List[str]], columns: Tuple[str, ...],
-                 feature_index: List[int], label_to_id: Callable[[str], int], label_index: int
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """Where the label, numeric and categorical values of a row are."""
+
+    columns: Tuple[str, ...]
+    label_index: int
+    numeric_index: List[int]
+    categorical_index: List[int]
+    label_to_id: Callable[[str], int]
+
+
+def _parse_block(path: str, first_line: int, rows: List[List[str]], layout: _Layout
                  ) -> ExampleBatch:
     try:
         with np.errstate(over="ignore"):  # beyond float32 range becomes inf: reported below
-            features = np.array([[row[i] for i in feature_index] for row in rows],
-                                dtype=np.float64).astype(np.float32)
-        ok = bool(np.isfinite(features).all())
+            cells = [["nan" if row[i].strip() in MISSING_VALUES else row[i]
+                      for i in layout.numeric_index] for row in rows]
+            features = np.array(cells, dtype=np.float64).reshape(
+                len(rows), len(layout.numeric_index)).astype(np.float32)
+        ok = not bool(np.isinf(features).any())
     except ValueError:
         ok = False
     if not ok:
-        raise InvalidInputError(_first_bad_value(path, first_line, rows, columns, feature_index))
-    labels = np.array([label_to_id(row[label_index].strip()) for row in rows], dtype=np.int64)
-    return ExampleBatch(inputs=features, labels=labels, origin=path)
+        raise InvalidInputError(_first_bad_value(path, first_line, rows, layout.columns,
+                                                 layout.numeric_index))
+    categorical = None
+    if layout.categorical_index:
+        categorical = np.array([[row[i].strip() for i in layout.categorical_index] for row in rows],
+                               dtype=object).reshape(len(rows), len(layout.categorical_index))
+    labels = np.array([layout.label_to_id(row[layout.label_index].strip()) for row in rows],
+                      dtype=np.int64)
+    return ExampleBatch(inputs=features, labels=labels, origin=path, categorical=categorical)
 
 
 def open_csv_source(files: Sequence[str], options: ReaderOptions) -> Source:
-    """Validates CSV files (headers, labels) and returns them as one source.
+    """Validates CSV files (headers, column kinds, labels) and returns them as one source.
 
     Raises:
-      InvalidInputError: If headers differ between files or are invalid, or
-        `options.image_shape` is set (CSV holds feature vectors, not images).
+      InvalidInputError: If headers differ between files or are invalid, a
+        column mixes numbers and strings, or `options.image_shape` is set
+        (CSV holds tables, not images).
     """
     require(options.image_shape is None,
             f"image_shape {options.image_shape} applies to image sources only; "
@@ -168,22 +154,23 @@ def open_csv_source(files: Sequence[str], options: ReaderOptions) -> Source:
         other = read_header(path, options.label_column)
         require(other == columns, f"CSV file {path!r} has columns {list(other)} but "
                                   f"{files[0]!r} has {list(columns)}; they must match")
-    class_names = scan_labels(files, columns, options.label_column)
-    label_index = columns.index(options.label_column)
-    feature_index = [i for i in range(len(columns)) if i != label_index]
-    if class_names is None:
-        label_to_id: Callable[[str], int] = int
-    else:
-        label_to_id = {name: i for i, name in enumerate(class_names)}.__getitem__
+    profile = profile_columns(files, columns, options.label_column, _iter_row_blocks)
+    class_names = profile.class_names
+    layout = _Layout(
+        columns=columns, label_index=columns.index(options.label_column),
+        numeric_index=[columns.index(c) for c in profile.numeric],
+        categorical_index=[columns.index(c) for c in profile.categorical],
+        label_to_id=int if class_names is None else
+        {name: i for i, name in enumerate(class_names)}.__getitem__)
 
     def read_batches() -> Iterator[ExampleBatch]:
         for path in files:
             for first_line, rows in _iter_row_blocks(path, len(columns)):
-                yield _parse_block(path, first_line, rows, columns, feature_index,
-                                   label_to_id, label_index)
+                yield _parse_block(path, first_line, rows, layout)
 
     return Source(
         source_format="csv", files=tuple(files),
-        feature=FeatureSpec(key=FEATURES_KEY, dtype="float32", shape=(len(feature_index),),
-                            columns=tuple(columns[i] for i in feature_index)),
+        feature=FeatureSpec(key=FEATURES_KEY, dtype="float32", shape=(len(profile.numeric),),
+                            columns=profile.numeric,
+                            categorical_columns=profile.categorical or None),
         class_names=class_names, read_batches=read_batches)

@@ -7,7 +7,7 @@ import numbers
 from typing import Optional, Sequence, Tuple
 
 from kfdist.components.common.errors import require
-from kfdist.components.shard_dataset import readers
+from kfdist.components.shard_dataset import readers, splits
 
 COMPRESSIONS = ("GZIP",)
 #: Upper bound on shards per split (every shard of both splits is open while writing).
@@ -24,6 +24,7 @@ class ShardOptions:
       num_shards: Train shards.
       num_eval_shards: Eval shards (the default already resolved).
       eval_fraction: Share of hash buckets that go to `eval`.
+      split: `auto`, `predefined` or `hash` (see `splits`).
       seed: Shuffle and shard-assignment seed.
       compression: `GZIP` or None.
       image_shape: Shape of raw images in a TFRecord bytes feature, or None.
@@ -35,6 +36,7 @@ class ShardOptions:
     num_shards: int
     num_eval_shards: int
     eval_fraction: float
+    split: str
     seed: int
     compression: Optional[str]
     image_shape: Optional[Tuple[int, ...]]
@@ -57,6 +59,7 @@ def normalize_compression(compression: Optional[str]) -> Optional[str]:
 
 def validate_options(*, source_format: str, label_column: str, num_shards: int,
                      num_eval_shards: Optional[int], eval_fraction: float, seed: int,
+                     split: str = "auto",
                      compression: Optional[str], image_shape: Optional[Sequence[int]],
                      shuffle_buffer_size: int) -> ShardOptions:
     """Checks every setting of `shard`; the default `num_eval_shards` is proportional.
@@ -65,6 +68,7 @@ def validate_options(*, source_format: str, label_column: str, num_shards: int,
       InvalidInputError: Naming the first bad setting and what is valid.
     """
     readers.check_source_format(source_format)
+    splits.check_split_method(split)
     require(isinstance(label_column, str) and label_column.strip() != "",
             f"label_column must be a non-empty column name, got {label_column!r}")
     require(_is_int(num_shards) and 1 <= num_shards <= MAX_SHARDS,
@@ -85,7 +89,8 @@ def validate_options(*, source_format: str, label_column: str, num_shards: int,
             f"shuffle_buffer_size must be a positive integer, got {shuffle_buffer_size!r}")
     return ShardOptions(
         source_format=source_format, label_column=label_column, num_shards=int(num_shards),
-        num_eval_shards=int(num_eval_shards), eval_fraction=float(eval_fraction), seed=int(seed),
+        num_eval_shards=int(num_eval_shards), eval_fraction=float(eval_fraction), split=split,
+        seed=int(seed),
         compression=normalize_compression(compression),
         image_shape=tuple(int(d) for d in image_shape) if image_shape is not None else None,
         shuffle_buffer_size=int(shuffle_buffer_size))

@@ -3,7 +3,9 @@
 `shard` turns a source (MNIST IDX, CSV or TFRecord; local or `gs://`) into a
 kfdist dataset (see `common/dataset_spec.py`) in two streaming passes:
 
-1. validate and scan every example: split counts, classes, statistics;
+1. decide the split (the source's own `train`/`test` files, or a content hash:
+   `splits.py`), then validate and scan every example: split counts,
+   classes, statistics;
 2. write the shards into a temporary directory beside `output_dir`, then
    `metadata.json`, then rename the directory into place (for `gs://`, upload
    the shards and `metadata.json` last).
@@ -26,12 +28,12 @@ import numpy as np
 
 from kfdist.components.common import storage
 from kfdist.components.common.dataset_spec import (
-    IMAGE_KEY, DatasetMetadata, Preprocessing, SplitInfo, write_metadata)
+    IMAGE_KEY, PREDEFINED_SPLIT, DatasetMetadata, Preprocessing, SplitInfo, write_metadata)
 from kfdist.components.common.errors import InvalidInputError, KfdistError, require
 from kfdist.components.shard_dataset import readers
 from kfdist.components.shard_dataset.options import ShardOptions, validate_options
-from kfdist.components.shard_dataset.scan import (
-    ScanResult, batch_checksum, eval_mask, eval_threshold, scan_source)
+from kfdist.components.shard_dataset.scan import ScanResult, batch_checksum, scan_source
+from kfdist.components.shard_dataset.splits import SplitPlan, plan_split, source_root
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
 from kfdist.components.shard_dataset.source import ReaderOptions, Source
 from kfdist.components.shard_dataset.writer import SplitWriter
@@ -73,23 +75,26 @@ def check_output_dir_free(output_dir: str) -> None:
                        "choose a new directory (existing data is never overwritten)")
 
 
-def check_split_sizes(scan: ScanResult, options: ShardOptions) -> None:
+def check_split_sizes(scan: ScanResult, options: ShardOptions, plan: SplitPlan) -> None:
     """Raises `InvalidInputError` if a split has fewer examples than shards."""
+    how = ("the source's own split" if plan.method == PREDEFINED_SPLIT
+           else f"eval_fraction={options.eval_fraction}")
     for split, count, shards, knob in (("train", scan.num_train, options.num_shards, "num_shards"),
                                        ("eval", scan.num_eval, options.num_eval_shards,
                                         "num_eval_shards")):
         require(count >= shards,
-                f"the {split} split gets {count} of {scan.num_examples} examples "
-                f"(eval_fraction={options.eval_fraction}) but {knob}={shards}; every shard "
-                f"needs an example: lower {knob}, change eval_fraction or add data")
+                f"the {split} split gets {count} of {scan.num_examples} examples ({how}) but "
+                f"{knob}={shards}; every shard needs an example: lower {knob}"
+                + (", change eval_fraction" if plan.method != PREDEFINED_SPLIT else "")
+                + " or add data")
 
 
-def _split_masks(source: Source, scan: Optional[ScanResult], threshold: int):
+def _split_masks(source: Source, scan: Optional[ScanResult], split_mask):
     """Each source batch with its eval mask: the scan's, checked against the batch's CRC."""
     known = list(scan.batch_splits) if scan is not None else []
     for index, batch in enumerate(source.batches()):
         if not known:
-            yield batch, eval_mask(batch, threshold)
+            yield batch, split_mask(batch)
             continue
         if index >= len(known) or known[index][0] != batch_checksum(batch):
             raise SourceChangedError(f"batch {index} of {batch.origin} differs from what the "
@@ -98,15 +103,14 @@ def _split_masks(source: Source, scan: Optional[ScanResult], threshold: int):
 
 
 def write_splits(source: Source, options: ShardOptions, root: str,
-                 log: Callable[[str], None], scan: Optional[ScanResult] = None
-                 ) -> Dict[str, SplitInfo]:
+                 log: Callable[[str], None], scan: Optional[ScanResult] = None,
+                 plan: SplitPlan = SplitPlan("hash")) -> Dict[str, SplitInfo]:
     """The writing pass: every example into its split's shuffled, balanced shards.
 
     With the `scan` of the first pass, the split of each example comes from it
     (each batch's CRC-32 proves it is the batch that was scanned) instead of
-    hashing every example again.
+    hashing every example again; without it, from `plan`.
     """
-    threshold = eval_threshold(options.eval_fraction)
     feature = source.feature
     item_bytes = 1 if feature.dtype == "uint8" else 4
     encoder = CanonicalExampleEncoder(feature.key, item_bytes * int(np.prod(feature.shape)))
@@ -119,9 +123,10 @@ def write_splits(source: Source, options: ShardOptions, root: str,
     written, next_report = 0, PROGRESS_EVERY
     with open_writer("train", options.num_shards) as train, \
             open_writer("eval", options.num_eval_shards) as evaluation:
-        for batch, in_eval in _split_masks(source, scan, threshold):
+        for batch, in_eval in _split_masks(source, scan, plan.mask_fn(options.eval_fraction)):
             for writer, mask in ((train, ~in_eval), (evaluation, in_eval)):
-                writer.write(encoder.encode(batch.inputs[mask], batch.labels[mask]))
+                strings = batch.categorical[mask] if batch.categorical is not None else None
+                writer.write(encoder.encode(batch.inputs[mask], batch.labels[mask], strings))
             written += len(batch.labels)
             if written >= next_report:
                 log(f"wrote {written:,} examples")
@@ -130,18 +135,21 @@ def write_splits(source: Source, options: ShardOptions, root: str,
 
 
 def build_metadata(source_uri: str, source: Source, scan: ScanResult, options: ShardOptions,
-                   splits: Dict[str, SplitInfo]) -> DatasetMetadata:
+                   splits: Dict[str, SplitInfo], plan: SplitPlan,
+                   root: str = "") -> DatasetMetadata:
     """The dataset's `metadata.json` content."""
     if source.feature.key == IMAGE_KEY:
         preprocessing = Preprocessing(kind="scale", scale=1.0 / 255.0, offset=0.0)
     else:
-        preprocessing = Preprocessing(kind="standardize", mean=scan.mean, std=scan.std)
+        preprocessing = Preprocessing(kind="standardize", mean=scan.mean, std=scan.std,
+                                      vocabularies=scan.vocabularies)
     num_classes = len(source.class_names) if source.class_names else scan.num_classes
     return DatasetMetadata(
         source_uri=source_uri, source_format=source.source_format, feature=source.feature,
         num_classes=num_classes, preprocessing=preprocessing, compression=options.compression,
-        seed=options.seed, eval_fraction=options.eval_fraction, splits=splits,
-        class_names=source.class_names)
+        seed=options.seed, splits=splits, class_names=source.class_names, split=plan.method,
+        eval_fraction=None if plan.method == PREDEFINED_SPLIT else options.eval_fraction,
+        split_files=plan.split_files(root))
 
 
 def publish(build_dir: str, output_dir: str, metadata: DatasetMetadata, workdir: str) -> None:
@@ -161,8 +169,9 @@ def publish(build_dir: str, output_dir: str, metadata: DatasetMetadata, workdir:
 
 def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
           label_column: str = "label", num_shards: int = 4, num_eval_shards: Optional[int] = None,
-          eval_fraction: float = 0.2, seed: int = 42, compression: Optional[str] = None,
-          image_shape: Optional[Sequence[int]] = None,
+          eval_fraction: float = 0.2, split: str = "auto", seed: int = 42,
+          compression: Optional[str] = None,
+          image_shape: Optional[Sequence[int]] = None, image_feature: str = "",
           shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER,
           log: Callable[[str], None] = print) -> DatasetMetadata:
     """Shards a source into a kfdist dataset at `output_dir`.
@@ -175,11 +184,16 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
       num_shards: Shards of the train split.
       num_eval_shards: Shards of the eval split; default in proportion to
         `eval_fraction` (at least 1).
-      eval_fraction: Share of examples hashed into `eval`, in (0, 1).
+      eval_fraction: Share of examples hashed into `eval`, in (0, 1) (with the
+        `hash` split).
+      split: `auto` (the source's own splits when its files name them, e.g.
+        `train-*`/`t10k-*`, else `hash`), `predefined` or `hash` (see `splits`).
       seed: Seed of the shuffle and of the shard assignment (not of the split,
         which depends on example content only).
       compression: None or `GZIP`.
       image_shape: Shape of raw uint8 images held in a TFRecord bytes feature.
+      image_feature: The TFRecord bytes feature holding the image; empty: the
+        examples' only bytes feature.
       shuffle_buffer_size: Examples held per split for shuffling (bounds memory).
       log: Receives progress messages.
 
@@ -192,18 +206,23 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
     started = time.monotonic()
     options = validate_options(
         source_format=source_format, label_column=label_column, num_shards=num_shards,
-        num_eval_shards=num_eval_shards, eval_fraction=eval_fraction, seed=seed,
+        num_eval_shards=num_eval_shards, eval_fraction=eval_fraction, split=split, seed=seed,
         compression=compression, image_shape=image_shape, shuffle_buffer_size=shuffle_buffer_size)
     check_output_dir_free(output_dir)
     with tempfile.TemporaryDirectory(prefix="kfdist-shard-") as workdir:
         local_source = call_reporting_missing_bucket(
             source_uri, lambda: storage.stage_locally(source_uri, workdir))
         source = readers.open_source(local_source, options.source_format, ReaderOptions(
-            label_column=options.label_column, image_shape=options.image_shape))
+            label_column=options.label_column, image_shape=options.image_shape,
+            image_feature=image_feature or None))
         log(f"source {source_uri}: {source.source_format}, {len(source.files)} file(s), "
             f"feature {source.feature.key} {list(source.feature.shape)}")
-        scan = scan_source(source, options.eval_fraction, log)
-        check_split_sizes(scan, options)
+        root = source_root(local_source)
+        plan = plan_split(options.split, source.files, root)
+        log(f"split: {plan.method} ({plan.reason})" + (
+            "" if plan.method == PREDEFINED_SPLIT else f", eval_fraction={options.eval_fraction}"))
+        scan = scan_source(source, plan.mask_fn(options.eval_fraction), log)
+        check_split_sizes(scan, options, plan)
         log(f"{scan.num_examples:,} examples: {scan.num_train:,} train in {options.num_shards} "
             f"shards, {scan.num_eval:,} eval in {options.num_eval_shards} shards")
         if storage.is_gcs(output_dir):
@@ -211,13 +230,13 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
         else:
             build_dir = f"{os.path.abspath(output_dir).rstrip(os.sep)}.tmp-{uuid.uuid4().hex[:12]}"
         try:
-            splits = write_splits(source, options, build_dir, log, scan)
+            splits = write_splits(source, options, build_dir, log, scan, plan)
             for split, count in (("train", scan.num_train), ("eval", scan.num_eval)):
                 if splits[split].num_examples != count:
                     raise SourceChangedError(
                         f"wrote {splits[split].num_examples} {split} examples but the scan "
                         f"counted {count}: the source changed while it was being read")
-            metadata = build_metadata(source_uri, source, scan, options, splits)
+            metadata = build_metadata(source_uri, source, scan, options, splits, plan, root)
             publish(build_dir, output_dir, metadata, workdir)
         finally:
             shutil.rmtree(build_dir, ignore_errors=True)

@@ -1,28 +1,32 @@
 """The first pass over a source: split membership, counts, labels and statistics.
 
-An example's split is a pure function of its content: the blake2b hash of its
-raw input bytes and its label picks one of 10,000 buckets, and buckets below
-`eval_fraction * 10,000` are `eval`. The same data therefore always lands in
-the same split, whatever the seed or the order of the source, and duplicate
-examples never straddle train and eval.
+With `split=hash`, an example's split is a pure function of its content: the
+blake2b hash of its raw input bytes (and string values) and its label picks
+one of 10,000 buckets, and buckets below `eval_fraction * 10,000` are `eval`.
+The same data therefore always lands in the same split, whatever the seed or
+the order of the source, and duplicate examples never straddle train and
+eval. With `split=predefined` the source's files decide instead (`splits`).
 
-Feature statistics (for `standardize`) are computed over the *train* split
-only, streaming (Welford/Chan updates in float64), so evaluation data never
-leaks into preprocessing.
+Feature statistics (for `standardize`) and the vocabularies of string
+columns are computed over the *train* split only, streaming (Welford/Chan
+updates in float64), so evaluation data never leaks into preprocessing.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import zlib
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from kfdist.components.shard_dataset.source import ExampleBatch, Source, check_labels
 
 SPLIT_BUCKETS = 10_000
+#: Most values kept per categorical column (the most frequent in the train split).
+MAX_VOCABULARY = 1_000
 PROGRESS_EVERY = 50_000
 #: A standard deviation this small relative to the mean means a constant column.
 _CONSTANT_RELATIVE_STD = 1e-10
@@ -33,22 +37,36 @@ def eval_threshold(eval_fraction: float) -> int:
     return int(round(eval_fraction * SPLIT_BUCKETS))
 
 
+def categorical_bytes(batch: ExampleBatch) -> List[bytes]:
+    """Each example's categorical values as bytes (each value UTF-8, NUL-terminated)."""
+    if batch.categorical is None:
+        return [b""] * len(batch.labels)
+    return [b"".join(v.encode() + b"\0" for v in row) for row in batch.categorical.tolist()]
+
+
 def example_keys(batch: ExampleBatch) -> List[bytes]:
-    """The split hash of each example: blake2b-64 of its raw input bytes and int64 label."""
+    """The split hash of each example: blake2b-64 of its raw input bytes, its categorical
+    values (tables with string columns) and its int64 label."""
     raw = np.ascontiguousarray(batch.inputs).tobytes()
     labels = batch.labels.astype("<i8").tobytes()
     size = len(raw) // max(len(batch.labels), 1)
+    strings = categorical_bytes(batch) if batch.categorical is not None else None
     keys = []
     for i in range(len(batch.labels)):
         h = hashlib.blake2b(raw[i * size:(i + 1) * size], digest_size=8)
+        if strings is not None:
+            h.update(strings[i])
         h.update(labels[i * 8:(i + 1) * 8])
         keys.append(h.digest())
     return keys
 
 
 def batch_checksum(batch: ExampleBatch) -> int:
-    """CRC-32 of a batch's raw inputs and labels (tells the writing pass it reads what was scanned)."""
+    """CRC-32 of a batch's raw inputs, categorical values and labels (tells the writing
+    pass it reads what was scanned)."""
     crc = zlib.crc32(np.ascontiguousarray(batch.inputs).data)
+    if batch.categorical is not None:
+        crc = zlib.crc32(b"".join(categorical_bytes(batch)), crc)
     return zlib.crc32(np.ascontiguousarray(batch.labels).data, crc)
 
 
@@ -66,10 +84,14 @@ def eval_mask(batch: ExampleBatch, threshold: int) -> np.ndarray:
 
 
 class RunningMoments:
-    """Per-column mean and variance over a stream of row blocks (Chan et al.)."""
+    """Per-column mean and variance over a stream of row blocks (Chan et al.).
+
+    NaN (a missing value) is left out of its column's statistics; a column
+    without any value gets mean 0.
+    """
 
     def __init__(self, num_columns: int):
-        self.count = 0
+        self.count = np.zeros(num_columns, np.float64)
         self.mean = np.zeros(num_columns, np.float64)
         self.m2 = np.zeros(num_columns, np.float64)
 
@@ -78,20 +100,47 @@ class RunningMoments:
         if len(rows) == 0:
             return
         rows = rows.astype(np.float64)
-        n_b = len(rows)
-        mean_b = rows.mean(axis=0)
-        m2_b = ((rows - mean_b) ** 2).sum(axis=0)
+        present = ~np.isnan(rows)
+        n_b = present.sum(axis=0).astype(np.float64)
+        filled = np.where(present, rows, 0.0)
+        mean_b = filled.sum(axis=0) / np.maximum(n_b, 1.0)
+        m2_b = (np.where(present, rows - mean_b, 0.0) ** 2).sum(axis=0)
         total = self.count + n_b
+        safe_total = np.maximum(total, 1.0)
         delta = mean_b - self.mean
-        self.mean = self.mean + delta * (n_b / total)
-        self.m2 = self.m2 + m2_b + delta ** 2 * (self.count * n_b / total)
+        self.mean = self.mean + delta * (n_b / safe_total)
+        self.m2 = self.m2 + m2_b + delta ** 2 * (self.count * n_b / safe_total)
         self.count = total
 
     def std(self) -> np.ndarray:
         """Population standard deviation per column; constant columns get 1."""
-        std = np.sqrt(self.m2 / max(self.count, 1))
+        std = np.sqrt(self.m2 / np.maximum(self.count, 1.0))
         constant = std <= _CONSTANT_RELATIVE_STD * np.maximum(np.abs(self.mean), 1.0)
         return np.where(constant, 1.0, std)
+
+
+class VocabularyCounter:
+    """Counts each categorical column's values over the train split."""
+
+    def __init__(self, num_columns: int):
+        self.counts = [collections.Counter() for _ in range(num_columns)]
+
+    def update(self, categorical: np.ndarray) -> None:
+        """Adds a block of raw values `[B, num_columns]`."""
+        for column, counter in enumerate(self.counts):
+            counter.update(categorical[:, column].tolist())
+
+    def vocabularies(self, columns: Sequence[str], log: Callable[[str], None]
+                     ) -> Tuple[Tuple[str, ...], ...]:
+        """Each column's values, most frequent first (ties by value), at most `MAX_VOCABULARY`."""
+        out = []
+        for name, counter in zip(columns, self.counts):
+            ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+            if len(ranked) > MAX_VOCABULARY:
+                log(f"column {name!r} has {len(ranked):,} distinct values in the train split; "
+                    f"keeping the {MAX_VOCABULARY:,} most frequent, the rest count as unknown")
+            out.append(tuple(value for value, _ in ranked[:MAX_VOCABULARY]))
+        return tuple(out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,14 +148,16 @@ class ScanResult:
     """What the first pass learned.
 
     Attributes:
-      num_train: Examples hashed into `train`.
-      num_eval: Examples hashed into `eval`.
+      num_train: Examples put into `train`.
+      num_eval: Examples put into `eval`.
       num_classes: Largest label + 1.
       mean: Per-column means of the train split (feature vectors only).
       std: Per-column standard deviations of the train split (0 → 1).
       batch_splits: Per source batch, in order: `(crc32 of its bytes, its eval
         mask packed into bits)`, so the writing pass need not hash every
         example again (a few bytes per 1,024 examples).
+      vocabularies: Per categorical column, its train-split values (tables
+        with string columns only).
     """
 
     num_train: int
@@ -115,6 +166,7 @@ class ScanResult:
     mean: Optional[Tuple[float, ...]] = None
     std: Optional[Tuple[float, ...]] = None
     batch_splits: Tuple[Tuple[int, np.ndarray], ...] = ()
+    vocabularies: Optional[Tuple[Tuple[str, ...], ...]] = None
 
     @property
     def num_examples(self) -> int:
@@ -122,13 +174,13 @@ class ScanResult:
         return self.num_train + self.num_eval
 
 
-def scan_source(source: Source, eval_fraction: float,
+def scan_source(source: Source, split_mask: Callable[[ExampleBatch], np.ndarray],
                 log: Callable[[str], None] = print) -> ScanResult:
     """Streams `source` once, validating every example and counting the splits.
 
     Args:
       source: An opened source.
-      eval_fraction: Share of hash buckets that go to `eval`.
+      split_mask: Which examples of a batch go to `eval` (`splits.SplitPlan.mask_fn`).
       log: Progress messages.
 
     Returns:
@@ -138,29 +190,32 @@ def scan_source(source: Source, eval_fraction: float,
       InvalidInputError: If an example is invalid (raised by the reader or by
         the label check).
     """
-    threshold = eval_threshold(eval_fraction)
-    vector = len(source.feature.shape) == 1 and source.feature.dtype == "float32"
-    moments = RunningMoments(source.feature.shape[0]) if vector else None
-    num_train = num_eval = 0
+    feature = source.feature
+    vector = len(feature.shape) == 1 and feature.dtype == "float32"
+    moments = RunningMoments(feature.shape[0]) if vector else None
+    categorical = feature.categorical_columns or ()
+    vocabulary = VocabularyCounter(len(categorical)) if categorical else None
+    counts = np.zeros(2, np.int64)  # train, eval
     max_label = -1
     next_report = PROGRESS_EVERY
     batch_splits = []
     for batch in source.batches():
         check_labels(batch.labels, batch.origin)
-        in_eval = eval_mask(batch, threshold)
+        in_eval = split_mask(batch)
         batch_splits.append((batch_checksum(batch), np.packbits(in_eval)))
-        num_eval += int(in_eval.sum())
-        num_train += int(len(in_eval) - in_eval.sum())
+        counts += (int(len(in_eval) - in_eval.sum()), int(in_eval.sum()))
         if len(batch.labels):
             max_label = max(max_label, int(batch.labels.max()))
         if moments is not None:
             moments.update(batch.inputs[~in_eval])
-        if num_train + num_eval >= next_report:
-            log(f"scanned {num_train + num_eval:,} examples")
+        if vocabulary is not None:
+            vocabulary.update(batch.categorical[~in_eval])
+        if counts.sum() >= next_report:
+            log(f"scanned {int(counts.sum()):,} examples")
             next_report += PROGRESS_EVERY
-    if moments is None:
-        return ScanResult(num_train=num_train, num_eval=num_eval, num_classes=max_label + 1,
-                          batch_splits=tuple(batch_splits))
-    return ScanResult(num_train=num_train, num_eval=num_eval, num_classes=max_label + 1,
-                      mean=tuple(float(v) for v in moments.mean),
-                      std=tuple(float(v) for v in moments.std()), batch_splits=tuple(batch_splits))
+    return ScanResult(
+        num_train=int(counts[0]), num_eval=int(counts[1]), num_classes=max_label + 1,
+        mean=tuple(float(v) for v in moments.mean) if moments is not None else None,
+        std=tuple(float(v) for v in moments.std()) if moments is not None else None,
+        batch_splits=tuple(batch_splits),
+        vocabularies=vocabulary.vocabularies(categorical, log) if vocabulary else None)

@@ -33,11 +33,14 @@ class ExampleBatch:
       inputs: Raw inputs `[B, *feature.shape]`: uint8 images or float32 features.
       labels: int64 class ids `[B]`.
       origin: The file the examples came from (for messages).
+      categorical: For tables with string columns: their raw values, an object
+        array of `str` `[B, len(feature.categorical_columns)]`; else None.
     """
 
     inputs: np.ndarray
     labels: np.ndarray
     origin: str
+    categorical: Optional[np.ndarray] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,10 +51,14 @@ class ReaderOptions:
       label_column: Name of the label column (CSV) or feature (TFRecord).
       image_shape: Shape of raw uint8 images stored as one bytes feature
         (TFRecord); for IDX files, the shape they must have.
+      image_feature: Name of the TFRecord bytes feature holding the images
+        (encoded PNG/JPEG/GIF/BMP or raw pixels); None: the only bytes
+        feature of the examples.
     """
 
     label_column: str = "label"
     image_shape: Optional[Tuple[int, ...]] = None
+    image_feature: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)

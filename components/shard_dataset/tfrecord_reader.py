@@ -1,12 +1,13 @@
 """TFRecord sources of `tf.train.Example`s, plain or gzip (detected per file).
 
 The schema is taken from the first record: `label_column` must be a single
-int64. Without `image_shape`, every other feature must be numeric (int64 or
-float, fixed length); they are concatenated in sorted key order into the
-canonical float32 `features`. With `image_shape`, the one bytes feature is
-taken as raw uint8 pixels of that shape (numeric features are then ignored).
-Records that break the schema are reported while streaming, before any shard
-is written.
+int64. When the examples have a bytes feature (`image_feature`, or the only
+one), it holds images: encoded PNG/JPEG/GIF/BMP (decoded while reading) or raw
+uint8 pixels of a declared shape (`image_shape`, or height/width features; see
+`image_decoding`); numeric features are then ignored. Otherwise every other
+feature must be numeric (int64 or float, fixed length); they are concatenated
+in sorted key order into the canonical float32 `features`. Records that break
+the schema are reported while streaming, before any shard is written.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import numpy as np
 
 from kfdist.components.common.dataset_spec import FEATURES_KEY, IMAGE_KEY, FeatureSpec
 from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.components.shard_dataset import image_decoding
+from kfdist.components.shard_dataset.image_decoding import ImageLayout
 from kfdist.components.shard_dataset.source import (
     BATCH_SIZE, ExampleBatch, ReaderOptions, Source, is_gzip_file)
 
@@ -42,12 +45,12 @@ class ExampleSchema:
     Attributes:
       label_key: The int64 label feature.
       numeric: Numeric input features, in key order (empty for images).
-      image_key: The bytes feature holding raw pixels, or None.
+      image: How the examples hold their images, or None (numeric features).
     """
 
     label_key: str
     numeric: Tuple[NumericField, ...]
-    image_key: Optional[str] = None
+    image: Optional[ImageLayout] = None
 
 
 def is_tfrecord_file(path: str) -> bool:
@@ -95,14 +98,13 @@ def infer_schema(path: str, record: bytes, options: ReaderOptions) -> ExampleSch
             f"{_length(features[label])} values; it must be one int64 class id")
     inputs = {k: kind for k, kind in kinds.items() if k != label}
     byte_keys = sorted(k for k, kind in inputs.items() if kind == "bytes_list")
-    if options.image_shape is not None:
-        require(len(byte_keys) == 1,
-                f"image_shape is set, so the examples in {path!r} need exactly one bytes "
-                f"feature holding raw pixels; they have {byte_keys or 'none'}")
-        return ExampleSchema(label_key=label, numeric=(), image_key=byte_keys[0])
-    require(not byte_keys,
-            f"bytes features {byte_keys} in {path!r} are not numeric; pass image_shape "
-            "if one holds raw uint8 images, or drop them")
+    image_key = image_decoding.image_key(path, byte_keys, options)
+    if image_key is not None:
+        layout = image_decoding.infer_image_layout(path, features, image_key, options)
+        return ExampleSchema(label_key=label, numeric=(), image=layout)
+    require(options.image_shape is None,
+            f"image_shape is set, so the examples in {path!r} need a bytes feature holding "
+            f"raw pixels; they have none (features {sorted(kinds)})")
     numeric = tuple(
         NumericField(key=k, dtype="int64" if inputs[k] == "int64_list" else "float32",
                      length=_length(features[k]))
@@ -131,24 +133,23 @@ def _parse_spec(schema: ExampleSchema) -> Dict[str, object]:
     import tensorflow as tf
 
     spec: Dict[str, object] = {schema.label_key: tf.io.FixedLenFeature([], tf.int64)}
-    if schema.image_key is not None:
-        spec[schema.image_key] = tf.io.FixedLenFeature([], tf.string)
+    if schema.image is not None:
+        spec[schema.image.key] = tf.io.FixedLenFeature([], tf.string)
+        for key in schema.image.shape_keys:
+            spec[key] = tf.io.FixedLenFeature([], tf.int64)
     for field in schema.numeric:
         dtype = tf.int64 if field.dtype == "int64" else tf.float32
         spec[field.key] = tf.io.FixedLenFeature([field.length], dtype)
     return spec
 
 
-def _to_batch(parsed: Dict[str, np.ndarray], schema: ExampleSchema,
-              image_shape: Optional[Tuple[int, ...]], path: str) -> ExampleBatch:
+def _to_batch(parsed, schema: ExampleSchema, path: str, start: int) -> ExampleBatch:
+    layout = schema.image
+    if layout is not None and layout.encoding is not None:
+        return image_decoding.encoded_batch(parsed, layout, path, start)
     labels = parsed[schema.label_key].astype(np.int64)
-    if schema.image_key is not None and image_shape is not None:
-        values = parsed[schema.image_key]
-        size = int(np.prod(image_shape))
-        bad = [len(v) for v in values if len(v) != size]
-        require(not bad, f"a {schema.image_key!r} value in {path!r} has {bad[0] if bad else 0} "
-                         f"bytes; image_shape {list(image_shape)} needs {size}")
-        inputs = np.frombuffer(b"".join(values), np.uint8).reshape((len(values), *image_shape))
+    if layout is not None:
+        inputs = image_decoding.raw_images(parsed, layout, path, start)
     else:
         inputs = np.concatenate([parsed[f.key].astype(np.float32).reshape(len(labels), -1)
                                  for f in schema.numeric], axis=1)
@@ -157,24 +158,38 @@ def _to_batch(parsed: Dict[str, np.ndarray], schema: ExampleSchema,
     return ExampleBatch(inputs=inputs, labels=labels, origin=path)
 
 
-def _read_file_batches(path: str, schema: ExampleSchema,
-                       image_shape: Optional[Tuple[int, ...]]) -> Iterator[ExampleBatch]:
+def _dataset(path: str, schema: ExampleSchema):
+    """Blocks of `BATCH_SIZE` parsed records (decoded images for encoded ones)."""
     import tensorflow as tf
 
+    layout = schema.image
+    if layout is not None and layout.encoding is not None:
+        return image_decoding.encoded_dataset(path, compression_of(path), layout,
+                                              schema.label_key)
     spec = _parse_spec(schema)
-    dataset = (tf.data.TFRecordDataset(path, compression_of(path)).batch(BATCH_SIZE)
-               .map(lambda records: tf.io.parse_example(records, spec)))
-    iterator = dataset.as_numpy_iterator()
+    return (tf.data.TFRecordDataset(path, compression_of(path)).batch(BATCH_SIZE)
+            .map(lambda records: tf.io.parse_example(records, spec)))
+
+
+def _read_file_batches(path: str, schema: ExampleSchema) -> Iterator[ExampleBatch]:
+    import tensorflow as tf
+
+    iterator = _dataset(path, schema).as_numpy_iterator()
+    start = 0
     while True:
         try:
             parsed = next(iterator)
         except StopIteration:
             return
         except tf.errors.OpError as e:
+            if schema.image is not None and schema.image.encoding is not None:
+                image_decoding.find_undecodable(path, compression_of(path), schema.image, start)
             raise InvalidInputError(
                 f"TFRecord file {path!r} has a record that is corrupt or does not match "
                 f"the schema of the first record ({e.message.splitlines()[0]})") from e
-        yield _to_batch(parsed, schema, image_shape, path)
+        batch = _to_batch(parsed, schema, path, start)
+        start += len(batch.labels)
+        yield batch
 
 
 def open_tfrecord_source(files: Sequence[str], options: ReaderOptions) -> Source:
@@ -185,9 +200,9 @@ def open_tfrecord_source(files: Sequence[str], options: ReaderOptions) -> Source
     """
     first_path, record = _first_record(files)
     schema = infer_schema(first_path, record, options)
-    image_shape = tuple(options.image_shape) if options.image_shape is not None else None
-    if image_shape is not None:
-        feature = FeatureSpec(key=IMAGE_KEY, dtype="uint8", shape=image_shape)
+    if schema.image is not None:
+        feature = FeatureSpec(key=IMAGE_KEY, dtype="uint8", shape=schema.image.shape,
+                              encoding=schema.image.encoding)
     else:
         columns = column_names(schema)
         feature = FeatureSpec(key=FEATURES_KEY, dtype="float32", shape=(len(columns),),
@@ -195,7 +210,7 @@ def open_tfrecord_source(files: Sequence[str], options: ReaderOptions) -> Source
 
     def read_batches() -> Iterator[ExampleBatch]:
         for path in files:
-            yield from _read_file_batches(path, schema, image_shape)
+            yield from _read_file_batches(path, schema)
 
     return Source(source_format="tfrecord", files=tuple(files), feature=feature,
                   class_names=None, read_batches=read_batches)

@@ -15,7 +15,7 @@ def train_distributed(
     backend: str = "local",
     strategy: str = "multi_worker_mirrored",
     workers: int = 0,
-    model_name: str = "mnist_mlp",
+    model_name: str = "",
     epochs: int = 10,
     batch_size_per_replica: int = 64,
     learning_rate: float = 0.001,
@@ -56,10 +56,14 @@ def train_distributed(
     Args:
         dataset: Sharded dataset written by `shard_dataset`.
         model: Output model: `saved_model/` (written by the chief replica only),
-            the dataset metadata, per-epoch history and a training report.
-        metrics: Final training loss and accuracy, examples per second, workers,
-            the input-bound fraction (share of step time spent waiting for
-            input), replica restarts and the epoch training resumed from.
+            the dataset metadata, per-epoch history (training and eval-split
+            loss and accuracy) and a training report.
+        metrics: Final training loss and accuracy, the final loss and accuracy
+            on the dataset's eval split (`final_val_loss`, `final_val_accuracy`:
+            the leader validates after every epoch; absent without an eval
+            split), examples per second, workers, the input-bound fraction
+            (share of step time spent waiting for input), replica restarts and
+            the epoch training resumed from.
         backend: Where replicas run: `local` (processes on this machine),
             `tfjob` (a TFJob on this cluster), `mpijob` (an MPIJob, Horovod) or
             `trainjob` (a TrainJob on kfdist's Kubeflow Trainer runtimes, any strategy).
@@ -69,9 +73,12 @@ def train_distributed(
             workers, a coordinating chief) or `horovod` (all-reduce over MPI).
         workers: Number of worker replicas; 0: the strategy's default (1 for
             `mirrored`, else 2).
-        model_name: `mnist_mlp`, `mnist_cnn`, or your own model as
-            `package.module:function`, called as `function(input_shape, num_classes)`
-            and returning a tf-keras Model.
+        model_name: `mnist_mlp`, `mnist_cnn`, `image_cnn` (sized to any image),
+            `tabular_mlp`, or your own model as `package.module:function`, called
+            as `function(input_shape, num_classes)` and returning a tf-keras
+            Model; empty (the default): chosen by the data (`mnist_mlp` for
+            MNIST's 28x28 images, `image_cnn` for other images, `tabular_mlp` for
+            tables).
         epochs: Passes over the training split.
         batch_size_per_replica: Examples per replica per step; the global batch
             is this times the number of replicas.
@@ -128,6 +135,10 @@ def train_distributed(
     report = runtime.train(dataset.path, model.path, dataset_uri=dataset.uri, **params)
     metrics.log_metric("final_loss", report.final_loss)
     metrics.log_metric("final_accuracy", report.final_accuracy)
+    if report.final_val_loss is not None:
+        metrics.log_metric("final_val_loss", report.final_val_loss)
+    if report.final_val_accuracy is not None:
+        metrics.log_metric("final_val_accuracy", report.final_val_accuracy)
     metrics.log_metric("examples_per_second", report.examples_per_second)
     metrics.log_metric("training_seconds", report.wall_seconds)
     metrics.log_metric("workers", report.workers)

@@ -86,7 +86,8 @@ def build_job(**values) -> StepJob:
                                 for p in step_params.TRAIN_STEP_PARAMS if p.cluster})
     training.validate()
     spec.validate(strategy)
-    models.resolve_model(training.model_name)
+    if training.model_name:
+        models.resolve_model(training.model_name)
     return StepJob(training, spec, cluster)
 
 
@@ -145,8 +146,11 @@ def assemble_report(job: config.JobConfig, restarts: int = 0) -> model_artifact.
         for label in labels]
     summary = _read_json(os.path.join(job.work_dir, work_files.CHIEF_SUMMARY_FILE), "the chief's summary")
     fraction = summary.get("input_bound_fraction")
+    val_loss, val_accuracy = summary.get("final_val_loss"), summary.get("final_val_accuracy")
     return model_artifact.TrainingReport(
         input_bound_fraction=None if fraction is None else float(fraction),
+        final_val_loss=None if val_loss is None else float(val_loss),
+        final_val_accuracy=None if val_accuracy is None else float(val_accuracy),
         initial_epoch=int(summary.get("initial_epoch", 0)), restarts=restarts,
         backend=job.job.backend, strategy=job.training.strategy, workers=job.job.workers,
         model_name=job.training.model_name, epochs=int(summary["epochs"]),
@@ -233,7 +237,13 @@ def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = prin
       TrainingFailedError: If a replica fails (the others are stopped first).
     """
     step = build_job(**resolve_backend(values, log))
-    _check_dataset(dataset_dir, step.training, step.spec)
+    meta = _check_dataset(dataset_dir, step.training, step.spec)
+    if not step.training.model_name:
+        chosen = models.default_model_name(meta)
+        log(f"train_distributed: model {chosen} (chosen for the dataset's {meta.feature.key} "
+            f"{list(meta.feature.shape)}; pass model_name to choose another)")
+        step = dataclasses.replace(step, training=dataclasses.replace(step.training,
+                                                                      model_name=chosen))
     resuming = _prepare_model_dir(model_dir)
     if debug_dir is not None:
         os.makedirs(debug_dir, exist_ok=True)
@@ -250,9 +260,11 @@ def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = prin
         f.write(report.to_json())
     fraction = ("" if report.input_bound_fraction is None
                 else f", input-bound {report.input_bound_fraction:.1%}")
+    val = ("" if report.final_val_accuracy is None
+           else f" val_accuracy={report.final_val_accuracy:.4f}")
     log(f"train_distributed: done in {report.wall_seconds:.1f}s of fit, "
         f"{report.examples_per_second:.0f} examples/s, loss={report.final_loss:.4f} "
-        f"accuracy={report.final_accuracy:.4f}{fraction}")
+        f"accuracy={report.final_accuracy:.4f}{val}{fraction}")
     return report
 
 

@@ -159,6 +159,29 @@ def test_html_report_embeds_pngs(evaluation, trained_model, tmp_path):
     assert img.std() > 10  # something was drawn, not a blank page
 
 
+def _second_line_pixels(png: bytes) -> int:
+    """Pixels in matplotlib's second default line colour (C1, #ff7f0e): the validation curve."""
+    from PIL import Image
+
+    rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    return int((np.abs(rgb - np.array([255, 127, 14])).sum(axis=2) < 40).sum())
+
+
+def test_html_report_draws_validation_curves_when_history_has_them(evaluation, trained_model):
+    history = ma.read_history(trained_model)
+    epochs = len(history["loss"])
+    with_validation = dict(history, val_loss=[0.9 / (e + 1) for e in range(epochs)],
+                           val_accuracy=[0.5 + 0.1 * e for e in range(epochs)])
+    curves = {}
+    for name, hist in (("training only", history), ("with validation", with_validation)):
+        page = render_report_html(evaluation, hist, ma.read_training_report(trained_model))
+        pngs = [base64.b64decode(m) for m in DATA_URI.findall(page)]
+        assert len(pngs) == 2  # training curves and confusion matrix
+        curves[name] = _second_line_pixels(pngs[0])
+    assert curves["training only"] == 0
+    assert curves["with validation"] > 100  # a second line in each panel, and its legend entry
+
+
 # ---------------------------------------------------------------- export
 
 

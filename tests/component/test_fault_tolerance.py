@@ -82,6 +82,7 @@ def test_only_the_interrupted_epoch_is_redone(killed_run):
     assert report.initial_epoch >= KILL_AFTER_EPOCH
     history = model_artifact.read_history(str(killed_run[2] / "model"))
     assert len(history["loss"]) == EPOCHS  # the history spans both lives of the job
+    assert None not in history["val_accuracy"] and len(history["val_accuracy"]) == EPOCHS
 
 
 def test_a_retried_step_resumes_from_what_the_failed_attempt_left(digits_dataset, tmp_path):
@@ -99,7 +100,10 @@ def test_a_retried_step_resumes_from_what_the_failed_attempt_left(digits_dataset
     assert any("holds the backup of an interrupted attempt; resuming" in line for line in second.lines)
     assert second.completed_epochs() == list(range(done_before + 1, EPOCHS + 1))
     assert report.initial_epoch == done_before
-    assert len(model_artifact.read_history(model_dir)["loss"]) == EPOCHS
+    history = model_artifact.read_history(model_dir)
+    assert len(history["loss"]) == EPOCHS
+    assert None not in history["val_loss"] and len(history["val_loss"]) == EPOCHS
+    assert report.final_val_loss == history["val_loss"][-1]
     assert not os.path.exists(os.path.join(model_dir, model_artifact.BACKUP_DIR))
 
 

@@ -68,6 +68,23 @@ def test_each_strategy_reaches_the_accuracy_target(run, request):
     assert not os.path.exists(out / "model" / model_artifact.BACKUP_DIR)  # finished: nothing to resume
 
 
+@pytest.mark.parametrize("run", ["mirrored", "parameter_server", "horovod"])
+def test_the_leader_validates_every_epoch_like_evaluate_model(run, request):
+    """Per-epoch validation works alike under every strategy; after the last epoch it scores
+    the weights the model artifact holds, as `evaluate_model` does (the summary's `eval`)."""
+    summary, out, printed = request.getfixturevalue(run)
+    with open(out / "model" / model_artifact.HISTORY_FILE) as f:
+        entries = json.load(f)["epochs"]
+    assert len(entries) == 10
+    assert all({"val_loss", "val_accuracy", model_artifact.VALIDATION_SECONDS} <= set(e)
+               for e in entries), entries
+    assert entries[-1]["val_accuracy"] == pytest.approx(summary["eval"]["accuracy"], abs=1e-6)
+    assert entries[-1]["val_loss"] == pytest.approx(summary["eval"]["loss"], abs=1e-4)
+    assert summary["training"]["final_val_accuracy"] == entries[-1]["val_accuracy"]
+    assert summary["training"]["final_val_loss"] == entries[-1]["val_loss"]
+    assert re.search(r"\] epoch 10/10: .*val_accuracy=", printed)
+
+
 def test_all_reduce_strategies_report_their_input_bound_fraction(mirrored, horovod):
     for summary, _, _ in (mirrored, horovod):
         fraction = summary["training"]["input_bound_fraction"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -16,6 +17,7 @@ import pytest
 from kfdist.components.common import model_artifact
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed import runtime
+from kfdist.components.train_distributed.job.epoch_line import parse_epoch_line
 from fakes.process_state import is_running
 
 pytestmark = pytest.mark.slow
@@ -144,6 +146,37 @@ def test_saved_model_reaches_held_out_accuracy(two_workers, digits_dataset):
     assert accuracy >= 0.90
 
 
+def assert_validated_like_evaluate_model(model_dir, dataset_dir, epochs, report=None):
+    """Every epoch of history.json holds the eval split's loss and accuracy, and the last
+    one's are what `evaluate_model` computes for the saved model (the same weights)."""
+    from kfdist.components.evaluate_model.runtime import evaluate
+
+    with open(os.path.join(model_dir, model_artifact.HISTORY_FILE)) as f:
+        entries = json.load(f)["epochs"]
+    assert [e["epoch"] for e in entries] == list(range(1, epochs + 1))
+    for entry in entries:
+        assert {"val_loss", "val_accuracy", model_artifact.VALIDATION_SECONDS} <= set(entry), entry
+        assert 0.0 <= entry["val_accuracy"] <= 1.0 and entry["val_loss"] > 0.0
+        assert entry[model_artifact.EPOCH_SECONDS] > 0.0 and entry[model_artifact.VALIDATION_SECONDS] > 0.0
+    result = evaluate(model_dir, dataset_dir, log=lambda line: None)
+    assert entries[-1]["val_accuracy"] == pytest.approx(result.accuracy, abs=1e-6)
+    assert entries[-1]["val_loss"] == pytest.approx(result.loss, abs=1e-4)
+    if report is not None:
+        assert (report.final_val_loss, report.final_val_accuracy) == (
+            entries[-1]["val_loss"], entries[-1]["val_accuracy"])
+    return entries
+
+
+def test_every_epoch_is_validated_like_evaluate_model(two_workers, digits_dataset):
+    report, log, out = two_workers
+    entries = assert_validated_like_evaluate_model(str(out / "model"), digits_dataset, 5, report)
+    # The leader shows the validation in its epoch lines; worker 1 validates nothing.
+    lines = [parse_epoch_line(line) for line in log.lines if line.startswith("[worker-0] epoch ")]
+    assert [p.metrics["val_accuracy"] for p in lines] == [
+        pytest.approx(e["val_accuracy"], abs=1e-4) for e in entries]
+    assert not any("val_" in line for line in log.lines if line.startswith("[worker-1] "))
+
+
 def test_single_worker_without_tf_config(digits_dataset, tmp_path):
     log = Log()
     report = runtime.train(digits_dataset, str(tmp_path / "model"), workers=1,
@@ -151,6 +184,7 @@ def test_single_worker_without_tf_config(digits_dataset, tmp_path):
     assert [(r.task, r.num_replicas_in_sync) for r in report.replicas] == [("worker:0", 1)]
     assert set(os.listdir(tmp_path / "model")) == CONTRACT
     assert any("cluster: none (no TF_CONFIG)" in line for line in log.lines)
+    assert_validated_like_evaluate_model(str(tmp_path / "model"), digits_dataset, 1, report)
 
 
 def test_user_model_is_imported_in_the_workers(digits_dataset, tmp_path, user_models, monkeypatch):

@@ -152,3 +152,13 @@ def test_epoch_lines_round_trip():
     assert (progress.epoch, progress.epochs, progress.seconds) == (3, 10, 1.2)
     assert progress.metrics == {"accuracy": 0.9, "loss": 0.25, "examples/s": 1234.0}
     assert parse_epoch_line("[worker-0] replica worker:0 done") is None
+
+
+def test_epoch_lines_carry_the_validation_metrics():
+    line = "[worker-0] " + format_epoch_line(
+        2, 5, {"loss": 0.25, "accuracy": 0.9, "val_loss": 0.3125, "val_accuracy": 0.875}, 900.0, 0.5)
+    assert "val_accuracy=0.8750" in line
+    progress = parse_epoch_line(line)
+    assert (progress.epoch, progress.epochs, progress.seconds) == (2, 5, 0.5)
+    assert progress.metrics == {"accuracy": 0.9, "loss": 0.25, "val_accuracy": 0.875,
+                                "val_loss": 0.3125, "examples/s": 900.0}

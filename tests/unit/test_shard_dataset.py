@@ -22,13 +22,14 @@ import numpy as np
 import pytest
 
 import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
-from kfdist.components.common import dataset_spec, storage, tf_features
+from kfdist.components.common import dataset_spec, storage
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.shard_dataset import runtime
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
-from kfdist.sample_data import digits_as_mnist, write_mnist_sample
+from kfdist.sample_data import write_mnist_sample
 
-IMAGES_MAGIC, LABELS_MAGIC = 2051, 2049
+from fakes.source_files import (
+    IMAGES_MAGIC, LABELS_MAGIC, read_split, synthetic_digits, write_idx, write_idx_pair)
 
 
 def quiet(_message: str) -> None:
@@ -36,36 +37,6 @@ def quiet(_message: str) -> None:
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def write_idx(path: str, magic: int, dims, payload: bytes, compress: bool = True) -> None:
-    """Writes an IDX file with any header (valid or not) and payload."""
-    data = struct.pack(f">I{len(dims)}I", magic, *dims) + payload
-    if compress:
-        with gzip.open(path, "wb", compresslevel=1) as f:
-            f.write(data)
-    else:
-        with open(path, "wb") as f:
-            f.write(data)
-
-
-def write_idx_pair(directory: str, images: np.ndarray, labels: np.ndarray,
-                   prefix: str = "train") -> None:
-    """Writes a valid gzip IDX images/labels pair."""
-    os.makedirs(directory, exist_ok=True)
-    write_idx(os.path.join(directory, f"{prefix}-images-idx3-ubyte.gz"), IMAGES_MAGIC,
-              images.shape, images.tobytes())
-    write_idx(os.path.join(directory, f"{prefix}-labels-idx1-ubyte.gz"), LABELS_MAGIC,
-              labels.shape, labels.astype(np.uint8).tobytes())
-
-
-def synthetic_digits(n: int) -> tuple:
-    """`n` distinct 28×28 digit images (sample digits tiled, index stamped in a corner)."""
-    images, labels = digits_as_mnist()
-    pick = np.arange(n) % len(labels)
-    out = images[pick].copy()
-    out[:, 0, :4] = np.frombuffer(np.arange(n, dtype="<u4").tobytes(), np.uint8).reshape(n, 4)
-    return out, labels[pick].copy()
 
 
 def read_idx_dir(directory: str) -> tuple:
@@ -79,16 +50,6 @@ def read_idx_dir(directory: str) -> tuple:
             with gzip.open(os.path.join(directory, name.replace("-images-idx3", "-labels-idx1"))) as f:
                 labels.append(np.frombuffer(f.read()[8:], np.uint8))
     return np.concatenate(images), np.concatenate(labels).astype(np.int64)
-
-
-def read_split(root: str, meta: dataset_spec.DatasetMetadata, split: str) -> tuple:
-    """`(inputs, labels)` of a split, parsed with the contract's reader."""
-    import tensorflow as tf
-
-    ds = tf.data.TFRecordDataset(meta.shard_paths(root, split),
-                                 compression_type=tf_features.compression_type(meta))
-    inputs, labels = next(iter(ds.batch(1_000_000).map(tf_features.parse_fn(meta))))
-    return inputs.numpy(), labels.numpy()
 
 
 def multiset(inputs: np.ndarray, labels: np.ndarray) -> collections.Counter:
@@ -397,11 +358,11 @@ def test_crash_while_writing_leaves_no_dataset(where, small_idx, tmp_path, monke
     if where == "encode":
         original = CanonicalExampleEncoder.encode
 
-        def encode_then_crash(self, inputs, labels):
+        def encode_then_crash(self, inputs, labels, categorical=None):
             if calls:
                 crash()
             calls.append(0)
-            return original(self, inputs, labels)
+            return original(self, inputs, labels, categorical)
 
         monkeypatch.setattr(CanonicalExampleEncoder, "encode", encode_then_crash)
     else:

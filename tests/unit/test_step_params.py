@@ -11,8 +11,9 @@ import pytest
 from kfdist import cli
 from kfdist.components.train_distributed.component import train_distributed
 from kfdist.components.train_distributed.job import step_params
-from kfdist.local_run import MnistRunOptions, pipeline_training_params
-from kfdist.pipelines.mnist import mnist_pipeline
+from kfdist.local_run import RunOptions, pipeline_training_params
+from kfdist.pipelines import registry
+from kfdist.step_flags import step_values
 
 ARTIFACTS = ("dataset", "model", "metrics")
 
@@ -32,14 +33,16 @@ def test_the_component_documents_every_parameter():
         assert f"\n        {param.name}: " in doc, param.name
 
 
-def test_the_pipeline_training_parameters_default_as_the_step_does():
-    signature = inspect.signature(mnist_pipeline.pipeline_func).parameters
+@pytest.mark.parametrize("name", registry.PIPELINE_NAMES)
+def test_the_pipeline_training_parameters_default_as_the_step_does(name):
+    signature = inspect.signature(registry.get_pipeline(name).pipeline_func).parameters
     shared = pipeline_training_params()
+    own = registry.get_definition(name).train_defaults
     assert {"backend", "strategy", "workers", "epochs", "ps", "restart_policy"} <= set(shared)
-    for name in shared:
-        param = step_params.PARAMS_BY_NAME[name]
+    for param_name in shared:
+        param = step_params.PARAMS_BY_NAME[param_name]
         expected = param.default if param.pipeline_default is None else param.pipeline_default
-        assert signature[name].default == expected, name
+        assert signature[param_name].default == own.get(param_name, expected), param_name
     # On a cluster the pipeline picks the backend; locally `kfdist run` passes `local`.
     assert signature["backend"].default == "auto"
 
@@ -61,13 +64,23 @@ def test_cli_flags_default_as_the_step_does(command):
         action = flags[param.name]
         assert param.cli_flag in action.option_strings
         expected = [] if isinstance(param.default, dict) else param.default
-        assert action.default == expected, param.name
+        # `kfdist run` leaves flags out that were not given: the pipeline's default applies.
+        assert action.default == (argparse.SUPPRESS if command == "run" else expected), param.name
 
 
 def test_kfdist_run_passes_unset_parameters_as_the_step_defaults():
-    train = MnistRunOptions(output_dir="x", training={"strategy": "mirrored"}).train
+    train = RunOptions(output_dir="x", training={"strategy": "mirrored"}).train
     assert train["workers"] == 1 and train["restart_policy"] == "ExitCode"
     assert train["epochs"] == step_params.PARAMS_BY_NAME["epochs"].default
+
+
+def test_kfdist_run_takes_the_pipelines_own_defaults_unless_a_flag_is_given():
+    args = cli.build_parser().parse_args(["run", "tabular", "--epochs", "3"])
+    train = RunOptions(output_dir="x", pipeline="tabular", training=step_values(args)).train
+    own = registry.get_definition("tabular").train_defaults
+    assert train["epochs"] == 3
+    assert train["batch_size_per_replica"] == own["batch_size_per_replica"] != \
+        step_params.PARAMS_BY_NAME["batch_size_per_replica"].default
 
 
 def test_unknown_parameters_are_named():

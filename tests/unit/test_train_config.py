@@ -158,7 +158,7 @@ def test_all_workers_success_is_refused_under_parameter_server():
 
 
 def test_unknown_model_lists_valid_names():
-    with pytest.raises(InvalidInputError, match=r"\['mnist_cnn', 'mnist_mlp'\] or a user model"):
+    with pytest.raises(InvalidInputError, match=r"\['image_cnn', 'mnist_cnn', 'mnist_mlp', 'tabular_mlp'\] or a user model"):
         models.resolve_model("lenet")
 
 

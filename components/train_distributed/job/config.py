@@ -33,7 +33,8 @@ class TrainingConfig:
     """What every replica trains, and how.
 
     Attributes:
-      model_name: `mnist_mlp`, `mnist_cnn` or a user model `package.module:function`.
+      model_name: A built-in model (`models.BUILTIN_MODELS`), a user model
+        `package.module:function`, or empty: chosen by the dataset.
       epochs: Passes over the training split.
       batch_size_per_replica: Examples per replica per step; the global batch
         is this times the number of replicas in sync.
@@ -60,8 +61,9 @@ class TrainingConfig:
         Raises:
           InvalidInputError: Naming the first invalid value.
         """
-        require(isinstance(self.model_name, str) and bool(self.model_name.strip()),
-                f"model_name must be a non-empty string, got {self.model_name!r}")
+        require(isinstance(self.model_name, str) and self.model_name == self.model_name.strip(),
+                f"model_name must be a model name (or empty: chosen by the data), "
+                f"got {self.model_name!r}")
         require(_is_int(self.epochs) and self.epochs >= 1,
                 f"epochs must be an integer >= 1, got {self.epochs!r}")
         require(_is_int(self.batch_size_per_replica) and self.batch_size_per_replica >= 1,

@@ -1,6 +1,10 @@
 """The per-epoch log line of a training replica: written by the replica, read by `kfdist run`.
 
-    epoch 3/10: accuracy=0.9312 loss=0.2211 examples/s=8401 (0.2s)
+    epoch 3/10: accuracy=0.9312 loss=0.2211 val_accuracy=0.9402 val_loss=0.2005 examples/s=8401 (0.2s)
+
+The metrics are the epoch's `logs`, sorted by name: the training metrics and,
+where the leader validated on the eval split, `val_loss` and `val_accuracy`.
+The time and examples per second are the training steps', without the validation.
 
 No TensorFlow here: the console that draws the epoch progress bar imports it.
 """
@@ -23,8 +27,8 @@ class EpochProgress:
     Attributes:
       epoch: The epoch just finished, from 1.
       epochs: Epochs the job trains in all.
-      metrics: Training metrics by name (`loss`, `accuracy`, ...,
-        `examples/s`).
+      metrics: Metrics by name (`loss`, `accuracy`, ..., the eval split's
+        `val_loss` and `val_accuracy` where validated, `examples/s`).
       seconds: The epoch's wall time, when the line has it.
     """
 

@@ -59,8 +59,9 @@ TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
     Param("strategy", strategy_rules.MULTI_WORKER_MIRRORED, "distribution strategy",
           choices=strategy_rules.STRATEGIES),
     Param("workers", 0, "worker replicas; 0: the strategy's default (1 for mirrored, else 2)"),
-    Param("model_name", "mnist_mlp", "mnist_mlp, mnist_cnn or package.module:function",
-          flag="--model"),
+    Param("model_name", "", "mnist_mlp, mnist_cnn, image_cnn, tabular_mlp or "
+          "package.module:function; empty: chosen by the data (mnist_mlp for MNIST's 28x28 "
+          "images, image_cnn for other images, tabular_mlp for tables)", flag="--model"),
     Param("epochs", 10, "passes over the train split"),
     Param("batch_size_per_replica", 64, "examples per replica per step", flag="--batch-size"),
     Param("learning_rate", 0.001, "Adam learning rate"),

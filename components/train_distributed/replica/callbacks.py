@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import List
+from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 
@@ -17,13 +17,18 @@ from kfdist.components.train_distributed.replica.strategies import Role
 
 
 class EpochLogger(tf.keras.callbacks.Callback):
-    """Logs one line per epoch (loss, accuracy, global examples per second) and a resume."""
+    """Logs one line per epoch (loss, accuracy, validation, global examples per second) and a resume.
 
-    def __init__(self, epochs: int, examples_per_epoch: int, enabled: bool):
+    Its time and examples per second leave out the epoch's validation (`history`'s).
+    """
+
+    def __init__(self, epochs: int, examples_per_epoch: int, enabled: bool,
+                 history: Optional["HistoryWriter"] = None):
         super().__init__()
         self._epochs = epochs
         self._examples_per_epoch = examples_per_epoch
         self._enabled = enabled
+        self._history = history
         self._start = 0.0
         self._first = True
 
@@ -37,6 +42,8 @@ class EpochLogger(tf.keras.callbacks.Callback):
         if not self._enabled:
             return
         seconds = time.perf_counter() - self._start
+        if self._history is not None:
+            seconds = max(seconds - self._history.validation_seconds, 1e-9)
         log(format_epoch_line(epoch + 1, self._epochs, logs or {},
                               self._examples_per_epoch / seconds, seconds))
 
@@ -46,13 +53,22 @@ class HistoryWriter(tf.keras.callbacks.Callback):
 
     A resumed run starts a new `fit`, whose History holds only the epochs it
     ran; the epochs done before the interruption come from the file.
+
+    With a `validation` (the leader's), each epoch's entry also holds
+    `val_loss`, `val_accuracy` and `validation_seconds`; the validation
+    metrics are added to the epoch's `logs` too, for the callbacks after this
+    one. The entry's `seconds` is the training steps' time, taken before
+    validating.
     """
 
-    def __init__(self, path: str, enabled: bool):
+    def __init__(self, path: str, enabled: bool,
+                 validation: Optional[Callable[[tf.keras.Model], Dict[str, float]]] = None):
         super().__init__()
         self._path = path
         self._enabled = enabled
+        self._validation = validation
         self._started = 0.0
+        self.validation_seconds = 0.0
         self.epochs: List[dict] = []
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -62,9 +78,17 @@ class HistoryWriter(tf.keras.callbacks.Callback):
         self._started = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
+        entry = {"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()},
+                 model_artifact.EPOCH_SECONDS: time.perf_counter() - self._started}
+        if self._validation is not None:
+            started = time.perf_counter()
+            scores = self._validation(self.model)
+            self.validation_seconds = time.perf_counter() - started
+            entry.update(scores, **{model_artifact.VALIDATION_SECONDS: self.validation_seconds})
+            if logs is not None:
+                logs.update(scores)
         self.epochs = [e for e in self.epochs if e["epoch"] != epoch + 1]
-        self.epochs.append({"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()},
-                            model_artifact.EPOCH_SECONDS: time.perf_counter() - self._started})
+        self.epochs.append(entry)
         if self._enabled:
             write_json(self._path, {"epochs": self.epochs})
 
@@ -97,28 +121,41 @@ class _EpochsDone(tf.keras.callbacks.Callback):
             write_json(self._path, {"epochs_done": epoch + 1})
 
 
-def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_batch: int):
+def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_batch: int,
+                   validation: Optional[Callable[[tf.keras.Model], Dict[str, float]]] = None):
+    """The replica's callbacks, its `HistoryWriter` and the backup directory.
+
+    Args:
+      job: The job.
+      role: This replica's role.
+      meter: The input-wait meter, or None.
+      steps: Steps per epoch.
+      global_batch: Examples per step over all replicas.
+      validation: The leader's per-epoch validation (`epoch_validation`), or None.
+    """
     training = job.training
     backup_dir = os.path.join(job.model_dir, model_artifact.BACKUP_DIR)
     checkpoint = tf.keras.callbacks.ModelCheckpoint(
         os.path.join(job.model_dir, model_artifact.CHECKPOINTS_DIR, model_artifact.CHECKPOINT_PREFIX),
         save_weights_only=True)
-    history = HistoryWriter(os.path.join(job.model_dir, model_artifact.HISTORY_FILE), role.leader)
+    history = HistoryWriter(os.path.join(job.model_dir, model_artifact.HISTORY_FILE), role.leader,
+                            validation)
+    # The history before the backups: its epoch time is the steps' time, before they are written.
     callbacks: List[tf.keras.callbacks.Callback] = []
     if role.hvd is not None:
-        # Broadcast first (identical start), average metrics before anything reads them.
+        # Broadcast first (identical start), average metrics before anything reads them. The
+        # history after that: it records the averages, and its validation metrics (rank 0's
+        # alone) must not reach the average, an all-reduce the other ranks would never join.
         callbacks += [role.hvd.callbacks.BroadcastGlobalVariablesCallback(0),
-                      role.hvd.callbacks.MetricAverageCallback()]
+                      role.hvd.callbacks.MetricAverageCallback(), history]
         if role.leader:
             callbacks += [tf.keras.callbacks.BackupAndRestore(backup_dir), _EpochsDone(backup_dir),
                           checkpoint]
     else:
-        callbacks += [tf.keras.callbacks.BackupAndRestore(backup_dir), checkpoint]
+        callbacks += [history, tf.keras.callbacks.BackupAndRestore(backup_dir), checkpoint]
     if meter is not None:
         callbacks.append(meter)
-    # The history first: its epoch time is the steps' time, before the backups are written.
-    callbacks = [history] + callbacks + [EpochLogger(training.epochs, steps * global_batch,
-                                                     role.leader)]
+    callbacks.append(EpochLogger(training.epochs, steps * global_batch, role.leader, history))
     if job.state_uri and role.leader:
         from kfdist.components.train_distributed.replica import backup_sync
 

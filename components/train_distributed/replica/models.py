@@ -1,7 +1,7 @@
 """The model registry: built-in models and user models named `package.module:function`.
 
 Every model takes the *preprocessed* float32 input of shape
-`meta.feature.shape` (see `tf_features.preprocess_fn`) and ends in a softmax
+`dataset_spec.model_input_shape(meta)` (see `tf_features.preprocess_fn`) and ends in a softmax
 over `meta.num_classes` classes. A user model is a function::
 
     def my_model(input_shape: tuple, num_classes: int) -> tf.keras.Model: ...
@@ -19,13 +19,18 @@ import importlib
 from typing import Any, Callable, Dict, Tuple
 
 import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
-from kfdist.components.common.dataset_spec import IMAGE_KEY, DatasetMetadata
-from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.common.dataset_spec import (
+    FEATURES_KEY, IMAGE_KEY, DatasetMetadata, model_input_shape)
+from kfdist.components.common.errors import InvalidInputError, require
 
 #: `function(input_shape, num_classes) -> tf.keras.Model`.
 ModelBuilder = Callable[[Tuple[int, ...], int], Any]
 
 MNIST_SHAPE = (28, 28)
+#: `image_cnn` adds conv blocks while the feature map is at least this wide and high.
+MIN_CONV_SIZE = 6
+#: `image_cnn` flattens feature maps of at most this many positions, else averages them.
+MAX_FLATTEN_POSITIONS = 16
 
 
 def build_mnist_mlp(input_shape: Tuple[int, ...], num_classes: int):
@@ -41,10 +46,10 @@ def build_mnist_mlp(input_shape: Tuple[int, ...], num_classes: int):
 
 
 def build_mnist_cnn(input_shape: Tuple[int, ...], num_classes: int):
-    """A small conv net: two Conv/MaxPool blocks, Dropout, softmax Dense."""
+    """A small conv net for (28, 28) or (28, 28, 1): two Conv/MaxPool blocks, Dropout, softmax."""
     import tensorflow as tf  # lazily: validation must not need TensorFlow
 
-    height, width = input_shape
+    height, width = input_shape[:2]
     return tf.keras.Sequential([
         tf.keras.layers.Reshape((height, width, 1), input_shape=tuple(input_shape)),
         tf.keras.layers.Conv2D(32, 3, activation="relu"),
@@ -57,11 +62,66 @@ def build_mnist_cnn(input_shape: Tuple[int, ...], num_classes: int):
     ], name="mnist_cnn")
 
 
-#: Built-in models by name. All of them need a 28×28 `image` feature.
+def build_image_cnn(input_shape: Tuple[int, ...], num_classes: int):
+    """A conv net sized to its input image, (H, W) (one channel) or (H, W, C).
+
+    Conv2D(3x3, relu, same padding) + MaxPooling2D blocks of 32, 64, 128
+    filters, added while the feature map is at least `MIN_CONV_SIZE` wide and
+    high (at most three); then Flatten, or GlobalAveragePooling2D for maps of
+    more than `MAX_FLATTEN_POSITIONS` positions; Dropout(0.3); softmax Dense.
+    """
+    import tensorflow as tf  # lazily: validation must not need TensorFlow
+
+    height, width = int(input_shape[0]), int(input_shape[1])
+    channels = int(input_shape[2]) if len(input_shape) == 3 else 1
+    layers = [tf.keras.layers.Reshape((height, width, channels), input_shape=tuple(input_shape))]
+    for filters in (32, 64, 128):
+        if min(height, width) < MIN_CONV_SIZE:
+            break
+        layers += [tf.keras.layers.Conv2D(filters, 3, padding="same", activation="relu"),
+                   tf.keras.layers.MaxPooling2D()]
+        height, width = height // 2, width // 2
+    layers += [tf.keras.layers.Flatten() if height * width <= MAX_FLATTEN_POSITIONS
+               else tf.keras.layers.GlobalAveragePooling2D(),
+               tf.keras.layers.Dropout(0.3),
+               tf.keras.layers.Dense(num_classes, activation="softmax")]
+    return tf.keras.Sequential(layers, name="image_cnn")
+
+
+def build_tabular_mlp(input_shape: Tuple[int, ...], num_classes: int):
+    """For preprocessed table rows `(n,)`: Dense(64) → Dropout(0.1) → Dense(32) → softmax."""
+    import tensorflow as tf  # lazily: validation must not need TensorFlow
+
+    return tf.keras.Sequential([
+        tf.keras.layers.Dense(64, activation="relu", input_shape=tuple(input_shape)),
+        tf.keras.layers.Dropout(0.1),
+        tf.keras.layers.Dense(32, activation="relu"),
+        tf.keras.layers.Dense(num_classes, activation="softmax"),
+    ], name="tabular_mlp")
+
+
+#: Built-in models by name: `mnist_*` need a 28×28 `image` feature, `image_cnn` any image,
+#: `tabular_mlp` a table's `features`.
 BUILTIN_MODELS: Dict[str, ModelBuilder] = {
     "mnist_mlp": build_mnist_mlp,
     "mnist_cnn": build_mnist_cnn,
+    "image_cnn": build_image_cnn,
+    "tabular_mlp": build_tabular_mlp,
 }
+
+
+def default_model_name(meta: DatasetMetadata) -> str:
+    """The built-in model for a dataset when none is named: `mnist_mlp` for MNIST's raw
+    28×28 images, `image_cnn` for other images (encoded, or with channels), `tabular_mlp`
+    for tables."""
+    if meta.feature.key == IMAGE_KEY:
+        return "mnist_mlp" if tuple(meta.feature.shape) == MNIST_SHAPE else "image_cnn"
+    return "tabular_mlp"
+
+
+def model_for(name: str, meta: DatasetMetadata) -> str:
+    """`name`, or the dataset's default model when `name` is empty."""
+    return name or default_model_name(meta)
 
 
 def _valid_names_hint() -> str:
@@ -102,14 +162,28 @@ def check_compatible(name: str, meta: DatasetMetadata) -> None:
     User models are checked only when built, in the replicas.
 
     Raises:
-      InvalidInputError: If an `mnist_*` model meets anything but a 28×28 image.
+      InvalidInputError: If an `mnist_*` model meets anything but a 28×28
+        one-channel image, or `image_cnn` anything but an image.
     """
-    if name in BUILTIN_MODELS and (meta.feature.key != IMAGE_KEY
-                                   or tuple(meta.feature.shape) != MNIST_SHAPE):
-        raise InvalidInputError(
-            f"model {name!r} needs a {MNIST_SHAPE[0]}x{MNIST_SHAPE[1]} {IMAGE_KEY!r} feature, "
-            f"but the dataset has {meta.feature.key!r} of shape {list(meta.feature.shape)}; "
-            "use a user model 'package.module:function' for other inputs")
+    name = model_for(name, meta)
+    key, shape = meta.feature.key, tuple(meta.feature.shape)
+    user_hint = "use a user model 'package.module:function' for other inputs"
+    if name in ("mnist_mlp", "mnist_cnn"):
+        fits = key == IMAGE_KEY and shape in (MNIST_SHAPE, MNIST_SHAPE + (1,))
+        need = f"a {MNIST_SHAPE[0]}x{MNIST_SHAPE[1]} {IMAGE_KEY!r} feature (1 channel)"
+        hint = ("use model 'image_cnn', which sizes itself to any image, or a user model "
+                "'package.module:function'" if key == IMAGE_KEY and len(shape) in (2, 3)
+                else user_hint)
+    elif name == "image_cnn":
+        fits = key == IMAGE_KEY and len(shape) in (2, 3)
+        need, hint = f"an {IMAGE_KEY!r} feature of shape [H, W] or [H, W, C]", user_hint
+    elif name == "tabular_mlp":
+        fits = key == FEATURES_KEY
+        need, hint = f"a table ({FEATURES_KEY!r} feature)", "use 'image_cnn' for images"
+    else:
+        return
+    require(fits, f"model {name!r} needs {need}, but the dataset has {key!r} of shape "
+                  f"{list(shape)}; {hint}")
 
 
 def build_model(name: str, meta: DatasetMetadata):
@@ -123,7 +197,8 @@ def build_model(name: str, meta: DatasetMetadata):
     import tensorflow as tf
 
     check_compatible(name, meta)
-    model = resolve_model(name)(tuple(meta.feature.shape), int(meta.num_classes))
+    name = model_for(name, meta)
+    model = resolve_model(name)(model_input_shape(meta), int(meta.num_classes))
     if not isinstance(model, tf.keras.Model):
         raise InvalidInputError(
             f"model {name!r} returned {type(model).__module__}.{type(model).__name__}, "

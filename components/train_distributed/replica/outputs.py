@@ -80,6 +80,9 @@ def write_chief_outputs(job: config.JobConfig, epochs: List[dict], examples_per_
         "epochs": len(epochs),
         "final_loss": float(last.get("loss", float("nan"))),
         "final_accuracy": float(last.get("accuracy", float("nan"))),
+        # The eval split's, when the leader validated after the last epoch.
+        "final_val_loss": last.get("val_loss"),
+        "final_val_accuracy": last.get("val_accuracy"),
         "examples_per_second": examples_per_second,
         "wall_seconds": wall_seconds,
         "input_bound_fraction": input_bound_fraction,

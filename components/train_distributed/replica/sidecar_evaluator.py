@@ -20,37 +20,13 @@ from typing import Callable, Dict, List, Optional
 import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
 
-from kfdist.components.common import dataset_spec, model_artifact, tf_features
+from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.replica import models
+from kfdist.components.train_distributed.replica.eval_split import eval_dataset, eval_steps
 
 POLL_SECONDS = 1.0
 EVALUATIONS_FILE = "evaluations.json"
-EVAL_BATCH = 256
-
-
-def eval_dataset(meta: dataset_spec.DatasetMetadata, dataset_dir: str) -> tf.data.Dataset:
-    """The eval split, parsed and preprocessed, in batches of `EVAL_BATCH`, repeated.
-
-    Evaluate `eval_steps(meta)` batches for one pass: a repeated dataset ends a
-    pass without TensorFlow's end-of-sequence warnings.
-    """
-    parse = tf_features.parse_fn(meta)
-    preprocess = tf_features.preprocess_fn(meta)
-
-    def parse_batch(serialized):
-        raw, label = parse(serialized)
-        return preprocess(raw), label
-
-    files = meta.shard_paths(dataset_dir, "eval")
-    return (tf.data.TFRecordDataset(files, compression_type=tf_features.compression_type(meta))
-            .batch(EVAL_BATCH).map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
-            .cache().repeat().prefetch(tf.data.AUTOTUNE))
-
-
-def eval_steps(meta: dataset_spec.DatasetMetadata) -> int:
-    """Batches in one pass over the eval split."""
-    return -(-meta.splits["eval"].num_examples // EVAL_BATCH)
 
 
 def _checkpoint_version(prefix: str) -> Optional[str]:

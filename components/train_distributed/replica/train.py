@@ -2,7 +2,8 @@
 
 The replica finds its role in TF_CONFIG (none: a lone replica), creates the
 distribution strategy first, builds the input pipeline and the model under the
-strategy, and trains with tf-keras `fit`.
+strategy, and trains with tf-keras `fit`. After every epoch the leader scores
+a plain copy of the model on the eval split (`epoch_validation`).
 
 Outputs: the chief writes the Model artifact's `saved_model/`,
 `dataset_metadata.json`, `history.json` and `checkpoints/` into model_dir and
@@ -29,7 +30,7 @@ from kfdist.components.train_distributed.job import config, tf_config
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job import work_files
 from kfdist.components.train_distributed.replica import callbacks as replica_callbacks
-from kfdist.components.train_distributed.replica import input_pipeline, input_wait, models
+from kfdist.components.train_distributed.replica import epoch_validation, input_pipeline, input_wait, models
 from kfdist.components.train_distributed.replica.outputs import (ReplicaOutcome, log, save_model, weights_sha256,
                                  write_chief_outputs, write_json)
 from kfdist.components.train_distributed.replica.strategies import Role, make_role, serve_forever, wait_for_all_workers
@@ -124,8 +125,10 @@ def _fit_and_report(job: config.JobConfig, role: Role) -> ReplicaOutcome:
     meter = None if training.strategy == strategy_rules.PARAMETER_SERVER else input_wait.InputWaitMeter()
     dataset = _input(job, role, meta, meter)
     model, learning_rate = _build_model(job, role, meta)
+    # The leader's plain copy of the model for the per-epoch validation, outside the strategy.
+    validation = epoch_validation.for_replica(role.leader, training.model_name, meta, job.dataset_dir)
     callbacks, history_writer, backup_dir = replica_callbacks.make_callbacks(
-        job, role, meter, steps, global_batch)
+        job, role, meter, steps, global_batch, validation)
     initial_epoch = replica_callbacks.resume_epoch(role, backup_dir) if role.hvd is not None else 0
     log_lr = f", learning rate {learning_rate:g}" if learning_rate != training.learning_rate else ""
     if role.leader:

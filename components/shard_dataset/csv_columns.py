@@ -1,0 +1,149 @@
+"""What each column of a CSV source holds: numbers, strings (categories) or the label.
+
+One pass over every file, before anything is written, decides each feature
+column's kind: `numeric` when every value is a number or missing, `categorical`
+when no value is a number. A column holding both is refused, naming a value
+of each kind and its line, since a guess would silently turn numbers into
+categories or drop strings. Missing values (`MISSING_VALUES`) are allowed in
+numeric columns (they become NaN, and the recorded preprocessing puts the
+train split's mean in their place); in a categorical column they are just
+one more value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.components.shard_dataset.source import MAX_NUM_CLASSES
+
+#: Cell values read as "missing" in a numeric column.
+MISSING_VALUES = frozenset(("", "NA", "N/A", "NaN", "nan", "NAN", "null", "NULL", "None", "?"))
+NUMERIC, CATEGORICAL = "numeric", "categorical"
+
+
+def is_number(text: str) -> bool:
+    """Whether a cell holds a number (missing values do not count)."""
+    if text in MISSING_VALUES:
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclasses.dataclass
+class _ColumnSeen:
+    """The first number and the first string seen in a column, as `(line, value)`."""
+
+    number: Optional[Tuple[int, str]] = None
+    string: Optional[Tuple[int, str]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnProfile:
+    """The kinds of a CSV source's columns.
+
+    Attributes:
+      numeric: Numeric feature columns, in file order.
+      categorical: String feature columns, in file order.
+      class_names: None when every label is an integer class id, else the
+        sorted distinct label values (index = class id).
+    """
+
+    numeric: Tuple[str, ...]
+    categorical: Tuple[str, ...]
+    class_names: Optional[Tuple[str, ...]]
+
+
+def _observe(seen: List[_ColumnSeen], feature_index: Sequence[int], first_line: int,
+             rows: List[List[str]]) -> None:
+    for i, column in zip(feature_index, seen):
+        if column.number is not None and column.string is not None:
+            continue
+        for offset, row in enumerate(rows):
+            value = row[i].strip()
+            if value in MISSING_VALUES:
+                continue
+            if is_number(value):
+                column.number = column.number or (first_line + offset, value)
+            else:
+                column.string = column.string or (first_line + offset, value)
+            if column.number is not None and column.string is not None:
+                break
+
+
+def _label_classes(names: Set[str], label_column: str) -> Optional[Tuple[str, ...]]:
+    ids: Dict[str, Optional[int]] = {}
+    for name in names:
+        try:
+            ids[name] = int(name)
+        except ValueError:
+            ids[name] = None
+    if all(i is not None for i in ids.values()):
+        low = min(i for i in ids.values() if i is not None)
+        require(low >= 0, f"label {low} in column {label_column!r} is negative; "
+                          "class ids must be 0 or more")
+        return None
+    return tuple(sorted(names))
+
+
+def profile_columns(paths: Sequence[str], columns: Tuple[str, ...], label_column: str,
+                    row_blocks) -> ColumnProfile:
+    """Reads every row once: the kind of every feature column and the label classes.
+
+    Args:
+      paths: The CSV files.
+      columns: Their header.
+      label_column: The label's column.
+      row_blocks: `row_blocks(path, num_columns)` yields `(first line, rows)`.
+
+    Raises:
+      InvalidInputError: On a column with both numbers and strings, a column
+        without any value, a missing or negative label, too many classes or no rows.
+    """
+    label_index = columns.index(label_column)
+    feature_index = [i for i in range(len(columns)) if i != label_index]
+    seen = [_ColumnSeen() for _ in feature_index]
+    labels: Set[str] = set()
+    num_rows = 0
+    for path in paths:
+        for first_line, rows in row_blocks(path, len(columns)):
+            _check_labels_present(path, first_line, rows, label_index, label_column)
+            labels.update(row[label_index].strip() for row in rows)
+            num_rows += len(rows)
+            require(len(labels) <= MAX_NUM_CLASSES,
+                    f"label column {label_column!r} has over {MAX_NUM_CLASSES} distinct "
+                    "values; is it really the class label?")
+            _observe(seen, feature_index, first_line, rows)
+    require(num_rows > 0, f"CSV files {list(paths)} have a header but no rows")
+    kinds = [_kind(columns[i], column, paths) for i, column in zip(feature_index, seen)]
+    return ColumnProfile(
+        numeric=tuple(columns[i] for i, k in zip(feature_index, kinds) if k == NUMERIC),
+        categorical=tuple(columns[i] for i, k in zip(feature_index, kinds) if k == CATEGORICAL),
+        class_names=_label_classes(labels, label_column))
+
+
+def _check_labels_present(path: str, first_line: int, rows: List[List[str]], label_index: int,
+                          label_column: str) -> None:
+    for offset, row in enumerate(rows):
+        if not row[label_index].strip():
+            raise InvalidInputError(
+                f"CSV file {path!r} line {first_line + offset} has no value in the label column "
+                f"{label_column!r}; every row needs its class")
+
+
+def _kind(name: str, seen: _ColumnSeen, paths: Sequence[str]) -> str:
+    if seen.number is not None and seen.string is not None:
+        (n_line, number), (s_line, string) = seen.number, seen.string
+        raise InvalidInputError(
+            f"column {name!r} mixes numbers and strings: {number!r} at line {n_line} is a "
+            f"number but {string!r} at line {s_line} is not; a column must be all numbers "
+            f"(missing values may be empty or one of {sorted(MISSING_VALUES - {''})}) or all "
+            "categories")
+    require(seen.number is not None or seen.string is not None,
+            f"column {name!r} of {list(paths)[:3]} has no values, only missing ones; drop it")
+    return NUMERIC if seen.string is None else CATEGORICAL
+

@@ -1,0 +1,141 @@
+"""Validation after every epoch: the leader scores the model on the whole eval split.
+
+The leader replica (the chief, worker 0, Horovod rank 0 or a lone replica)
+builds once, outside any strategy, a plain copy of the model. After every
+epoch it copies the trained weights into that copy and scores the eval split
+in a `tf.function`. Nothing here is a collective op, so it works alike under
+every strategy, and the other replicas go on with the next epoch (they wait
+for the leader at its first synchronised step).
+
+The figures are the ones `evaluate_model` computes for the same weights: the
+mean sparse categorical cross-entropy of the predicted probabilities (the
+softmax of the output when the last layer is linear, i.e. emits logits),
+clipped to [1e-7, 1], and the share of examples whose argmax is the label.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+import numpy as np
+import tensorflow as tf
+
+from kfdist.components.common import dataset_spec
+from kfdist.components.evaluate_model.runtime import outputs_are_logits
+from kfdist.components.train_distributed.replica import eval_split, models
+
+VAL_LOSS = "val_loss"
+VAL_ACCURACY = "val_accuracy"
+_MIN_PROBABILITY = 1e-7
+
+
+def _is_sync_on_read(variable) -> bool:
+    return (isinstance(variable, tf.distribute.DistributedValues)
+            and getattr(variable, "synchronization", None) == tf.VariableSynchronization.ON_READ)
+
+
+def _local_value(variable) -> np.ndarray:
+    """This process's value of a sync-on-read variable, read without an all-reduce.
+
+    Reading it across replicas (what `get_weights` does) all-reduces it over
+    every worker, a collective the other workers would never join. Its local
+    copies are reduced here instead, as its aggregation says.
+    """
+    copies = [np.asarray(v.numpy()) for v in variable.values]
+    if variable.aggregation == tf.VariableAggregation.SUM:
+        return np.sum(copies, axis=0)
+    if variable.aggregation == tf.VariableAggregation.MEAN:
+        return np.mean(copies, axis=0).astype(copies[0].dtype)
+    return copies[0]
+
+
+def copy_weights(model: tf.keras.Model, plain: tf.keras.Model) -> None:
+    """Copies a (possibly distributed) model's weights into a plain copy of it, locally.
+
+    Sync-on-read variables (e.g. a user model's BatchNormalization statistics
+    under MultiWorkerMirrored) are taken from this worker's own copies: under
+    more than one worker they may differ a little from the saved model's.
+
+    Args:
+      model: The model being trained, built under the strategy.
+      plain: The same architecture built without a strategy.
+    """
+    if not any(_is_sync_on_read(v) for v in model.weights):
+        plain.set_weights(model.get_weights())
+        return
+    plain.set_weights([_local_value(v) if _is_sync_on_read(v) else v.numpy()
+                       for v in model.weights])
+
+
+def _scorer(model: tf.keras.Model, batches: tf.data.Dataset, logits: bool):
+    """A `tf.function` returning `(summed loss, correct predictions, examples)` over `batches`."""
+
+    @tf.function
+    def score():
+        loss_sum = tf.constant(0.0, tf.float64)
+        correct = tf.constant(0, tf.int64)
+        count = tf.constant(0, tf.int64)
+        for x, y in batches:
+            out = model(x, training=False)
+            probs = tf.cast(tf.nn.softmax(out) if logits else out, tf.float32)
+            labels = tf.cast(tf.reshape(y, [-1]), tf.int64)
+            picked = tf.cast(tf.gather(probs, labels, axis=1, batch_dims=1), tf.float64)
+            loss_sum -= tf.reduce_sum(tf.math.log(tf.clip_by_value(picked, _MIN_PROBABILITY, 1.0)))
+            predicted = tf.argmax(probs, axis=1, output_type=tf.int64)
+            correct += tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.int64))
+            count += tf.size(labels, out_type=tf.int64)
+        return loss_sum, correct, count
+
+    return score
+
+
+class EpochValidation:
+    """Scores the current weights of a training model on the eval split.
+
+    Build it outside the strategy's scope; call it with the training model
+    after an epoch.
+    """
+
+    def __init__(self, model_name: str, meta: dataset_spec.DatasetMetadata, dataset_dir: str):
+        """Builds the plain model copy and the eval split's input.
+
+        Args:
+          model_name: The model's registry name (`models.build_model`).
+          meta: The dataset's metadata.
+          dataset_dir: The dataset directory (local).
+        """
+        self._plain = models.build_model(model_name, meta)
+        batches = eval_split.eval_batches(meta, dataset_dir).prefetch(tf.data.AUTOTUNE)
+        self._score = _scorer(self._plain, batches, outputs_are_logits(self._plain))
+
+    def __call__(self, model: tf.keras.Model) -> Dict[str, float]:
+        """Returns `{"val_loss": ..., "val_accuracy": ...}` of `model`'s current weights.
+
+        Args:
+          model: The model being trained (its architecture is the plain copy's).
+        """
+        copy_weights(model, self._plain)
+        loss_sum, correct, count = (int(t) if t.dtype.is_integer else float(t)
+                                    for t in self._score())
+        count = max(count, 1)
+        return {VAL_LOSS: loss_sum / count, VAL_ACCURACY: correct / count}
+
+
+def for_replica(leader: bool, model_name: str, meta: dataset_spec.DatasetMetadata,
+                dataset_dir: str) -> Optional[EpochValidation]:
+    """The per-epoch validation of a replica: the leader's, when the dataset has eval examples.
+
+    Args:
+      leader: Whether this replica is the job's leader (`Role.leader`).
+      model_name: The model's registry name.
+      meta: The dataset's metadata.
+      dataset_dir: The dataset directory (local).
+
+    Returns:
+      The validation, or None: on every other replica, or without an eval split.
+    """
+    split = meta.splits.get(eval_split.EVAL_SPLIT)
+    if not leader or split is None or split.num_examples <= 0:
+        return None
+    return EpochValidation(model_name, meta, dataset_dir)

@@ -1,0 +1,148 @@
+"""What every kfdist pipeline is: shard → distributed training → evaluate → export.
+
+Each pipeline (`mnist`, `tabular`, `images`) is a `PipelineDefinition`: its
+source's parameters and the shard step's fixed settings. The DAG, the
+training parameters (the training step's own, `job.step_params`), the
+signature and the docstring are generated here, once for all of them. The
+same compiled pipeline runs on a laptop through kfp.local (`kfdist run`) and
+on a Kubeflow Pipelines cluster; only the training backend differs.
+"""
+
+import dataclasses
+import inspect
+from collections import namedtuple
+from typing import Any, Callable, Dict, NamedTuple, Tuple
+
+from kfp import dsl
+
+from kfdist.components.evaluate_model.component import evaluate_model
+from kfdist.components.export_saved_model.component import export_saved_model
+from kfdist.components.shard_dataset.component import shard_dataset
+from kfdist.components.train_distributed.component import train_distributed
+from kfdist.components.train_distributed.job.step_params import TRAIN_STEP_PARAMS
+from kfdist.pipelines import step_pods
+
+#: Set by the pipeline itself (KFP placeholders), not by whoever runs it.
+_SET_BY_PIPELINE = ("run_id", "task_name")
+#: The training step's parameters every pipeline passes through, in the step's order.
+TRAIN_PARAMS = tuple(p for p in TRAIN_STEP_PARAMS if p.name not in _SET_BY_PIPELINE)
+#: A pipeline parameter: (name, type, default or `inspect.Parameter.empty`, meaning).
+OwnParam = Tuple[str, type, Any, str]
+_OUTPUTS = (("blessed", bool), ("evaluation_metrics", dsl.Metrics),
+            ("training_metrics", dsl.Metrics))
+_SHARD_PARAMS = frozenset(inspect.signature(shard_dataset.python_func).parameters)
+
+
+def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
+    """The parameters every pipeline has after its source's own."""
+    return (
+        ("export_base", str, inspect.Parameter.empty,
+         "Where to write the TF Serving layout `<export_base>/<serving_model_name>/<version>/`."),
+        ("num_shards", int, 4, "Train shards written by the shard step."),
+        ("split", str, "auto",
+         "`auto`: keep the source's own split when its files or folders are named `train*` "
+         "and `eval*`/`test*`/`valid*` (MNIST: `train-*`/`t10k-*`), else `hash`; "
+         "`predefined` insists on it; `hash` holds out `eval_fraction` by a content hash."),
+        ("eval_fraction", float, 0.2, "Share of examples held out by the `hash` split."),
+        ("accuracy_threshold", float, 0.9, "Held-out accuracy needed to export the model."),
+        ("serving_model_name", str, serving_model_name, "Model name in the serving layout."),
+        ("source_version", str, "",
+         "Identifies the content of `source_uri` (a dataset version or a hash); it only takes "
+         "part in the shard task's cache key, so a cached dataset is reused only for the same "
+         "data. `kfdist run` sets it from the files' names, sizes and times."),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineDefinition:
+    """One shipped pipeline.
+
+    Attributes:
+      name: Its short name (`kfdist run NAME`, `NAME.yaml`).
+      summary: The docstring's first line.
+      description: The description KFP shows.
+      source_params: Its source's parameters (`source_uri` first).
+      shard_settings: Fixed arguments of the shard step (e.g. the source format).
+      serving_model_name: The default model name in the serving layout.
+      train_defaults: The pipeline's own defaults of training parameters
+        (e.g. a smaller batch for small tables); the others keep the step's.
+    """
+
+    name: str
+    summary: str
+    description: str
+    source_params: Tuple[OwnParam, ...]
+    shard_settings: Dict[str, Any]
+    serving_model_name: str
+    train_defaults: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def own_params(self) -> Tuple[OwnParam, ...]:
+        """The pipeline's parameters before the training step's: required ones first."""
+        params = self.source_params + common_params(self.serving_model_name)
+        return tuple(sorted(params, key=lambda p: p[2] is not inspect.Parameter.empty))
+
+
+def train_default(definition: PipelineDefinition, param) -> Any:
+    """The pipeline's default of a training parameter: its own, the step's pipeline
+    default, or the step's default."""
+    if param.name in definition.train_defaults:
+        return definition.train_defaults[param.name]
+    return param.default if param.pipeline_default is None else param.pipeline_default
+
+
+def _signature(definition: PipelineDefinition) -> inspect.Signature:
+    own = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kind,
+                             default=default) for name, kind, default, _ in definition.own_params]
+    train = [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                               annotation=Dict[str, str] if isinstance(p.default, dict)
+                               else type(p.default),
+                               default=train_default(definition, p))
+             for p in TRAIN_PARAMS]
+    return inspect.Signature(own + train,
+                             return_annotation=NamedTuple("PipelineOutputs", list(_OUTPUTS)))
+
+
+def _docstring(definition: PipelineDefinition) -> str:
+    lines = [definition.summary, "",
+             "The export task runs under `dsl.If(blessed)`: an unblessed model's run shows it",
+             "skipped. Only the shard task is cached (keyed by its parameters and",
+             "`source_version`); training, evaluation and export always run. Training",
+             "parameters set to 0 or empty mean \"not set\" (the strategy's or the cluster's",
+             "default): kfp's local runner cannot pass None.", "", "Args:"]
+    lines += [f"    {name}: {meaning}" for name, _, _, meaning in definition.own_params]
+    lines += [f"    {p.name}: {p.help}" + (" (cluster backends)." if p.cluster else ".")
+              for p in TRAIN_PARAMS]
+    return "\n".join(lines)
+
+
+def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
+    """The pipeline's DAG, given every parameter as a pipeline channel."""
+    train_params = {p.name: values[p.name] for p in TRAIN_PARAMS}
+    shard_args = {k: v for k, v in values.items() if k in _SHARD_PARAMS and k not in train_params}
+    shard = shard_dataset(**shard_args, **definition.shard_settings, seed=train_params["seed"])
+    train = train_distributed(dataset=shard.outputs["dataset"], **train_params,
+                              run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                              task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
+    evaluate = evaluate_model(model=train.outputs["model"], dataset=shard.outputs["dataset"],
+                              accuracy_threshold=values["accuracy_threshold"])
+    with dsl.If(evaluate.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a DSL condition)
+        export = export_saved_model(model=train.outputs["model"],
+                                    blessing=evaluate.outputs["blessing"],
+                                    export_base=values["export_base"],
+                                    serving_model_name=values["serving_model_name"])
+    step_pods.configure(shard=shard, train=train, evaluate=evaluate, export=export)
+    outputs = namedtuple("PipelineOutputs", [name for name, _ in _OUTPUTS])
+    return outputs(evaluate.outputs["Output"], evaluate.outputs["metrics"], train.outputs["metrics"])
+
+
+def build_pipeline(definition: PipelineDefinition) -> Callable:
+    """The KFP pipeline of `definition`, named `kfdist-<name>`."""
+    def pipeline(*args, **kwargs):
+        return _dag(definition, pipeline.__signature__.bind(*args, **kwargs).arguments)
+
+    pipeline.__signature__ = _signature(definition)
+    pipeline.__doc__ = _docstring(definition)
+    pipeline.__name__ = f"{definition.name}_pipeline"
+    return dsl.pipeline(name=f"kfdist-{definition.name}",
+                        description=definition.description)(pipeline)
