@@ -206,8 +206,9 @@ class RunConsole:
     def _epoch(self, progress) -> None:
         self._epochs_seen = max(self._epochs_seen, progress.epoch)
         bar = _bar(progress.epoch, progress.epochs)
-        figures = "  ".join(f"{k} {v:.4f}" for k, v in progress.metrics.items()
-                            if k in ("accuracy", "loss"))
+        shown_metrics = ("accuracy", "loss", "val_accuracy")  # val_: held out, each epoch
+        figures = "  ".join(f"{k} {progress.metrics[k]:.4f}" for k in shown_metrics
+                            if k in progress.metrics)
         text = f"  {'train':<9} {bar} epoch {progress.epoch}/{progress.epochs}  {figures}"
         if self.tty:
             self.out.write("\r" + text.ljust(78))

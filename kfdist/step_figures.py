@@ -11,16 +11,20 @@ def _shard(outputs: Mapping[str, Any], epochs: int) -> str:
         return ""
     # KFP keeps numeric metadata as floats.
     train, held_out = int(meta["train_examples"]), int(meta.get("eval_examples", 0))
+    how = {"predefined": ": the source's own split", "hash": ": a hash split"}.get(
+        meta.get("split"), "")
     return (f"{train + held_out:,} examples written ({train:,} train in "
-            f"{int(meta.get('train_shards', 0))} shards, {held_out:,} eval)")
+            f"{int(meta.get('train_shards', 0))} shards, {held_out:,} eval{how})")
 
 
 def _train(outputs: Mapping[str, Any], epochs: int) -> str:
     metrics = outputs.get("metrics") or {}
     if "final_accuracy" not in metrics:
         return ""
+    held_out = (f", held-out {metrics['final_val_accuracy']:.4f}"
+                if metrics.get("final_val_accuracy") is not None else "")
     text = (f"{epochs} epochs, " if epochs else "") + (
-        f"training accuracy {metrics['final_accuracy']:.4f}, "
+        f"training accuracy {metrics['final_accuracy']:.4f}{held_out}, "
         f"{metrics.get('examples_per_second', 0):,.0f} examples/s")
     restarts = int(metrics.get("restarts", 0) or 0)
     return text + (f", {restarts} replica restart(s)" if restarts else "")

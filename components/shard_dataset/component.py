@@ -28,10 +28,15 @@ def shard_dataset(
     Args:
         source_uri: Local path or gs:// URI of the source: a directory of MNIST
             IDX files (`*-images-idx3-ubyte.gz` with matching `*-labels-idx1-ubyte.gz`),
-            a CSV file with a header, or TFRecord files of tf.train.Example.
+            CSV files with one header (numeric and string columns; empty, `NA`
+            and the like mark missing numbers), or TFRecord files of
+            tf.train.Example (numeric features, or an encoded PNG/JPEG or raw
+            image).
         dataset: Output dataset: `train/` and `eval/` TFRecord shards of
-            tf.train.Example plus `metadata.json` (feature spec, recorded
-            preprocessing, counts and SHA-256 per shard).
+            tf.train.Example plus `metadata.json` (feature spec, the split used,
+            recorded preprocessing: pixel scaling, or the train split's column
+            means, deviations and string vocabularies; counts and SHA-256 per
+            shard).
         source_format: `auto` (detected from file names), `mnist_idx`, `csv` or `tfrecord`.
         label_column: Name of the label column (CSV) or feature (TFRecord).
         num_shards: Number of train shards (at least 1; at least the number of

@@ -138,3 +138,22 @@ def test_an_unknown_split_method_is_named(tmp_path):
     ("holdout", None), ("mytrain.csv", None)])
 def test_split_names(name, split):
     assert splits.split_named_by(name) == split
+
+
+def test_split_folders_on_gcs_are_kept_and_a_single_gcs_csv_is_hashed(gcs_emulator, tmp_path):
+    source = tmp_path / "source"
+    write_csv(str(source / "train" / "part-0.csv"), rows(0, 40))
+    write_csv(str(source / "test" / "part-0.csv"), rows(100, 10))
+    gcs_emulator.create_bucket("kfdist-splits")
+    gcs_emulator.upload_dir(str(source), "gs://kfdist-splits/table")
+
+    out = str(tmp_path / "dataset")
+    meta = runtime.shard("gs://kfdist-splits/table", out, num_shards=2, num_eval_shards=1,
+                         log=print)
+    assert meta.split == dataset_spec.PREDEFINED_SPLIT
+    assert meta.split_files == {"train": ("train/part-0.csv",), "eval": ("test/part-0.csv",)}
+    assert sorted(read_split(out, meta, "eval")[0][:, 0].tolist()) == list(range(100, 110))
+
+    single = runtime.shard("gs://kfdist-splits/table/train/part-0.csv", str(tmp_path / "one"),
+                           num_shards=2, num_eval_shards=1, log=print)
+    assert single.split == dataset_spec.HASH_SPLIT and single.splits["train"].num_examples < 40

@@ -38,7 +38,7 @@ SHARD = _successful_step(
     ["    dataset: Dataset( name='dataset',",
      "                      uri='/x/pipeline_root/run/shard-dataset/dataset',",
      "                      metadata={'train_examples': 1429.0, 'eval_examples': 368.0, "
-     "'train_shards': 4.0, 'feature': 'image'} )"])
+     "'train_shards': 4.0, 'feature': 'image', 'split': 'predefined'} )"])
 TRAIN = _successful_step(
     "train-distributed",
     [f"[worker-{w}] " + format_epoch_line(e, 10, {"accuracy": 0.5 + e / 40, "loss": 1.0 / e},
@@ -71,7 +71,8 @@ def test_each_step_shows_a_start_line_and_its_figure(tmp_path):
     console, shown = _run(SHARD + TRAIN + EVALUATE + SKIPPED, tmp_path)
     assert shown[0] == "  shard     started"
     assert shown[1].startswith("  shard     done in ")
-    assert shown[1].endswith(": 1,797 examples written (1,429 train in 4 shards, 368 eval)")
+    assert shown[1].endswith(": 1,797 examples written (1,429 train in 4 shards, 368 eval: "
+                             "the source's own split)")
     assert shown[-4].endswith("10 epochs, training accuracy 0.9750, 8,401 examples/s")
     assert shown[-2].endswith("held-out accuracy 0.400 < threshold 0.990: not blessed")
     assert shown[-1] == "  export    skipped: the model is not blessed"

@@ -147,8 +147,3 @@ def image_error(image: object) -> Optional[str]:
     if tag == "latest":
         return "is tagged ':latest': pin a version, e.g. ':1.2.0', or a digest '@sha256:...'"
     return None
-    if not match.group("tag"):
-        return "has no tag: pin a version, e.g. ':1.2.0', or a digest '@sha256:...'"
-    if match.group("tag") == "latest":
-        return "is tagged ':latest': pin a version, e.g. ':1.2.0', or a digest '@sha256:...'"
-    return None
