@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+import numpy as np
+
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.shard_dataset.source import MAX_NUM_CLASSES
 
@@ -36,10 +38,16 @@ def is_number(text: str) -> bool:
 
 @dataclasses.dataclass
 class _ColumnSeen:
-    """The first number and the first string seen in a column, as `(line, value)`."""
+    """The first number and the first string seen in a column, as `(line, value)`, and the
+    distinct values already classified (up to `_MAX_REMEMBERED`)."""
 
     number: Optional[Tuple[int, str]] = None
     string: Optional[Tuple[int, str]] = None
+    classified: Set[str] = dataclasses.field(default_factory=set)
+
+
+#: Distinct values remembered per column, so a categorical column's values are classified once.
+_MAX_REMEMBERED = 100_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,21 +66,35 @@ class ColumnProfile:
     class_names: Optional[Tuple[str, ...]]
 
 
+def _all_numbers(cells: List[str]) -> bool:
+    """Whether every non-missing cell is a number (one vectorised parse for the common case)."""
+    try:
+        np.asarray([c for c in cells if c not in MISSING_VALUES], dtype=np.float64)
+    except ValueError:
+        return False
+    return True
+
+
 def _observe(seen: List[_ColumnSeen], feature_index: Sequence[int], first_line: int,
              rows: List[List[str]]) -> None:
     for i, column in zip(feature_index, seen):
         if column.number is not None and column.string is not None:
             continue
-        for offset, row in enumerate(rows):
-            value = row[i].strip()
-            if value in MISSING_VALUES:
-                continue
-            if is_number(value):
-                column.number = column.number or (first_line + offset, value)
-            else:
-                column.string = column.string or (first_line + offset, value)
-            if column.number is not None and column.string is not None:
-                break
+        cells = [row[i].strip() for row in rows]
+        if column.string is None and _all_numbers(cells):  # the common case: one parse
+            present = [k for k, c in enumerate(cells) if c not in MISSING_VALUES]
+            if column.number is None and present:
+                column.number = (first_line + present[0], cells[present[0]])
+            continue
+        new = set(cells) - column.classified
+        if len(column.classified) < _MAX_REMEMBERED:
+            column.classified |= new
+        numbers = {c for c in new if is_number(c)}
+        strings = {c for c in new if c not in MISSING_VALUES and c not in numbers}
+        for found, attr in ((numbers, "number"), (strings, "string")):
+            if found and getattr(column, attr) is None:
+                first = min(k for k, c in enumerate(cells) if c in found)
+                setattr(column, attr, (first_line + first, cells[first]))
 
 
 def _label_classes(names: Set[str], label_column: str) -> Optional[Tuple[str, ...]]:

@@ -24,6 +24,8 @@ _FEATURES_MAP = 1          # Features.feature (map<string, Feature>)
 _MAP_KEY, _MAP_VALUE = 1, 2
 _BYTES_LIST, _FLOAT_LIST, _INT64_LIST = 1, 2, 3   # Feature.kind oneof
 _LIST_VALUE = 1            # {Bytes,Float,Int64}List.value (numeric ones packed)
+#: Encoded `categorical` entries kept for reuse (distinct combinations of a table's strings).
+_MAX_CACHED_STRINGS = 65_536
 
 
 def _varint(value: int) -> bytes:
@@ -73,6 +75,7 @@ class CanonicalExampleEncoder:
         self._input_entry_prefix = _map_entry_prefix(feature_key, feature_size) + feature_prefix
         self._input_entry_size = len(self._input_entry_prefix) + input_bytes
         self._framing: Dict[int, Tuple[bytes, bytes]] = {}
+        self._strings: Dict[tuple, bytes] = {}
 
     def _label_entry(self, label: int) -> bytes:
         value = _varint(label)
@@ -128,11 +131,16 @@ class CanonicalExampleEncoder:
         """Examples with a `categorical` entry, which sorts before `features` and `label`."""
         size = self._input_bytes
         out = []
-        for i, (label, values) in enumerate(zip(labels.tolist(), categorical.tolist())):
-            payload = b"".join(_length_delimited(_LIST_VALUE, len(v)) + v
-                               for v in (str(value).encode() for value in values))
-            feature = _length_delimited(_BYTES_LIST, len(payload)) + payload
-            strings = _map_entry_prefix(CATEGORICAL_KEY, len(feature)) + feature
+        for i, (label, values) in enumerate(zip(labels.tolist(), map(tuple, categorical.tolist()))):
+            strings = self._strings.get(values)
+            if strings is None:  # tables repeat their categories: encode each combination once
+                payload = b"".join(_length_delimited(_LIST_VALUE, len(v)) + v
+                                   for v in (str(value).encode() for value in values))
+                feature = _length_delimited(_BYTES_LIST, len(payload)) + payload
+                strings = _map_entry_prefix(CATEGORICAL_KEY, len(feature)) + feature
+                if len(self._strings) >= _MAX_CACHED_STRINGS:
+                    self._strings.clear()
+                self._strings[values] = strings
             label_entry = self.framing(label)[1]
             features_size = len(strings) + self._input_entry_size + len(label_entry)
             out.append(_length_delimited(_EXAMPLE_FEATURES, features_size) + strings

@@ -28,7 +28,7 @@ import numpy as np
 
 from kfdist.components.common import storage
 from kfdist.components.common.dataset_spec import (
-    IMAGE_KEY, PREDEFINED_SPLIT, DatasetMetadata, Preprocessing, SplitInfo, write_metadata)
+    HASH_SPLIT, IMAGE_KEY, PREDEFINED_SPLIT, DatasetMetadata, Preprocessing, SplitInfo, write_metadata)
 from kfdist.components.common.errors import InvalidInputError, KfdistError, require
 from kfdist.components.shard_dataset import readers
 from kfdist.components.shard_dataset.options import ShardOptions, validate_options
@@ -104,7 +104,7 @@ def _split_masks(source: Source, scan: Optional[ScanResult], split_mask):
 
 def write_splits(source: Source, options: ShardOptions, root: str,
                  log: Callable[[str], None], scan: Optional[ScanResult] = None,
-                 plan: SplitPlan = SplitPlan("hash")) -> Dict[str, SplitInfo]:
+                 plan: SplitPlan = SplitPlan(HASH_SPLIT)) -> Dict[str, SplitInfo]:
     """The writing pass: every example into its split's shuffled, balanced shards.
 
     With the `scan` of the first pass, the split of each example comes from it
