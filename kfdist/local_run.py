@@ -116,12 +116,13 @@ def validate_run_options(opts: RunOptions) -> None:
 
 
 def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
-    """The shard step's settings, and a local source read through (headers, column kinds,
-    images, split names), as the step will read it."""
+    """The shard step's settings, and a local source read through as the step's first pass
+    reads it (headers, column kinds, every example, split names and sizes)."""
     from kfdist.components.common import storage
     from kfdist.components.shard_dataset import readers
     from kfdist.components.shard_dataset.options import validate_options
-    from kfdist.components.shard_dataset.runtime import DEFAULT_SHUFFLE_BUFFER
+    from kfdist.components.shard_dataset.runtime import DEFAULT_SHUFFLE_BUFFER, check_split_sizes
+    from kfdist.components.shard_dataset.scan import scan_source
     from kfdist.components.shard_dataset.source import ReaderOptions
     from kfdist.components.shard_dataset.splits import plan_split, source_root
 
@@ -134,7 +135,10 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
         return
     source = readers.open_source(opts.source_uri, options.source_format, ReaderOptions(
         label_column=options.label_column, image_feature=shard.get("image_feature") or None))
-    plan_split(options.split, source.files, source_root(opts.source_uri))
+    plan = plan_split(options.split, source.files, source_root(opts.source_uri))
+    # Every example, as the shard step's first pass reads them (image sizes, numbers, labels).
+    check_split_sizes(scan_source(source, plan.mask_fn(options.eval_fraction), log=lambda _: None),
+                      options, plan)
 
 
 def run_pipeline(opts: RunOptions) -> Dict[str, Any]:

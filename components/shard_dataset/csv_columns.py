@@ -13,6 +13,7 @@ one more value.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
@@ -38,11 +39,12 @@ def is_number(text: str) -> bool:
 
 @dataclasses.dataclass
 class _ColumnSeen:
-    """The first number and the first string seen in a column, as `(line, value)`, and the
+    """The first number and the first string seen in a column, as `(where, value)` (`where`:
+    "line N of 'file.csv'"), and the
     distinct values already classified (up to `_MAX_REMEMBERED`)."""
 
-    number: Optional[Tuple[int, str]] = None
-    string: Optional[Tuple[int, str]] = None
+    number: Optional[Tuple[str, str]] = None
+    string: Optional[Tuple[str, str]] = None
     classified: Set[str] = dataclasses.field(default_factory=set)
 
 
@@ -75,8 +77,11 @@ def _all_numbers(cells: List[str]) -> bool:
     return True
 
 
-def _observe(seen: List[_ColumnSeen], feature_index: Sequence[int], first_line: int,
+def _observe(seen: List[_ColumnSeen], feature_index: Sequence[int], path: str, first_line: int,
              rows: List[List[str]]) -> None:
+    def where(offset: int) -> str:
+        return f"line {first_line + offset} of {os.path.basename(path)!r}"
+
     for i, column in zip(feature_index, seen):
         if column.number is not None and column.string is not None:
             continue
@@ -84,7 +89,7 @@ def _observe(seen: List[_ColumnSeen], feature_index: Sequence[int], first_line: 
         if column.string is None and _all_numbers(cells):  # the common case: one parse
             present = [k for k, c in enumerate(cells) if c not in MISSING_VALUES]
             if column.number is None and present:
-                column.number = (first_line + present[0], cells[present[0]])
+                column.number = (where(present[0]), cells[present[0]])
             continue
         new = set(cells) - column.classified
         if len(column.classified) < _MAX_REMEMBERED:
@@ -94,7 +99,7 @@ def _observe(seen: List[_ColumnSeen], feature_index: Sequence[int], first_line: 
         for found, attr in ((numbers, "number"), (strings, "string")):
             if found and getattr(column, attr) is None:
                 first = min(k for k, c in enumerate(cells) if c in found)
-                setattr(column, attr, (first_line + first, cells[first]))
+                setattr(column, attr, (where(first), cells[first]))
 
 
 def _label_classes(names: Set[str], label_column: str) -> Optional[Tuple[str, ...]]:
@@ -139,7 +144,7 @@ def profile_columns(paths: Sequence[str], columns: Tuple[str, ...], label_column
             require(len(labels) <= MAX_NUM_CLASSES,
                     f"label column {label_column!r} has over {MAX_NUM_CLASSES} distinct "
                     "values; is it really the class label?")
-            _observe(seen, feature_index, first_line, rows)
+            _observe(seen, feature_index, path, first_line, rows)
     require(num_rows > 0, f"CSV files {list(paths)} have a header but no rows")
     kinds = [_kind(columns[i], column, paths) for i, column in zip(feature_index, seen)]
     return ColumnProfile(
@@ -159,10 +164,10 @@ def _check_labels_present(path: str, first_line: int, rows: List[List[str]], lab
 
 def _kind(name: str, seen: _ColumnSeen, paths: Sequence[str]) -> str:
     if seen.number is not None and seen.string is not None:
-        (n_line, number), (s_line, string) = seen.number, seen.string
+        (n_where, number), (s_where, string) = seen.number, seen.string
         raise InvalidInputError(
-            f"column {name!r} mixes numbers and strings: {number!r} at line {n_line} is a "
-            f"number but {string!r} at line {s_line} is not; a column must be all numbers "
+            f"column {name!r} mixes numbers and strings: {number!r} at {n_where} is a "
+            f"number but {string!r} at {s_where} is not; a column must be all numbers "
             f"(missing values may be empty or one of {sorted(MISSING_VALUES - {''})}) or all "
             "categories")
     require(seen.number is not None or seen.string is not None,

@@ -72,21 +72,27 @@ def read_header(path: str, label_column: str) -> Tuple[str, ...]:
 
 
 def _iter_row_blocks(path: str, num_columns: int) -> Iterator[Tuple[int, List[List[str]]]]:
-    """Yields `(line number of the first row, rows)` blocks, checking row widths."""
+    """Yields `(line number of the first row, rows)` blocks of rows on consecutive lines,
+    checking row widths (a blank line or a quoted newline starts a new block, so
+    `first line + offset` is always a row's line in the file)."""
     with _open_text(path) as f:
         reader = csv.reader(f)
         next(reader)
         block: List[List[str]] = []
-        first_line = 2
+        first_line, read_up_to = 2, reader.line_num
         for row in reader:
+            start, read_up_to = read_up_to + 1, reader.line_num  # the row's first line
             if not row:
                 continue
             if len(row) != num_columns:
                 raise InvalidInputError(
-                    f"CSV file {path!r} line {reader.line_num} has {len(row)} values; "
+                    f"CSV file {path!r} line {start} has {len(row)} values; "
                     f"the header has {num_columns} columns")
+            if block and start != first_line + len(block):
+                yield first_line, block
+                block = []
             if not block:
-                first_line = reader.line_num
+                first_line = start
             block.append(row)
             if len(block) == BATCH_SIZE:
                 yield first_line, block

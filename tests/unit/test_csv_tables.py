@@ -283,6 +283,44 @@ def test_serving_inputs_follow_the_columns_and_give_the_parsed_raw_input(mixed):
     np.testing.assert_array_equal(raw[ds.CATEGORICAL_KEY].numpy(), x[ds.CATEGORICAL_KEY].numpy())
 
 
+def test_with_predefined_splits_the_test_file_never_reaches_vocabularies_or_statistics(tmp_path):
+    source = tmp_path / "src"
+    write_csv(source / "train.csv", ["x", "colour", "label"],
+              [["1", "red", "0"], ["", "blue", "1"], ["3", "red", "0"], ["5", "blue", "1"],
+               ["NA", "amber", "0"], ["7", "red", "1"]])
+    write_csv(source / "test.csv", ["x", "colour", "label"],
+              [["1000", "green", "0"], ["-1000", "green", "1"], ["2", "red", "0"]])
+    root = str(tmp_path / "dataset")
+    meta = runtime.shard(str(source), root, num_shards=1, num_eval_shards=1, log=quiet)
+    assert meta.split == ds.PREDEFINED_SPLIT
+    assert meta.split_files == {"train": ("train.csv",), "eval": ("test.csv",)}
+    assert meta.preprocessing.vocabularies == (("red", "blue", "amber"),)
+    train_x = np.array([1, 3, 5, 7], np.float64)
+    assert meta.preprocessing.mean == pytest.approx((train_x.mean(),))
+    assert meta.preprocessing.std == pytest.approx((train_x.std(),))
+    got = tf_features.preprocess_fn(meta)(
+        {ds.FEATURES_KEY: tf.constant([[np.nan]], tf.float32),
+         ds.CATEGORICAL_KEY: tf.constant([["green"]])}).numpy()
+    np.testing.assert_array_equal(got, [[0.0, 0.0, 0.0, 0.0, 1.0]])  # green: the unknown slot
+
+
+def test_a_vocabulary_keeps_the_most_frequent_values_up_to_the_limit(tmp_path, monkeypatch):
+    from kfdist.components.shard_dataset import scan
+
+    monkeypatch.setattr(scan, "MAX_VOCABULARY", 3)
+    counts = {"e": 1, "d": 2, "c": 3, "b": 3, "a": 5}
+    rows = [[str(i), value, str(i % 2)] for value, n in counts.items() for i in range(n)]
+    source = tmp_path / "src"
+    write_csv(source / "train.csv", ["x", "letter", "label"], rows)
+    write_csv(source / "eval.csv", ["x", "letter", "label"], [["0", "z", "0"]])
+    lines = []
+    meta = runtime.shard(str(source), str(tmp_path / "dataset"), num_shards=1,
+                         num_eval_shards=1, log=lines.append)
+    assert meta.preprocessing.vocabularies == (("a", "b", "c"),)
+    assert ds.model_input_shape(meta) == (1 + 3 + 1,)
+    assert any("'letter' has 5 distinct values" in line for line in lines), lines
+
+
 # ----------------------------------------------------------------------------- strings only
 
 
@@ -413,13 +451,19 @@ def test_a_mixed_column_is_refused_when_the_string_comes_in_a_later_block_or_fil
     assert_nothing_written(out)
 
 
-def test_line_numbers_count_blank_lines(tmp_path):
-    """The csv module skips blank lines; the reported line is still the file's line."""
+@pytest.mark.parametrize("text", [
+    "x,colour,label\n1,red,0\n\n2,blue,1\n\nlots,green,0\n3,red,\n",  # blank lines 3 and 5
+    'x,colour,label\n1,red,0\n2,"dark\nblue",1\n4,"a\nb",0\n3,red,\n',  # quoted newlines
+], ids=["blank lines", "quoted newlines"])
+def test_reported_line_numbers_are_the_file_lines(text, tmp_path):
+    """The csv module skips blank lines and reads quoted newlines; the message still gives the
+    line of the file where the bad row is."""
     source = tmp_path / "gaps.csv"
-    source.write_text("x,colour,label\n1,red,0\n\n2,blue,1\n\nlots,green,0\n3,red,\n")
+    source.write_text(text)
+    assert text.splitlines()[6] == "3,red,"  # the row without a label is on line 7
     out = str(tmp_path / "out")
     with pytest.raises(InvalidInputError) as err:
         runtime.shard(str(source), out, num_shards=1, num_eval_shards=1, split="hash", log=quiet)
-    # The row without a label is on line 7 of the file (two blank lines before it).
-    assert "line 7" in str(err.value), str(err.value)
+    assert "has no value in the label column 'label'" in str(err.value)
+    assert "line 7 " in str(err.value), str(err.value)
     assert_nothing_written(out)

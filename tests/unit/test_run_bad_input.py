@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
-from kfdist import cli
+from kfdist import cli  # first: importing kfdist selects legacy Keras
 
 import tensorflow as tf  # after kfdist (legacy Keras)
 
