@@ -39,11 +39,12 @@ STRATEGIES = {
 AUTO = "multi_worker_mirrored"
 
 
-def _run_pipeline(strategy: str, out: str) -> dict:
-    backend = "auto" if strategy == AUTO else "trainjob"
-    argv = [sys.executable, "-m", "kfdist", "run", "mnist", "--backend", backend,
-            "--strategy", strategy, "--namespace", NAMESPACE, "--output", out,
-            "--work-uri", f"gs://{BUCKET}/trainjob-{strategy.replace('_', '-')}"]
+def _run_pipeline(strategy: str, out: str, pipeline: str = "mnist",
+                  backend: str = "", extra: tuple = ()) -> dict:
+    backend = backend or ("auto" if strategy == AUTO else "trainjob")
+    argv = [sys.executable, "-m", "kfdist", "run", pipeline, "--backend", backend,
+            "--strategy", strategy, "--namespace", NAMESPACE, "--output", out, *extra,
+            "--work-uri", f"gs://{BUCKET}/{pipeline}-{backend}-{strategy.replace('_', '-')}"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     with open(os.path.join(out, "summary.json")) as f:
@@ -135,4 +136,25 @@ def test_a_trainer_v2_1_cluster_gets_pod_template_overrides(cluster, dataset_uri
     assert v2_1.validate(post.body) == []
     pods = cluster.server.store.items(PODS, NAMESPACE)
     assert pods and all(p["spec"]["nodeSelector"] == {"pool": "cpu"} for p in pods)
+    assert cluster.wait_no_processes() == []
+
+
+@pytest.mark.parametrize("pipeline, backend, extra, bar", [
+    ("tabular", "trainjob", (), 0.95), ("images", "tfjob", ("--epochs", "5"), 0.90)])
+def test_the_tabular_and_images_pipelines_train_on_the_cluster(pipeline, backend, extra, bar,
+                                                               cluster, gcs_emulator, tmp_path):
+    """The same backends as `mnist`: the penguins through a TrainJob, the PNG digits through a
+    TFJob, their datasets (string columns, decoded images) read by the replicas from gs://."""
+    from google.api_core.exceptions import Conflict
+
+    try:
+        gcs_emulator.create_bucket(BUCKET)
+    except Conflict:
+        pass
+    summary = _run_pipeline("multi_worker_mirrored", str(tmp_path / "run"), pipeline, backend,
+                            extra)
+    assert summary["pipeline"] == pipeline and summary["train"]["backend"] == backend
+    assert summary["eval"]["accuracy"] >= bar and summary["blessed"] is True
+    resource = {"trainjob": "trainjobs", "tfjob": "tfjobs"}[backend]
+    assert len(cluster.server.requests.matching(verb="create", resource=resource)) == 1
     assert cluster.wait_no_processes() == []
