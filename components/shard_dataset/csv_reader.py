@@ -178,14 +178,13 @@ def open_csv_source(files: Sequence[str], options: ReaderOptions) -> Source:
         label_to_id=int if class_names is None else
         {name: i for i, name in enumerate(class_names)}.__getitem__)
 
-    def read_batches() -> Iterator[ExampleBatch]:
-        for path in files:
-            for first_line, rows in _iter_row_blocks(path, len(columns)):
-                yield _parse_block(path, first_line, rows, layout)
+    def read_unit(index: int) -> Iterator[ExampleBatch]:
+        for first_line, rows in _iter_row_blocks(files[index], len(columns)):
+            yield _parse_block(files[index], first_line, rows, layout)
 
     return Source(
         source_format="csv", files=tuple(files),
         feature=FeatureSpec(key=FEATURES_KEY, dtype="float32", shape=(len(profile.numeric),),
                             columns=profile.numeric,
                             categorical_columns=profile.categorical or None),
-        class_names=class_names, read_batches=read_batches)
+        class_names=class_names, units=tuple(files), read_unit=read_unit)

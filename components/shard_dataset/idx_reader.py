@@ -193,12 +193,11 @@ def open_idx_source(files: Sequence[str], options: ReaderOptions) -> Source:
                 f"image_shape {list(options.image_shape)} does not match the IDX images' "
                 f"{list(shape)}; leave it unset or pass {list(shape)}")
 
-    def read_batches() -> Iterator[ExampleBatch]:
-        for pair in pairs:
-            yield from _read_pair_batches(pair)
+    def read_unit(index: int) -> Iterator[ExampleBatch]:
+        return _read_pair_batches(pairs[index])
 
     return Source(
         source_format="mnist_idx",
         files=tuple(f for p in pairs for f in (p.images.path, p.labels.path)),
         feature=FeatureSpec(key=IMAGE_KEY, dtype="uint8", shape=shape),
-        class_names=None, read_batches=read_batches)
+        class_names=None, units=tuple(p.images.path for p in pairs), read_unit=read_unit)

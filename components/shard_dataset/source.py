@@ -71,18 +71,24 @@ class Source:
       feature: The canonical input feature the examples become.
       class_names: Class display names (index = label) when the source names
         its classes, else None.
-      read_batches: Starts a new pass over every example, in a fixed order.
+      units: The parts the source is read in, in order (a file, or an IDX
+        images/labels pair), named by their (first) file: the unit of
+        parallel reading.
+      read_unit: Streams the examples of unit `i` (with the schema validated
+        when the source was opened, so every unit reads alike anywhere).
     """
 
     source_format: str
     files: Tuple[str, ...]
     feature: FeatureSpec
     class_names: Optional[Tuple[str, ...]]
-    read_batches: Callable[[], Iterator[ExampleBatch]]
+    units: Tuple[str, ...]
+    read_unit: Callable[[int], Iterator[ExampleBatch]]
 
     def batches(self) -> Iterator[ExampleBatch]:
-        """Streams every example of the source once, in blocks."""
-        return self.read_batches()
+        """Streams every example of the source once, in blocks, unit after unit."""
+        for index in range(len(self.units)):
+            yield from self.read_unit(index)
 
 
 def is_gzip_file(path: str) -> bool:

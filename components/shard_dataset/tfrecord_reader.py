@@ -208,9 +208,8 @@ def open_tfrecord_source(files: Sequence[str], options: ReaderOptions) -> Source
         feature = FeatureSpec(key=FEATURES_KEY, dtype="float32", shape=(len(columns),),
                               columns=columns)
 
-    def read_batches() -> Iterator[ExampleBatch]:
-        for path in files:
-            yield from _read_file_batches(path, schema)
+    def read_unit(index: int) -> Iterator[ExampleBatch]:
+        return _read_file_batches(files[index], schema)
 
     return Source(source_format="tfrecord", files=tuple(files), feature=feature,
-                  class_names=None, read_batches=read_batches)
+                  class_names=None, units=tuple(files), read_unit=read_unit)
