@@ -57,6 +57,14 @@ def _add_run(sub) -> None:
                         "else hash; predefined: insist on them; hash: hold out --eval-fraction "
                         "by a content hash")
     p.add_argument("--eval-fraction", type=float, default=0.2)
+    p.add_argument("--shard-runner", default="local", choices=("local", "beam"),
+                   help="who shards the source: local (the shard step's process) or beam (an "
+                        "Apache Beam pipeline building the same dataset)")
+    p.add_argument("--beam-option", dest="beam_options", action="append", default=[],
+                   metavar="KEY=VALUE",
+                   help="a Beam pipeline option for --shard-runner beam, e.g. "
+                        "runner=DataflowRunner (repeat it; default: Beam's local runner, one "
+                        "worker process per core)")
     p.add_argument("--accuracy-threshold", type=float, default=0.9)
     p.add_argument("--serving-model-name", default=None,
                    help="model name in the serving layout (default: the pipeline's name)")
@@ -95,7 +103,8 @@ def _cmd_run(args) -> int:
         output_dir=args.output, pipeline=args.pipeline, source_uri=args.data,
         label_column=args.label_column, image_feature=args.image_feature, split=args.split,
         export_base=args.export_base, training=step_values(args), num_shards=args.num_shards,
-        eval_fraction=args.eval_fraction,
+        eval_fraction=args.eval_fraction, shard_runner=args.shard_runner,
+        beam_options=tuple(args.beam_options),
         accuracy_threshold=args.accuracy_threshold, serving_model_name=args.serving_model_name,
         cache=args.cache, verbose=args.verbose))
     print(format_summary(summary))

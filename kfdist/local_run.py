@@ -51,6 +51,8 @@ class RunOptions:
     training: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     num_shards: int = 4
     eval_fraction: float = 0.2
+    shard_runner: str = "local"
+    beam_options: Tuple[str, ...] = ()
     accuracy_threshold: float = 0.9
     serving_model_name: Optional[str] = None
     cache: bool = True
@@ -120,6 +122,7 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
     reads it (headers, column kinds, every example, split names and sizes)."""
     from kfdist.components.common import storage
     from kfdist.components.shard_dataset import readers
+    from kfdist.components.shard_dataset.beam_pipeline import pipeline_options
     from kfdist.components.shard_dataset.options import validate_options
     from kfdist.components.shard_dataset.runtime import DEFAULT_SHUFFLE_BUFFER, check_split_sizes
     from kfdist.components.shard_dataset.scan import scan_source
@@ -130,7 +133,8 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
         source_format=shard["source_format"], label_column=shard.get("label_column", "label"),
         num_shards=opts.num_shards, num_eval_shards=None, eval_fraction=opts.eval_fraction,
         split=opts.split, seed=opts.train["seed"], compression=None, image_shape=None,
-        shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER)
+        shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER, runner=opts.shard_runner)
+    pipeline_options(opts.beam_options)
     if opts.source_uri is None or storage.is_gcs(opts.source_uri):
         return
     source = readers.open_source(opts.source_uri, options.source_format, ReaderOptions(
@@ -181,6 +185,7 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
             task = registry.get_pipeline(opts.pipeline)(
                 source_uri=source_uri, export_base=export_base, num_shards=opts.num_shards,
                 split=opts.split, eval_fraction=opts.eval_fraction,
+                shard_runner=opts.shard_runner, beam_options=list(opts.beam_options),
                 accuracy_threshold=opts.accuracy_threshold,
                 serving_model_name=opts.serving_model_name or opts.definition.serving_model_name,
                 source_version=storage.content_version(source_uri), **opts.source_args,

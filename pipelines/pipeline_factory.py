@@ -11,7 +11,7 @@ on a Kubeflow Pipelines cluster; only the training backend differs.
 import dataclasses
 import inspect
 from collections import namedtuple
-from typing import Any, Callable, Dict, NamedTuple, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Tuple
 
 from kfp import dsl
 
@@ -44,6 +44,12 @@ def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
          "and `eval*`/`test*`/`valid*` (MNIST: `train-*`/`t10k-*`), else `hash`; "
          "`predefined` insists on it; `hash` holds out `eval_fraction` by a content hash."),
         ("eval_fraction", float, 0.2, "Share of examples held out by the `hash` split."),
+        ("shard_runner", str, "local",
+         "Who shards: `local` (the shard step's process) or `beam` (an Apache Beam pipeline; "
+         "the same dataset)."),
+        ("beam_options", List[str], [],
+         "With `shard_runner=beam`: Beam pipeline options, `KEY=VALUE` each (e.g. "
+         "`runner=DataflowRunner`); empty: Beam's local runner, one worker per core."),
         ("accuracy_threshold", float, 0.9, "Held-out accuracy needed to export the model."),
         ("serving_model_name", str, serving_model_name, "Model name in the serving layout."),
         ("source_version", str, "",
@@ -120,6 +126,7 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
     """The pipeline's DAG, given every parameter as a pipeline channel."""
     train_params = {p.name: values[p.name] for p in TRAIN_PARAMS}
     shard_args = {k: v for k, v in values.items() if k in _SHARD_PARAMS and k not in train_params}
+    shard_args["runner"] = values["shard_runner"]
     shard = shard_dataset(**shard_args, **definition.shard_settings, seed=train_params["seed"])
     train = train_distributed(dataset=shard.outputs["dataset"], **train_params,
                               run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,

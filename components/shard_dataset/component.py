@@ -21,6 +21,8 @@ def shard_dataset(
     compression: Optional[str] = None,
     image_shape: Optional[List[int]] = None,
     image_feature: str = "",
+    runner: str = "local",
+    beam_options: Optional[List[str]] = None,
     source_version: str = "",
 ):
     """Splits a dataset into train/eval and writes balanced TFRecord shards.
@@ -61,6 +63,12 @@ def shard_dataset(
             their size and channels come from the data.
         image_feature: TFRecord input: the bytes feature holding the image;
             empty (the default): the examples' only bytes feature.
+        runner: `local` (this step's process) or `beam` (an Apache Beam
+            pipeline: the same dataset, read and written by Beam workers).
+        beam_options: With `runner=beam`: Beam pipeline options, `KEY=VALUE`
+            each, e.g. `["runner=DataflowRunner", "project=P", "region=R",
+            "temp_location=gs://B/tmp"]`; none: Beam's FnApiRunner in this
+            step, one worker process per core.
         source_version: Identifies the content of `source_uri` (a dataset
             version, a hash). Not read by the step: it takes part in KFP's
             cache key, so a cached output is reused only for the same data.
@@ -71,7 +79,7 @@ def shard_dataset(
         source_uri, dataset.path, source_format=source_format, label_column=label_column,
         num_shards=num_shards, num_eval_shards=num_eval_shards or None, eval_fraction=eval_fraction,
         split=split, seed=seed, compression=compression, image_shape=image_shape,
-        image_feature=image_feature)
+        image_feature=image_feature, runner=runner, beam_options=beam_options or ())
     dataset.metadata.update({
         "train_examples": meta.splits["train"].num_examples,
         "eval_examples": meta.splits["eval"].num_examples,

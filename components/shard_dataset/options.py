@@ -10,6 +10,8 @@ from kfdist.components.common.errors import require
 from kfdist.components.shard_dataset import readers, splits
 
 COMPRESSIONS = ("GZIP",)
+LOCAL_RUNNER, BEAM_RUNNER = "local", "beam"
+RUNNERS = (LOCAL_RUNNER, BEAM_RUNNER)
 #: Upper bound on shards per split (every shard of both splits is open while writing).
 MAX_SHARDS = 256
 
@@ -29,6 +31,7 @@ class ShardOptions:
       compression: `GZIP` or None.
       image_shape: Shape of raw images in a TFRecord bytes feature, or None.
       shuffle_buffer_size: Examples held per split while shuffling.
+      runner: `local` or `beam`.
     """
 
     source_format: str
@@ -41,6 +44,7 @@ class ShardOptions:
     compression: Optional[str]
     image_shape: Optional[Tuple[int, ...]]
     shuffle_buffer_size: int
+    runner: str = LOCAL_RUNNER
 
 
 def _is_int(value) -> bool:
@@ -61,7 +65,7 @@ def validate_options(*, source_format: str, label_column: str, num_shards: int,
                      num_eval_shards: Optional[int], eval_fraction: float, seed: int,
                      split: str = "auto",
                      compression: Optional[str], image_shape: Optional[Sequence[int]],
-                     shuffle_buffer_size: int) -> ShardOptions:
+                     shuffle_buffer_size: int, runner: str = LOCAL_RUNNER) -> ShardOptions:
     """Checks every setting of `shard`; the default `num_eval_shards` is proportional.
 
     Raises:
@@ -85,6 +89,7 @@ def validate_options(*, source_format: str, label_column: str, num_shards: int,
         require(isinstance(image_shape, (list, tuple)) and len(image_shape) > 0
                 and all(_is_int(d) and d > 0 for d in image_shape),
                 f"image_shape must be a non-empty list of positive integers, got {image_shape!r}")
+    require(runner in RUNNERS, f"unknown runner {runner!r}; expected one of {list(RUNNERS)}")
     require(_is_int(shuffle_buffer_size) and shuffle_buffer_size >= 1,
             f"shuffle_buffer_size must be a positive integer, got {shuffle_buffer_size!r}")
     return ShardOptions(
@@ -93,4 +98,4 @@ def validate_options(*, source_format: str, label_column: str, num_shards: int,
         seed=int(seed),
         compression=normalize_compression(compression),
         image_shape=tuple(int(d) for d in image_shape) if image_shape is not None else None,
-        shuffle_buffer_size=int(shuffle_buffer_size))
+        shuffle_buffer_size=int(shuffle_buffer_size), runner=runner)

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from typing import Callable, Dict, Optional, Sequence, TypeVar
+from typing import Callable, Dict, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
@@ -31,7 +31,8 @@ from kfdist.components.common.dataset_spec import (
     HASH_SPLIT, IMAGE_KEY, PREDEFINED_SPLIT, DatasetMetadata, Preprocessing, SplitInfo, write_metadata)
 from kfdist.components.common.errors import InvalidInputError, KfdistError, require
 from kfdist.components.shard_dataset import readers
-from kfdist.components.shard_dataset.options import ShardOptions, validate_options
+from kfdist.components.shard_dataset.options import (
+    BEAM_RUNNER, LOCAL_RUNNER, ShardOptions, validate_options)
 from kfdist.components.shard_dataset.scan import ScanResult, batch_checksum, scan_source
 from kfdist.components.shard_dataset.splits import SplitPlan, plan_split, source_root
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
@@ -167,12 +168,48 @@ def publish(build_dir: str, output_dir: str, metadata: DatasetMetadata, workdir:
     storage.publish_dir(build_dir, output_dir)
 
 
+def _log_counts(scan: ScanResult, options: ShardOptions, log: Callable[[str], None]) -> None:
+    log(f"{scan.num_examples:,} examples: {scan.num_train:,} train in {options.num_shards} "
+        f"shards, {scan.num_eval:,} eval in {options.num_eval_shards} shards")
+
+
+def _shard_locally(source: Source, plan: SplitPlan, options: ShardOptions, build_dir: str,
+                   log: Callable[[str], None]) -> Tuple[ScanResult, Dict[str, SplitInfo]]:
+    """This process: the scan pass (checks, statistics), then the writing pass."""
+    scan = scan_source(source, plan.mask_fn(options.eval_fraction), log)
+    check_split_sizes(scan, options, plan)
+    _log_counts(scan, options, log)
+    splits = write_splits(source, options, build_dir, log, scan, plan)
+    for split, count in (("train", scan.num_train), ("eval", scan.num_eval)):
+        if splits[split].num_examples != count:
+            raise SourceChangedError(
+                f"wrote {splits[split].num_examples} {split} examples but the scan "
+                f"counted {count}: the source changed while it was being read")
+    return scan, splits
+
+
+def _shard_with_beam(source: Source, plan: SplitPlan, options: ShardOptions, build_dir: str,
+                     beam_options: Sequence[str], log: Callable[[str], None]
+                     ) -> Tuple[ScanResult, Dict[str, SplitInfo]]:
+    """An Apache Beam pipeline reads, splits, writes and computes the statistics at once."""
+    from kfdist.components.shard_dataset import beam_pipeline
+
+    scan, splits = beam_pipeline.run(
+        source, plan.mask_fn(options.eval_fraction), build_dir,
+        num_shards={"train": options.num_shards, "eval": options.num_eval_shards},
+        seed=options.seed, compression=options.compression, beam_options=beam_options, log=log)
+    check_split_sizes(scan, options, plan)
+    _log_counts(scan, options, log)
+    return scan, splits
+
+
 def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
           label_column: str = "label", num_shards: int = 4, num_eval_shards: Optional[int] = None,
           eval_fraction: float = 0.2, split: str = "auto", seed: int = 42,
           compression: Optional[str] = None,
           image_shape: Optional[Sequence[int]] = None, image_feature: str = "",
-          shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER,
+          shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER, runner: str = LOCAL_RUNNER,
+          beam_options: Sequence[str] = (),
           log: Callable[[str], None] = print) -> DatasetMetadata:
     """Shards a source into a kfdist dataset at `output_dir`.
 
@@ -195,6 +232,12 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
       image_feature: The TFRecord bytes feature holding the image; empty: the
         examples' only bytes feature.
       shuffle_buffer_size: Examples held per split for shuffling (bounds memory).
+      runner: `local` (this process: a scan pass, then a writing pass) or
+        `beam` (an Apache Beam pipeline: `beam_pipeline`); the same split,
+        statistics and examples per split.
+      beam_options: Beam pipeline options, `KEY=VALUE` each (e.g.
+        `runner=DataflowRunner`); default: Beam's FnApiRunner here, one worker
+        process per core.
       log: Receives progress messages.
 
     Returns:
@@ -207,7 +250,8 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
     options = validate_options(
         source_format=source_format, label_column=label_column, num_shards=num_shards,
         num_eval_shards=num_eval_shards, eval_fraction=eval_fraction, split=split, seed=seed,
-        compression=compression, image_shape=image_shape, shuffle_buffer_size=shuffle_buffer_size)
+        compression=compression, image_shape=image_shape, shuffle_buffer_size=shuffle_buffer_size,
+        runner=runner)
     check_output_dir_free(output_dir)
     with tempfile.TemporaryDirectory(prefix="kfdist-shard-") as workdir:
         local_source = call_reporting_missing_bucket(
@@ -221,21 +265,15 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
         plan = plan_split(options.split, source.files, root)
         log(f"split: {plan.method} ({plan.reason})" + (
             "" if plan.method == PREDEFINED_SPLIT else f", eval_fraction={options.eval_fraction}"))
-        scan = scan_source(source, plan.mask_fn(options.eval_fraction), log)
-        check_split_sizes(scan, options, plan)
-        log(f"{scan.num_examples:,} examples: {scan.num_train:,} train in {options.num_shards} "
-            f"shards, {scan.num_eval:,} eval in {options.num_eval_shards} shards")
         if storage.is_gcs(output_dir):
             build_dir = os.path.join(workdir, "dataset")
         else:
             build_dir = f"{os.path.abspath(output_dir).rstrip(os.sep)}.tmp-{uuid.uuid4().hex[:12]}"
         try:
-            splits = write_splits(source, options, build_dir, log, scan, plan)
-            for split, count in (("train", scan.num_train), ("eval", scan.num_eval)):
-                if splits[split].num_examples != count:
-                    raise SourceChangedError(
-                        f"wrote {splits[split].num_examples} {split} examples but the scan "
-                        f"counted {count}: the source changed while it was being read")
+            if options.runner == BEAM_RUNNER:
+                scan, splits = _shard_with_beam(source, plan, options, build_dir, beam_options, log)
+            else:
+                scan, splits = _shard_locally(source, plan, options, build_dir, log)
             metadata = build_metadata(source_uri, source, scan, options, splits, plan, root)
             publish(build_dir, output_dir, metadata, workdir)
         finally:

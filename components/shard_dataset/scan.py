@@ -105,6 +105,10 @@ class RunningMoments:
         filled = np.where(present, rows, 0.0)
         mean_b = filled.sum(axis=0) / np.maximum(n_b, 1.0)
         m2_b = (np.where(present, rows - mean_b, 0.0) ** 2).sum(axis=0)
+        self.merge(n_b, mean_b, m2_b)
+
+    def merge(self, n_b: np.ndarray, mean_b: np.ndarray, m2_b: np.ndarray) -> None:
+        """Adds the moments `(count, mean, M2)` of another block of rows (per column)."""
         total = self.count + n_b
         safe_total = np.maximum(total, 1.0)
         delta = mean_b - self.mean

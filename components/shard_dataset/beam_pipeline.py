@@ -1,0 +1,165 @@
+"""`shard_dataset(runner="beam")`: the same dataset as the local writer, built by Apache Beam.
+
+The driver (the shard step) opens and validates the source and decides the
+split as the local path does; the Beam pipeline then reads the source's
+units in parallel (`beam_transforms`), writes balanced shards and computes
+what the local scan computes: split counts, classes, the train split's
+column statistics (per-batch partials folded in reading order, so the
+figures are the local ones to the bit) and vocabularies. The driver reads
+that back, checks it like the local path, and publishes the dataset
+(`metadata.json` last) the same way.
+
+Locally the pipeline runs on Beam's FnApiRunner with one worker process per
+core (`LOCAL_OPTIONS`); `beam_options` choose any other runner (Dataflow,
+Flink, Spark) and its settings.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import json
+import os
+from typing import Callable, Dict, List, Sequence, Tuple
+
+from kfdist.components.common.dataset_spec import ShardInfo, SplitInfo
+from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.components.shard_dataset import beam_transforms as bt
+from kfdist.components.shard_dataset.scan import RunningMoments, ScanResult, VocabularyCounter
+
+#: Beam on this machine: FnApiRunner (not DirectRunner, which first tries to download Prism),
+#: one worker process per core.
+LOCAL_OPTIONS = ("--runner=FnApiRunner", "--direct_running_mode=multi_processing",
+                 "--direct_num_workers=0")
+SUMMARY_FILE = "_beam_summary.json"
+
+
+def pipeline_options(beam_options: Sequence[str]) -> List[str]:
+    """`LOCAL_OPTIONS` overridden by `beam_options` (`--key=value` or `key=value` each).
+
+    Raises:
+      InvalidInputError: On an option that is not `key=value`.
+    """
+    given = []
+    for option in beam_options:
+        text = option if option.startswith("--") else "--" + option
+        require("=" in text and len(text.split("=", 1)[0]) > 2,
+                f"beam option {option!r} is not KEY=VALUE (e.g. runner=DataflowRunner)")
+        given.append(text)
+    keys = {text.split("=", 1)[0] for text in given}
+    return [o for o in LOCAL_OPTIONS if o.split("=", 1)[0] not in keys] + given
+
+
+def _summarize(_, written, batches_info, values, num_columns, num_strings) -> str:
+    """One JSON document of what the pipeline wrote and learnt (read back by the driver)."""
+    errors = sorted((i["key"], i["error"]) for i in batches_info if "error" in i)
+    infos = sorted((i for i in batches_info if "error" not in i), key=lambda i: i["key"])
+    counts = collections.Counter()
+    moments = RunningMoments(num_columns) if num_columns is not None else None
+    for info in infos:
+        counts.update(info["counts"])
+        if moments is not None and info["moments"] is not None:
+            moments.merge(*info["moments"])
+    vocabulary = VocabularyCounter(num_strings)
+    for counters in values:
+        for column, counter in enumerate(counters):
+            vocabulary.counts[column].update(counter)
+    return json.dumps({
+        "errors": [message for _, message in errors[:1]],
+        "shards": sorted(written, key=lambda s: s["path"]),
+        "num_train": counts["train"], "num_eval": counts["eval"],
+        "num_classes": max([i["max_label"] for i in infos], default=-1) + 1,
+        "mean": moments.mean.tolist() if moments is not None else None,
+        "std": moments.std().tolist() if moments is not None else None,
+        "value_counts": [sorted(c.items()) for c in vocabulary.counts],
+        "reader_processes": len({i["reader"] for i in infos}),
+    })
+
+
+def _build(pipeline, source, split_mask, root: str, num_shards: Dict[str, int], seed: int,
+           compression):
+    import apache_beam as beam
+    from apache_beam.pvalue import AsList, AsSingleton
+
+    feature = source.feature
+    batches = (pipeline | "units" >> beam.Create(list(range(len(source.units))))
+               | "spread" >> beam.Reshuffle()
+               | "read" >> beam.FlatMap(bt.read_unit, source, split_mask))
+    good = batches | "valid" >> beam.Filter(lambda b: "error" not in b)
+    info = batches | "info" >> beam.Map(lambda b: b if "error" in b else {
+        "key": b["key"], "max_label": b["max_label"], "moments": b["moments"],
+        "reader": b["reader"], "counts": {s: len(r) for s, r in b["records"].items()}})
+    counts = (info | "counts" >> beam.Filter(lambda i: "error" not in i)
+              | beam.Map(lambda i: (i["key"], i["counts"])) | beam.combiners.ToDict()
+              | "offsets" >> beam.Map(bt.offsets))
+    written = (good | "place" >> beam.FlatMap(bt.place, AsSingleton(counts), num_shards, seed)
+               | "group" >> beam.GroupByKey()
+               | "write" >> beam.Map(bt.write_shard, root, num_shards, compression))
+    values = (good | "values" >> beam.Filter(lambda b: b["values"] is not None)
+              | beam.Map(lambda b: b["values"]))
+    num_columns = feature.shape[0] if len(feature.shape) == 1 and feature.dtype == "float32" \
+        else None
+    summary = functools.partial(_summarize, num_columns=num_columns,
+                                num_strings=len(feature.categorical_columns or ()))
+    (pipeline | "once" >> beam.Create([None])
+     | "summarize" >> beam.Map(summary, AsList(written), AsList(info), AsList(values))
+     | "save" >> beam.Map(_save_summary, root))
+
+
+def _save_summary(text: str, root: str) -> None:
+    from apache_beam.io.filesystems import FileSystems
+
+    with FileSystems.create(FileSystems.join(root, SUMMARY_FILE)) as f:
+        f.write(text.encode())
+
+
+def run(source, split_mask, root: str, *, num_shards: Dict[str, int], seed: int, compression,
+        beam_options: Sequence[str], log: Callable[[str], None]
+        ) -> Tuple[ScanResult, Dict[str, SplitInfo]]:
+    """Runs the Beam pipeline writing the shards under `root`.
+
+    Returns:
+      What the local scan would return (counts, classes, statistics,
+      vocabularies), and the splits written.
+
+    Raises:
+      InvalidInputError: The first invalid input a worker met, in reading
+        order (the message the local path gives).
+    """
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    argv = pipeline_options(beam_options)
+    log(f"beam: {len(source.units)} unit(s) to read; options {' '.join(argv)}")
+    with beam.Pipeline(options=PipelineOptions(argv)) as pipeline:
+        _build(pipeline, source, split_mask, root, num_shards, seed, compression)
+    with open(os.path.join(root, SUMMARY_FILE)) as f:
+        summary = json.load(f)
+    os.remove(os.path.join(root, SUMMARY_FILE))
+    if summary["errors"]:
+        raise InvalidInputError(summary["errors"][0])
+    log(f"beam: the source was read by {summary['reader_processes']} worker process(es)")
+    return _scan_result(summary, source, log), _splits(summary)
+
+
+def _scan_result(summary: dict, source, log: Callable[[str], None]) -> ScanResult:
+    strings = source.feature.categorical_columns or ()
+    vocabularies = None
+    if strings:
+        counter = VocabularyCounter(len(strings))
+        for column, pairs in enumerate(summary["value_counts"]):
+            counter.counts[column].update(dict(pairs))
+        vocabularies = counter.vocabularies(strings, log)
+    as_tuple = (lambda v: tuple(float(x) for x in v) if v is not None else None)
+    return ScanResult(num_train=summary["num_train"], num_eval=summary["num_eval"],
+                      num_classes=summary["num_classes"], mean=as_tuple(summary["mean"]),
+                      std=as_tuple(summary["std"]), vocabularies=vocabularies)
+
+
+def _splits(summary: dict) -> Dict[str, SplitInfo]:
+    splits = {}
+    for split in bt.SPLIT_NAMES:
+        shards = tuple(ShardInfo(**s) for s in summary["shards"]
+                       if s["path"].startswith(split + "/"))
+        splits[split] = SplitInfo(num_examples=sum(s.num_examples for s in shards), shards=shards)
+    return splits

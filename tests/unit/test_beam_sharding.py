@@ -1,0 +1,131 @@
+"""`shard_dataset(runner="beam")` builds the dataset the local runner builds.
+
+Both runners shard the same sources: the MNIST sample (its own split), a CSV
+table in three files (strings, missing numbers, a hash split, GZIP) and PNG
+images in TFRecord files. The datasets must have the same split membership,
+the same statistics and vocabularies (to the bit), the same examples per
+split, and shards balanced within one record. The Beam pipeline runs on
+Beam's FnApiRunner with two worker processes, as on a cluster's workers.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import os
+
+import numpy as np
+import pytest
+
+from kfdist.components.common import tf_features
+from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.shard_dataset import beam_pipeline, runtime
+from kfdist.sample_data import write_images_sample, write_mnist_sample
+
+TWO_WORKERS = ("direct_num_workers=2",)
+
+
+def records(root: str, meta, split: str) -> collections.Counter:
+    import tensorflow as tf
+
+    data = tf.data.TFRecordDataset(meta.shard_paths(root, split),
+                                   compression_type=tf_features.compression_type(meta))
+    return collections.Counter(r.numpy() for r in data)
+
+
+def write_table(directory: str, parts: int = 3, rows: int = 2_500) -> str:
+    rng = np.random.default_rng(7)
+    os.makedirs(directory, exist_ok=True)
+    for part in range(parts):
+        with open(os.path.join(directory, f"part-{part}.csv"), "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["x", "y", "colour", "label"])
+            for _ in range(rows):
+                x = "NA" if rng.random() < 0.05 else f"{rng.normal():.4f}"
+                writer.writerow([x, f"{rng.normal() * 3:.3f}",
+                                 ["red", "green", "blue", "NA"][rng.integers(0, 4)],
+                                 int(rng.integers(0, 3))])
+    return directory
+
+
+def shard_both(source: str, tmp_path, **kwargs):
+    lines = []
+    local = runtime.shard(source, str(tmp_path / "local"), log=lambda _: None, **kwargs)
+    beam = runtime.shard(source, str(tmp_path / "beam"), runner="beam", beam_options=TWO_WORKERS,
+                         log=lines.append, **kwargs)
+    return local, beam, lines
+
+
+@pytest.mark.parametrize("kind", ["mnist", "table", "images"])
+def test_beam_and_local_build_the_same_dataset(kind, tmp_path):
+    source = str(tmp_path / "source")
+    kwargs = {"num_shards": 4, "num_eval_shards": 2}
+    if kind == "mnist":
+        write_mnist_sample(source)
+    elif kind == "table":
+        write_table(source)
+        kwargs.update(compression="GZIP", split="hash")
+    else:
+        write_images_sample(source)
+    local, beam, lines = shard_both(source, tmp_path, **kwargs)
+
+    assert (beam.split, beam.split_files, beam.eval_fraction) == \
+        (local.split, local.split_files, local.eval_fraction)
+    assert beam.feature == local.feature and beam.num_classes == local.num_classes
+    assert beam.preprocessing == local.preprocessing  # statistics, vocabularies: to the bit
+    for split in ("train", "eval"):
+        assert beam.splits[split].num_examples == local.splits[split].num_examples
+        assert records(str(tmp_path / "beam"), beam, split) == \
+            records(str(tmp_path / "local"), local, split)
+        sizes = [s.num_examples for s in beam.splits[split].shards]
+        assert len(sizes) == kwargs[{"train": "num_shards", "eval": "num_eval_shards"}[split]]
+        assert max(sizes) - min(sizes) <= 1
+    assert "beam: the source was read by 2 worker process(es)" in lines
+    assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n]
+
+
+def test_the_shards_do_not_depend_on_the_number_of_workers(tmp_path):
+    source = write_table(str(tmp_path / "source"), parts=2, rows=1_000)
+    one = runtime.shard(source, str(tmp_path / "one"), runner="beam",
+                        beam_options=("direct_running_mode=in_memory",), log=lambda _: None)
+    two = runtime.shard(source, str(tmp_path / "two"), runner="beam", beam_options=TWO_WORKERS,
+                        log=lambda _: None)
+    assert one.splits == two.splits  # every shard's path, count and SHA-256
+
+
+def test_bad_input_gets_the_local_error_from_a_beam_worker(tmp_path):
+    """A source valid when opened (its first image) but not throughout: the worker that reads
+    the bad image reports it, and the step raises the local path's message."""
+    import tensorflow as tf
+    from PIL import Image
+    import io
+
+    def png(size):
+        out = io.BytesIO()
+        Image.fromarray(np.zeros((size, size), np.uint8)).save(out, format="PNG")
+        return out.getvalue()
+
+    source = tmp_path / "source"
+    source.mkdir()
+    with tf.io.TFRecordWriter(str(source / "data.tfrecord")) as writer:
+        for i, size in enumerate([8] * 20 + [9]):
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[png(size)])),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 2]))}))
+                .SerializeToString())
+    messages = []
+    for runner, out in (("local", "local"), ("beam", "beam")):
+        with pytest.raises(InvalidInputError) as raised:
+            runtime.shard(str(source), str(tmp_path / out), runner=runner, num_shards=1,
+                          num_eval_shards=1, beam_options=TWO_WORKERS, log=lambda _: None)
+        messages.append(str(raised.value))
+        assert not os.path.exists(tmp_path / out)
+    assert messages[0] == messages[1] and "record 20" in messages[0]
+
+
+def test_beam_options_are_key_values_over_the_local_defaults():
+    options = beam_pipeline.pipeline_options(["runner=DataflowRunner", "--project=p"])
+    assert options[-2:] == ["--runner=DataflowRunner", "--project=p"]
+    assert "--runner=FnApiRunner" not in options
+    with pytest.raises(InvalidInputError, match="'flink' is not KEY=VALUE"):
+        beam_pipeline.pipeline_options(["flink"])
