@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from kfdist.components.common.dataset_spec import IMAGE_KEY, DatasetMetadata
 from kfdist.components.common.errors import require
@@ -64,12 +64,22 @@ def serving_inputs(meta: DatasetMetadata) -> List[ServingInput]:
         return [ServingInput(IMAGE_KEY, RAW_IMAGE, "uint8", (None, *feature.shape))]
     columns = [(c, NUMERIC, "float32") for c in feature.columns or ()]
     columns += [(c, CATEGORICAL, "string") for c in feature.categorical_columns or ()]
-    inputs = [ServingInput(input_name(c), kind, dtype, (None,), column=c)
-              for c, kind, dtype in columns]
+    check_input_names([c for c, _, _ in columns])
+    return [ServingInput(input_name(c), kind, dtype, (None,), column=c)
+            for c, kind, dtype in columns]
+
+
+def check_input_names(columns: Sequence[str], where: str = "") -> None:
+    """Raises `InvalidInputError` if two `columns` would be the same serving input.
+
+    Args:
+      columns: A table's feature columns.
+      where: Prefix of the message naming the source, e.g. "CSV file 'x.csv': ".
+    """
     names: Dict[str, str] = {}
-    for item in inputs:
-        require(item.name not in names,
-                f"columns {names.get(item.name)!r} and {item.column!r} both become the serving "
-                f"input {item.name!r}; rename one of them")
-        names[item.name] = item.column or ""
-    return inputs
+    for column in columns:
+        name = input_name(column)
+        require(name not in names,
+                f"{where}columns {names.get(name)!r} and {column!r} both become the serving "
+                f"input {name!r}; rename one of them")
+        names[name] = column

@@ -22,7 +22,7 @@ import numpy as np
 
 from kfdist.components.common.dataset_spec import FEATURES_KEY, FeatureSpec
 from kfdist.components.common.errors import InvalidInputError, require
-from kfdist.components.common.serving_inputs import input_name
+from kfdist.components.common.serving_inputs import check_input_names
 from kfdist.components.shard_dataset.csv_columns import MISSING_VALUES, profile_columns
 from kfdist.components.shard_dataset.source import (
     BATCH_SIZE, ExampleBatch, ReaderOptions, Source, is_gzip_file)
@@ -60,14 +60,7 @@ def read_header(path: str, label_column: str) -> Tuple[str, ...]:
             f"its columns are {list(columns)}")
     require(len(columns) > 1, f"CSV file {path!r} has only the label column; "
                               "expected at least one feature column")
-    served: dict = {}
-    for column in columns:
-        name = input_name(column)
-        require(name not in served or column == label_column,
-                f"CSV file {path!r}: columns {served.get(name)!r} and {column!r} would both be "
-                f"the exported model's input {name!r}; rename one of them")
-        if column != label_column:
-            served[name] = column
+    check_input_names([c for c in columns if c != label_column], f"CSV file {path!r}: ")
     return columns
 
 

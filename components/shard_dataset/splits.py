@@ -53,10 +53,14 @@ def split_named_by(name: str) -> Optional[str]:
     return None
 
 
+def _relative(path: str, root: str) -> str:
+    """`path` below `root` (its name alone without a root)."""
+    return os.path.relpath(path, root) if root else os.path.basename(path)
+
+
 def split_of_file(path: str, root: str) -> Optional[str]:
     """The split the first folder or file name under `root` names, or None."""
-    relative = os.path.relpath(path, root) if root else os.path.basename(path)
-    for part in relative.split(os.sep):
+    for part in _relative(path, root).split(os.sep):
         split = split_named_by(part)
         if split is not None:
             return split
@@ -81,7 +85,7 @@ class SplitPlan:
         """For `predefined`: the files of each split, relative to `root` (for the metadata)."""
         if self.file_splits is None:
             return None
-        return {split: tuple(sorted(os.path.relpath(f, root) if root else os.path.basename(f)
+        return {split: tuple(sorted(_relative(f, root)
                                     for f, s in self.file_splits.items() if s == split))
                 for split in ("train", "eval")}
 
@@ -111,7 +115,7 @@ def plan_split(method: str, files: Sequence[str], root: str) -> SplitPlan:
     if method == HASH_SPLIT:
         return SplitPlan(HASH_SPLIT, reason="split=hash")
     named = {f: split_of_file(f, root) for f in files}
-    unnamed = sorted(os.path.relpath(f, root) for f, s in named.items() if s is None)
+    unnamed = sorted(_relative(f, root) for f, s in named.items() if s is None)
     present = {s for s in named.values() if s is not None}
     if unnamed and present:
         raise InvalidInputError(
