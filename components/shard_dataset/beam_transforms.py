@@ -16,10 +16,9 @@ from __future__ import annotations
 import collections
 import gzip
 import hashlib
-import io
 import os
 import random
-from typing import Dict, Iterable, Iterator, List, Mapping, Tuple
+from typing import Dict, Iterator, List, Mapping, Tuple
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
 from kfdist.components.shard_dataset.scan import RunningMoments
 from kfdist.components.shard_dataset.source import check_labels
+from kfdist.components.shard_dataset.tfrecord_framing import GZIP_LEVEL, frame_all
 from kfdist.components.shard_dataset.writer import shard_relpath
 
 SPLIT_NAMES = ("train", "eval")
@@ -104,16 +104,6 @@ def place(summary: dict, first: Mapping[BatchKey, Mapping[str, int]],
                                                                record)
 
 
-def framed(records: Iterable[bytes]) -> bytes:
-    """TFRecord framing of `records` (length, masked CRC-32C, data, masked CRC-32C)."""
-    from apache_beam.io.tfrecordio import _TFRecordUtil
-
-    out = io.BytesIO()
-    for record in records:
-        _TFRecordUtil.write_record(out, record)
-    return out.getvalue()
-
-
 def write_shard(group: tuple, root: str, num_shards: Mapping[str, int], compression) -> dict:
     """Writes one shard file under `root`; returns its `ShardInfo` fields."""
     from apache_beam.io.filesystem import CompressionTypes
@@ -121,9 +111,9 @@ def write_shard(group: tuple, root: str, num_shards: Mapping[str, int], compress
 
     (split, shard), items = group
     items = sorted(items)
-    data = framed(record for _, record in items)
+    data = frame_all(record for _, record in items)
     if compression == "GZIP":
-        data = gzip.compress(data, mtime=0)
+        data = gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
     relpath = shard_relpath(split, shard, num_shards[split], compression)
     # UNCOMPRESSED: the bytes are final (AUTO would gzip a `.gz` path a second time).
     with FileSystems.create(FileSystems.join(root, relpath),

@@ -8,12 +8,12 @@ so shard sizes never differ by more than one record.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, List, Optional
 
 from kfdist.components.common.dataset_spec import ShardInfo, SplitInfo
+from kfdist.components.shard_dataset.tfrecord_framing import TFRecordFileWriter
 
 SHARD_SUFFIX = ".tfrecord"
 GZIP_SUFFIX = ".gz"
@@ -23,17 +23,6 @@ def shard_relpath(split: str, index: int, num_shards: int, compression: Optional
     """Path of a shard relative to the dataset root, e.g. `train/shard-00000-of-00004.tfrecord.gz`."""
     suffix = SHARD_SUFFIX + (GZIP_SUFFIX if compression == "GZIP" else "")
     return f"{split}/shard-{index:05d}-of-{num_shards:05d}{suffix}"
-
-
-def file_digest(path: str, chunk_bytes: int = 1 << 20) -> Tuple[str, int]:
-    """Returns `(sha256 hex, size in bytes)` of a file, read in chunks."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(chunk_bytes), b""):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
 
 
 class ShuffleBuffer:
@@ -85,8 +74,6 @@ class SplitWriter:
 
     def __init__(self, root: str, split: str, num_shards: int, *, compression: Optional[str],
                  seed: int, shuffle_buffer_size: int, log: Callable[[str], None] = print):
-        import tensorflow as tf
-
         rng = random.Random(f"kfdist.shard_dataset:{seed}:{split}")
         self._root = root
         self._log = log
@@ -95,8 +82,7 @@ class SplitWriter:
         self._paths = [shard_relpath(split, i, num_shards, compression) for i in range(num_shards)]
         self._counts = [0] * num_shards
         os.makedirs(os.path.join(root, split), exist_ok=True)
-        options = tf.io.TFRecordOptions(compression_type=compression or "")
-        self._writers = [tf.io.TFRecordWriter(os.path.join(root, p), options)
+        self._writers = [TFRecordFileWriter(os.path.join(root, p), compression)
                          for p in self._paths]
 
     def __enter__(self) -> "SplitWriter":
@@ -120,7 +106,6 @@ class SplitWriter:
     def _close_files(self) -> None:
         for w in self._writers:
             w.close()
-        self._writers = []
 
     def finish(self) -> SplitInfo:
         """Flushes the shuffle buffer, closes every shard and describes them."""
@@ -128,8 +113,8 @@ class SplitWriter:
             self._write_one(record)
         self._close_files()
         shards = []
-        for rel, count in zip(self._paths, self._counts):
-            sha256, size = file_digest(os.path.join(self._root, rel))
-            shards.append(ShardInfo(path=rel, num_examples=count, sha256=sha256, num_bytes=size))
-            self._log(f"wrote {rel}: {count:,} examples, {size:,} bytes")
+        for rel, count, writer in zip(self._paths, self._counts, self._writers):
+            shards.append(ShardInfo(path=rel, num_examples=count, sha256=writer.sha256,
+                                    num_bytes=writer.num_bytes))
+            self._log(f"wrote {rel}: {count:,} examples, {writer.num_bytes:,} bytes")
         return SplitInfo(num_examples=sum(self._counts), shards=tuple(shards))
