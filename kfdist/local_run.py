@@ -121,9 +121,9 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
     """The shard step's settings, and a local source read through as the step's first pass
     reads it (headers, column kinds, every example, split names and sizes)."""
     from kfdist.components.common import storage
-    from kfdist.components.shard_dataset import readers
+    from kfdist.components.shard_dataset import beam_remote, readers
     from kfdist.components.shard_dataset.beam_pipeline import pipeline_options
-    from kfdist.components.shard_dataset.options import validate_options
+    from kfdist.components.shard_dataset.options import BEAM_RUNNER, validate_options
     from kfdist.components.shard_dataset.runtime import DEFAULT_SHUFFLE_BUFFER, check_split_sizes
     from kfdist.components.shard_dataset.scan import scan_source
     from kfdist.components.shard_dataset.source import ReaderOptions
@@ -135,6 +135,11 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
         split=opts.split, seed=opts.train["seed"], compression=None, image_shape=None,
         shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER, runner=opts.shard_runner)
     pipeline_options(opts.beam_options)
+    if options.runner == BEAM_RUNNER:
+        # Remote Beam workers need a gs:// source and somewhere on gs:// to write; in kfp.local
+        # the shard step's output is a local artifact directory.
+        beam_remote.plan(opts.source_uri or os.path.join(opts.output_dir, "data", opts.pipeline),
+                         os.path.join(opts.output_dir, "dataset"), opts.beam_options)
     if opts.source_uri is None or storage.is_gcs(opts.source_uri):
         return
     source = readers.open_source(opts.source_uri, options.source_format, ReaderOptions(

@@ -11,7 +11,8 @@ that back, checks it like the local path, and publishes the dataset
 
 Locally the pipeline runs on Beam's FnApiRunner with one worker process per
 core (`LOCAL_OPTIONS`); `beam_options` choose any other runner (Dataflow,
-Flink, Spark) and its settings.
+Flink, Spark) and its settings. Workers on other machines read and write
+through `gs://` (`beam_remote`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ import collections
 import functools
 import json
 import os
-from typing import Callable, Dict, List, Sequence, Tuple
+import tempfile
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from kfdist.components.common import storage
 from kfdist.components.common.dataset_spec import ShardInfo, SplitInfo
 from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.components.shard_dataset import beam_remote
 from kfdist.components.shard_dataset import beam_transforms as bt
 from kfdist.components.shard_dataset.scan import RunningMoments, ScanResult, VocabularyCounter
 
@@ -77,14 +81,14 @@ def _summarize(_, written, batches_info, values, num_columns, num_strings) -> st
 
 
 def _build(pipeline, source, split_mask, root: str, num_shards: Dict[str, int], seed: int,
-           compression):
+           compression, origins: Mapping[str, str]):
     import apache_beam as beam
     from apache_beam.pvalue import AsList, AsSingleton
 
     feature = source.feature
     batches = (pipeline | "units" >> beam.Create(list(range(len(source.units))))
                | "spread" >> beam.Reshuffle()
-               | "read" >> beam.FlatMap(bt.read_unit, source, split_mask))
+               | "read" >> beam.FlatMap(beam_remote.read_unit, source, split_mask, origins))
     good = batches | "valid" >> beam.Filter(lambda b: "error" not in b)
     info = batches | "info" >> beam.Map(lambda b: b if "error" in b else {
         "key": b["key"], "max_label": b["max_label"], "moments": b["moments"],
@@ -113,10 +117,28 @@ def _save_summary(text: str, root: str) -> None:
         f.write(text.encode())
 
 
+def _take_summary(root: str) -> dict:
+    """Reads the pipeline's summary under `root` (a directory or a `gs://` prefix), deleting it."""
+    path = storage.join(root, SUMMARY_FILE)
+    if not storage.is_gcs(path):
+        with open(path) as f:
+            summary = json.load(f)
+        os.remove(path)
+        return summary
+    with tempfile.TemporaryDirectory(prefix="kfdist-beam-") as scratch:
+        with open(storage.download(path, os.path.join(scratch, SUMMARY_FILE))) as f:
+            summary = json.load(f)
+    storage.remove_tree(path)
+    return summary
+
+
 def run(source, split_mask, root: str, *, num_shards: Dict[str, int], seed: int, compression,
-        beam_options: Sequence[str], log: Callable[[str], None]
-        ) -> Tuple[ScanResult, Dict[str, SplitInfo]]:
-    """Runs the Beam pipeline writing the shards under `root`.
+        beam_options: Sequence[str], log: Callable[[str], None],
+        origins: Optional[Mapping[str, str]] = None) -> Tuple[ScanResult, Dict[str, SplitInfo]]:
+    """Runs the Beam pipeline writing the shards under `root` (a directory or a `gs://` prefix).
+
+    `origins` maps each local file of the staged source to its `gs://` object,
+    for workers that do not share this machine's disk (`beam_remote`).
 
     Returns:
       What the local scan would return (counts, classes, statistics,
@@ -130,12 +152,11 @@ def run(source, split_mask, root: str, *, num_shards: Dict[str, int], seed: int,
     from apache_beam.options.pipeline_options import PipelineOptions
 
     argv = pipeline_options(beam_options)
-    log(f"beam: {len(source.units)} unit(s) to read; options {' '.join(argv)}")
+    log(f"beam: {len(source.units)} unit(s) to read, shards written under {root}; "
+        f"options {' '.join(argv)}")
     with beam.Pipeline(options=PipelineOptions(argv)) as pipeline:
-        _build(pipeline, source, split_mask, root, num_shards, seed, compression)
-    with open(os.path.join(root, SUMMARY_FILE)) as f:
-        summary = json.load(f)
-    os.remove(os.path.join(root, SUMMARY_FILE))
+        _build(pipeline, source, split_mask, root, num_shards, seed, compression, origins or {})
+    summary = _take_summary(root)
     if summary["errors"]:
         raise InvalidInputError(summary["errors"][0])
     log(f"beam: the source was read by {summary['reader_processes']} worker process(es)")

@@ -8,7 +8,8 @@ kfdist dataset (see `common/dataset_spec.py`) in two streaming passes:
    classes, statistics;
 2. write the shards into a temporary directory beside `output_dir`, then
    `metadata.json`, then rename the directory into place (for `gs://`, upload
-   the shards and `metadata.json` last).
+   the shards and `metadata.json` last); Beam workers on other machines write
+   under a shared `gs://` prefix instead (`beam_remote`).
 
 Every user error is raised as `InvalidInputError` before anything is written,
 and a failure while writing removes the temporary directory, so a directory
@@ -30,7 +31,7 @@ from kfdist.components.common import storage
 from kfdist.components.common.dataset_spec import (
     HASH_SPLIT, IMAGE_KEY, PREDEFINED_SPLIT, DatasetMetadata, Preprocessing, SplitInfo, write_metadata)
 from kfdist.components.common.errors import InvalidInputError, KfdistError, require
-from kfdist.components.shard_dataset import readers
+from kfdist.components.shard_dataset import beam_remote, readers
 from kfdist.components.shard_dataset.options import (
     BEAM_RUNNER, LOCAL_RUNNER, ShardOptions, validate_options)
 from kfdist.components.shard_dataset.scan import ScanResult, batch_checksum, scan_source
@@ -189,17 +190,22 @@ def _shard_locally(source: Source, plan: SplitPlan, options: ShardOptions, build
 
 
 def _shard_with_beam(source: Source, plan: SplitPlan, options: ShardOptions, build_dir: str,
-                     beam_options: Sequence[str], log: Callable[[str], None]
+                     beam_options: Sequence[str], log: Callable[[str], None],
+                     shared: Optional[beam_remote.SharedBuild], local_source: str
                      ) -> Tuple[ScanResult, Dict[str, SplitInfo]]:
-    """An Apache Beam pipeline reads, splits, writes and computes the statistics at once."""
+    """An Apache Beam pipeline reads, splits, writes and computes the statistics at once
+    (remote workers under `shared.root`, then `shared.collect`: see `beam_remote`)."""
     from kfdist.components.shard_dataset import beam_pipeline
 
     scan, splits = beam_pipeline.run(
-        source, plan.mask_fn(options.eval_fraction), build_dir,
+        source, plan.mask_fn(options.eval_fraction), shared.root if shared else build_dir,
         num_shards={"train": options.num_shards, "eval": options.num_eval_shards},
-        seed=options.seed, compression=options.compression, beam_options=beam_options, log=log)
+        seed=options.seed, compression=options.compression, beam_options=beam_options, log=log,
+        origins=shared.origins(local_source, source.files) if shared else None)
     check_split_sizes(scan, options, plan)
     _log_counts(scan, options, log)
+    if shared is not None:
+        shared.collect(build_dir, log)
     return scan, splits
 
 
@@ -253,6 +259,8 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
         compression=compression, image_shape=image_shape, shuffle_buffer_size=shuffle_buffer_size,
         runner=runner)
     check_output_dir_free(output_dir)
+    shared = (beam_remote.plan(source_uri, output_dir, beam_options)
+              if options.runner == BEAM_RUNNER else None)
     with tempfile.TemporaryDirectory(prefix="kfdist-shard-") as workdir:
         local_source = call_reporting_missing_bucket(
             source_uri, lambda: storage.stage_locally(source_uri, workdir))
@@ -271,11 +279,16 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
             build_dir = f"{os.path.abspath(output_dir).rstrip(os.sep)}.tmp-{uuid.uuid4().hex[:12]}"
         try:
             if options.runner == BEAM_RUNNER:
-                scan, splits = _shard_with_beam(source, plan, options, build_dir, beam_options, log)
+                scan, splits = _shard_with_beam(source, plan, options, build_dir, beam_options, log,
+                                                shared, local_source)
             else:
                 scan, splits = _shard_locally(source, plan, options, build_dir, log)
             metadata = build_metadata(source_uri, source, scan, options, splits, plan, root)
             publish(build_dir, output_dir, metadata, workdir)
+        except BaseException:
+            if shared is not None:
+                shared.discard(log)
+            raise
         finally:
             shutil.rmtree(build_dir, ignore_errors=True)
     log(f"dataset written to {output_dir} in {time.monotonic() - started:.1f}s")

@@ -27,7 +27,7 @@ from kfdist.components.train_distributed.kubernetes.build.job_kinds import JobKi
 
 #: Where the CRDs are looked for, first match wins: $KFDIST_CRD_DIR, then the copies in
 #: tests/data/crds (Training Operator v1.9, MPI Operator v0.8.2, Kubeflow Trainer v2.3.0 and
-#: the v2.1.0 TrainJob, unmodified).
+#: the v2.1.0 TrainJob, Flink Kubernetes Operator 1.15.0's FlinkDeployment, unmodified).
 CRD_DIRS = tuple(d for d in (os.environ.get("KFDIST_CRD_DIR"),
                              os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                           "data", "crds"))
@@ -40,6 +40,8 @@ CRD_FILES = {
     ("TrainJob", "v1alpha1"): "trainer.kubeflow.org_trainjobs.trainer-v2.3.0.yaml",
     ("ClusterTrainingRuntime", "v1alpha1"):
         "trainer.kubeflow.org_clustertrainingruntimes.trainer-v2.3.0.yaml",
+    ("FlinkDeployment", "v1beta1"):
+        "flinkdeployments.flink.apache.org.v1beta1.flink-kubernetes-operator-1.15.0.yaml",
 }
 #: The TrainJob CRD of Trainer v2.1 (`podTemplateOverrides` instead of `runtimePatches`).
 TRAINJOB_V2_1_CRD = "trainer.kubeflow.org_trainjobs.trainer-v2.1.0.yaml"
@@ -137,9 +139,11 @@ def _object_errors(schema: Dict[str, Any], value: Dict[str, Any], path: str, roo
     preserve = schema.get("x-kubernetes-preserve-unknown-fields", False)
     for key, item in value.items():
         child = f"{path}.{key}"
+        if root and key == "metadata":
+            continue  # ObjectMeta: checked by validate_metadata
+        if root and key in ("apiVersion", "kind") and key not in properties:
+            continue  # implicit in every CRD's root (some omit them); Crd.validate checks them
         if key in properties:
-            if root and key == "metadata":
-                continue  # ObjectMeta: checked by validate_metadata
             errors += validate_value(properties[key], item, child)
         elif isinstance(additional, dict):
             errors += validate_value(additional, item, child)

@@ -166,10 +166,11 @@ def test_apt_installs_are_minimal_and_cleaned(dockerfile):
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=ids(DOCKERFILES))
 def test_python_base_matches_the_supported_python(dockerfile):
-    """Every image (every stage) runs the Python pyproject.toml supports, the same patch release."""
-    pythons = {from_image(stage[0]) for stage in stages(parse_dockerfile(dockerfile))
-               if from_image(stage[0]).startswith("python:")}
-    assert pythons, "expected a python:3.11.x base image"
+    """Every image (every stage) runs the Python pyproject.toml supports, the same patch release
+    (an image built on the runtime image of this version has the runtime image's)."""
+    bases = {from_image(stage[0]) for stage in stages(parse_dockerfile(dockerfile))}
+    pythons = {image for image in bases if image.startswith("python:")}
+    assert pythons or kfdist.RUNTIME_IMAGE in bases, "expected a python:3.11.x base image"
     runtime = {from_image(s[0]) for s in stages(parse_dockerfile(CONTAINERS / "runtime/Dockerfile"))}
     for image in pythons:
         assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", image), image
@@ -194,17 +195,42 @@ def test_runtime_image_tag_is_kfdist_runtime_image():
     assert f"-t {kfdist.RUNTIME_IMAGE} " in runtime.read_text()
 
 
-def test_pip_pins_match_pyproject():
-    """Packages the Dockerfiles pin themselves (TensorFlow) carry pyproject.toml's pin."""
+def pyproject_pin(package: str) -> str:
+    """The version pyproject.toml pins `package` to (`package==VERSION`)."""
     import tomllib
 
     with open(REPO / "pyproject.toml", "rb") as f:
         deps = tomllib.load(f)["project"]["dependencies"]
-    tf_pin = next(d for d in deps if d.startswith("tensorflow=="))
-    version = tf_pin.split("==")[1]
+    return next(d for d in deps if d.startswith(f"{package}==")).split("==")[1]
+
+
+@pytest.mark.parametrize("package", ["tensorflow", "apache-beam"])
+def test_pip_pins_match_pyproject(package):
+    """Packages the Dockerfiles pin themselves (TensorFlow, Beam) carry pyproject.toml's pin."""
+    version = pyproject_pin(package)
     for dockerfile in DOCKERFILES:
-        for pinned in re.findall(r"tensorflow(?:\[[\w-]+\])?==([\w.]+)", dockerfile.read_text()):
-            assert pinned == version, f"{dockerfile}: tensorflow=={pinned}, pyproject: {tf_pin}"
+        for pinned in re.findall(re.escape(package) + r"(?:\[[\w,-]+\])?==([\w.]+)",
+                                 dockerfile.read_text()):
+            assert pinned == version, f"{dockerfile}: {package}=={pinned}, pyproject: {version}"
+
+
+def test_beam_worker_is_the_runtime_image_with_beams_sdk_harness():
+    """The workers unpickle the shard step's functions: the same kfdist, Python and Beam."""
+    dockerfile = CONTAINERS / "beam-worker" / "Dockerfile"
+    instructions = parse_dockerfile(dockerfile)
+    assert [from_image(i) for i in instructions if i.keyword == "FROM"] == [kfdist.RUNTIME_IMAGE]
+    beam = pyproject_pin("apache-beam")
+    python = re.fullmatch(r"python:(\d+\.\d+)\.\d+-slim-bookworm", from_image(
+        parse_dockerfile(CONTAINERS / "runtime" / "Dockerfile")[0])).group(1)
+    copies = [i.args for i in instructions if i.keyword == "COPY"]
+    assert copies == [f"--from=apache/beam_python{python}_sdk:{beam} /opt/apache/beam "
+                      "/opt/apache/beam"]
+    # The GCP extra comes with the runtime image (the shard step submits to Dataflow from it).
+    assert f'"apache-beam[gcp]=={beam}"' in (CONTAINERS / "runtime" / "Dockerfile").read_text()
+    entrypoints = [i.args for i in instructions if i.keyword == "ENTRYPOINT"]
+    assert entrypoints == ['["/opt/apache/beam/boot"]']
+    assert "RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT=1" in [
+        i.args for i in instructions if i.keyword == "ENV"]
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=ids(DOCKERFILES))

@@ -167,7 +167,8 @@ EXAMPLE_JOBS = [(label, obj) for label, obj in CUSTOM_OBJECTS if label.startswit
 
 def test_the_expected_kustomizations_exist():
     assert {rel(d) for d in KUSTOMIZATIONS} == {
-        "base", "examples", "overlays/kubeflow", "overlays/standalone", "runtimes"}
+        "base", "examples", "examples/beam-flink", "overlays/kubeflow", "overlays/standalone",
+        "runtimes"}
 
 
 @pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl not installed")
@@ -440,3 +441,82 @@ def test_readme_says_what_to_apply():
     readme = (MANIFESTS / "README.md").read_text()
     for overlay in OVERLAYS:
         assert f"kubectl apply -k manifests/overlays/{overlay}" in readme
+
+
+# ---- Beam on Flink -------------------------------------------------------------------------------
+
+def _beam_flink() -> Dict[str, Dict[str, Any]]:
+    """The objects of examples/beam-flink by kind."""
+    objects = built(MANIFESTS / "examples" / "beam-flink")
+    by_kind = {o["kind"]: o for o in objects}
+    assert sorted(by_kind) == ["Deployment", "FlinkDeployment", "PersistentVolumeClaim", "Service"]
+    return by_kind
+
+
+def _beam_version() -> str:
+    import tomllib
+
+    with open(REPO / "pyproject.toml", "rb") as f:
+        deps = tomllib.load(f)["project"]["dependencies"]
+    return next(d for d in deps if d.startswith("apache-beam==")).split("==")[1]
+
+
+def test_flink_session_cluster_has_a_beam_worker_pool_beside_each_task_manager():
+    flink = _beam_flink()["FlinkDeployment"]
+    spec = flink["spec"]
+    assert "job" not in spec, "a session cluster: the job server submits the pipelines"
+    assert spec["flinkVersion"] == "v1_19" and spec["image"].startswith("flink:1.19.")
+    template = spec["taskManager"]["podTemplate"]
+    kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate",
+                                  "metadata": {"name": "beam-flink-taskmanager"},
+                                  "template": {k: v for k, v in template.items()
+                                               if k in ("metadata", "spec")}},
+                                 KUBERNETES_VERSION, strict=True)
+    containers = {c["name"]: c for c in template["spec"]["containers"]}
+    assert set(containers) == {"flink-main-container", "beam-worker-pool"}
+    pool = containers["beam-worker-pool"]
+    assert pool["image"] == f"ghcr.io/kfdist/kfdist-beam-worker:{kfdist.__version__}"
+    assert (REPO / "containers" / "beam-worker" / "Dockerfile").exists()
+    assert pool["args"] == ["--worker_pool"]
+    # The pipelines' environment_config=localhost:50000.
+    assert [p["containerPort"] for p in pool["ports"]] == [50000]
+
+
+def test_beam_job_server_runs_pipelines_on_the_session_cluster():
+    objects = _beam_flink()
+    flink, deployment, service = (objects[k] for k in ("FlinkDeployment", "Deployment", "Service"))
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    flink_minor = flink["spec"]["flinkVersion"].removeprefix("v").replace("_", ".")
+    assert container["image"] == f"apache/beam_flink{flink_minor}_job_server:{_beam_version()}"
+    args = dict(a.removeprefix("--").split("=", 1) for a in container["args"])
+    # The operator serves a session cluster's REST API as the Service <name>-rest.
+    assert args["flink-master"] == f"{flink['metadata']['name']}-rest:8081"
+    assert args["job-host"] == "0.0.0.0"  # reachable from the shard step's pod
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"job": 8099, "artifact": 8098, "expansion": 8097}
+    assert {p["port"]: p["targetPort"] for p in service["spec"]["ports"]} == {
+        8099: "job", 8098: "artifact", 8097: "expansion"}
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_task_managers_read_the_artifacts_the_job_server_stages():
+    """The job server's --artifacts-dir is a ReadWriteMany claim at the same path in both pods."""
+    objects = _beam_flink()
+    claim = objects["PersistentVolumeClaim"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+
+    def mount(pod_spec, container_name):
+        volumes = {v["name"]: v for v in pod_spec["volumes"]}
+        container = next(c for c in pod_spec["containers"] if c["name"] == container_name)
+        (m,) = container["volumeMounts"]
+        assert volumes[m["name"]]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+        return m["mountPath"]
+
+    job_server = objects["Deployment"]["spec"]["template"]["spec"]
+    artifacts_dir = dict(a.removeprefix("--").split("=", 1)
+                         for a in job_server["containers"][0]["args"])["artifacts-dir"]
+    assert mount(job_server, "job-server") == artifacts_dir
+    task_manager = objects["FlinkDeployment"]["spec"]["taskManager"]["podTemplate"]["spec"]
+    assert mount(task_manager, "flink-main-container") == artifacts_dir

@@ -167,6 +167,11 @@ CASES = {
         "images", images_of_two_sizes, [], ["record 1", "data.tfrecord", "[10, 12, 3]", "[8, 8, 3]"]),
     "images: a bytes feature that holds no images": (
         "images", images_not_images, [], ["'blob'", "data.tfrecord"]),
+    "tabular: Beam workers on other machines cannot read a local source": (
+        "tabular", tabular_without_split_names,
+        ["--shard-runner", "beam", "--beam-option", "runner=DataflowRunner",
+         "--beam-option", "temp_location=gs://bucket/tmp"],
+        ["runner=DataflowRunner", "data.csv", "gs://BUCKET/PATH"]),
 }
 
 
