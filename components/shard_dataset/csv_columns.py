@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -68,6 +68,17 @@ class ColumnProfile:
     class_names: Optional[Tuple[str, ...]]
 
 
+@dataclasses.dataclass(frozen=True)
+class ColumnLayout:
+    """Where the label, numeric and categorical values of a row are."""
+
+    columns: Tuple[str, ...]
+    label_index: int
+    numeric_index: List[int]
+    categorical_index: List[int]
+    label_to_id: Callable[[str], int]
+
+
 def _all_numbers(cells: List[str]) -> bool:
     """Whether every non-missing cell is a number (one vectorised parse for the common case)."""
     try:
@@ -79,9 +90,6 @@ def _all_numbers(cells: List[str]) -> bool:
 
 def _observe(seen: List[_ColumnSeen], feature_index: Sequence[int], path: str, first_line: int,
              rows: List[List[str]]) -> None:
-    def where(offset: int) -> str:
-        return f"line {first_line + offset} of {os.path.basename(path)!r}"
-
     for i, column in zip(feature_index, seen):
         if column.number is not None and column.string is not None:
             continue
@@ -89,7 +97,7 @@ def _observe(seen: List[_ColumnSeen], feature_index: Sequence[int], path: str, f
         if column.string is None and _all_numbers(cells):  # the common case: one parse
             present = [k for k, c in enumerate(cells) if c not in MISSING_VALUES]
             if column.number is None and present:
-                column.number = (where(present[0]), cells[present[0]])
+                column.number = (where(path, first_line + present[0]), cells[present[0]])
             continue
         new = set(cells) - column.classified
         if len(column.classified) < _MAX_REMEMBERED:
@@ -99,7 +107,7 @@ def _observe(seen: List[_ColumnSeen], feature_index: Sequence[int], path: str, f
         for found, attr in ((numbers, "number"), (strings, "string")):
             if found and getattr(column, attr) is None:
                 first = min(k for k, c in enumerate(cells) if c in found)
-                setattr(column, attr, (where(first), cells[first]))
+                setattr(column, attr, (where(path, first_line + first), cells[first]))
 
 
 def _label_classes(names: Set[str], label_column: str) -> Optional[Tuple[str, ...]]:
@@ -117,8 +125,80 @@ def _label_classes(names: Set[str], label_column: str) -> Optional[Tuple[str, ..
     return tuple(sorted(names))
 
 
+def where(path: str, line: int) -> str:
+    """How a profile names a value's place: `line N of 'file.csv'`."""
+    return f"line {line} of {os.path.basename(path)!r}"
+
+
+class ProfileState:
+    """What reading the rows has taught so far: each feature column's first number and first
+    string, the label values and the number of rows.
+
+    Args:
+      columns: The header.
+      label_column: The label's column.
+    """
+
+    def __init__(self, columns: Tuple[str, ...], label_column: str):
+        self.columns = columns
+        self.label_column = label_column
+        self.label_index = columns.index(label_column)
+        self.feature_index = [i for i in range(len(columns)) if i != self.label_index]
+        self.seen = [_ColumnSeen() for _ in self.feature_index]
+        self.labels: Set[str] = set()
+        self.num_rows = 0
+
+    def observe_rows(self, path: str, first_line: int, rows: List[List[str]]) -> None:
+        """Adds a block of rows on consecutive lines, read with the `csv` module.
+
+        Raises:
+          InvalidInputError: On a missing label or too many distinct labels.
+        """
+        _check_labels_present(path, first_line, rows, self.label_index, self.label_column)
+        self.labels.update(row[self.label_index].strip() for row in rows)
+        self.num_rows += len(rows)
+        require(len(self.labels) <= MAX_NUM_CLASSES,
+                f"label column {self.label_column!r} has over {MAX_NUM_CLASSES} distinct "
+                "values; is it really the class label?")
+        _observe(self.seen, self.feature_index, path, first_line, rows)
+
+    def add_file(self, labels: Set[str], num_rows: int, numbers: Dict[int, Tuple[str, str]],
+                 strings: Dict[int, Tuple[str, str]]) -> None:
+        """Adds what another reader learned from a whole file (read after what came before).
+
+        Args:
+          labels: The file's distinct (stripped) label values.
+          num_rows: Its rows.
+          numbers: Per feature position (index into `feature_index`), the file's first
+            number as `(where, value)`; `strings` the same for strings.
+        """
+        self.labels |= labels
+        self.num_rows += num_rows
+        for k, column in enumerate(self.seen):
+            if column.number is None and k in numbers:
+                column.number = numbers[k]
+            if column.string is None and k in strings:
+                column.string = strings[k]
+
+    def result(self, paths: Sequence[str]) -> ColumnProfile:
+        """The profile of everything read.
+
+        Raises:
+          InvalidInputError: On a column with both numbers and strings, a column without any
+            value, a negative label or no rows.
+        """
+        require(self.num_rows > 0, f"CSV files {list(paths)} have a header but no rows")
+        kinds = [_kind(self.columns[i], column, paths)
+                 for i, column in zip(self.feature_index, self.seen)]
+        names = [self.columns[i] for i in self.feature_index]
+        return ColumnProfile(
+            numeric=tuple(c for c, k in zip(names, kinds) if k == NUMERIC),
+            categorical=tuple(c for c, k in zip(names, kinds) if k == CATEGORICAL),
+            class_names=_label_classes(self.labels, self.label_column))
+
+
 def profile_columns(paths: Sequence[str], columns: Tuple[str, ...], label_column: str,
-                    row_blocks) -> ColumnProfile:
+                    row_blocks, read_file=None) -> ColumnProfile:
     """Reads every row once: the kind of every feature column and the label classes.
 
     Args:
@@ -126,31 +206,21 @@ def profile_columns(paths: Sequence[str], columns: Tuple[str, ...], label_column
       columns: Their header.
       label_column: The label's column.
       row_blocks: `row_blocks(path, num_columns)` yields `(first line, rows)`.
+      read_file: Optional faster reader: `read_file(state, path)` adds a whole file to the
+        `ProfileState` and returns True, or returns False, leaving `state` untouched, for
+        `row_blocks` to read the file instead.
 
     Raises:
       InvalidInputError: On a column with both numbers and strings, a column
         without any value, a missing or negative label, too many classes or no rows.
     """
-    label_index = columns.index(label_column)
-    feature_index = [i for i in range(len(columns)) if i != label_index]
-    seen = [_ColumnSeen() for _ in feature_index]
-    labels: Set[str] = set()
-    num_rows = 0
+    state = ProfileState(columns, label_column)
     for path in paths:
+        if read_file is not None and read_file(state, path):
+            continue
         for first_line, rows in row_blocks(path, len(columns)):
-            _check_labels_present(path, first_line, rows, label_index, label_column)
-            labels.update(row[label_index].strip() for row in rows)
-            num_rows += len(rows)
-            require(len(labels) <= MAX_NUM_CLASSES,
-                    f"label column {label_column!r} has over {MAX_NUM_CLASSES} distinct "
-                    "values; is it really the class label?")
-            _observe(seen, feature_index, path, first_line, rows)
-    require(num_rows > 0, f"CSV files {list(paths)} have a header but no rows")
-    kinds = [_kind(columns[i], column, paths) for i, column in zip(feature_index, seen)]
-    return ColumnProfile(
-        numeric=tuple(columns[i] for i, k in zip(feature_index, kinds) if k == NUMERIC),
-        categorical=tuple(columns[i] for i, k in zip(feature_index, kinds) if k == CATEGORICAL),
-        class_names=_label_classes(labels, label_column))
+            state.observe_rows(path, first_line, rows)
+    return state.result(paths)
 
 
 def _check_labels_present(path: str, first_line: int, rows: List[List[str]], label_index: int,

@@ -12,7 +12,8 @@ which the tests check, at a fraction of the cost of building protos.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+import itertools
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -24,7 +25,8 @@ _FEATURES_MAP = 1          # Features.feature (map<string, Feature>)
 _MAP_KEY, _MAP_VALUE = 1, 2
 _BYTES_LIST, _FLOAT_LIST, _INT64_LIST = 1, 2, 3   # Feature.kind oneof
 _LIST_VALUE = 1            # {Bytes,Float,Int64}List.value (numeric ones packed)
-#: Encoded `categorical` entries kept for reuse (distinct combinations of a table's strings).
+#: Framings of examples with strings kept for reuse (distinct combinations of a table's strings
+#: and label).
 _MAX_CACHED_STRINGS = 65_536
 
 
@@ -44,6 +46,11 @@ def _varint(value: int) -> bytes:
 def _length_delimited(field: int, payload_size: int) -> bytes:
     """Tag and length of a length-delimited field whose payload follows."""
     return _varint(field << 3 | 2) + _varint(payload_size)
+
+
+def _offsets(count: int, size: int) -> Iterable[int]:
+    """Where each of `count` inputs of `size` bytes starts in their joined bytes."""
+    return range(0, count * size, size) if size else itertools.repeat(0, count)
 
 
 def _map_entry_prefix(key: str, feature_size: int) -> bytes:
@@ -75,7 +82,7 @@ class CanonicalExampleEncoder:
         self._input_entry_prefix = _map_entry_prefix(feature_key, feature_size) + feature_prefix
         self._input_entry_size = len(self._input_entry_prefix) + input_bytes
         self._framing: Dict[int, Tuple[bytes, bytes]] = {}
-        self._strings: Dict[tuple, bytes] = {}
+        self._strings: Dict[Tuple[tuple, int], Tuple[bytes, bytes]] = {}
 
     def _label_entry(self, label: int) -> bytes:
         value = _varint(label)
@@ -120,29 +127,33 @@ class CanonicalExampleEncoder:
                              f"expected {size} bytes each")
         if categorical is not None:
             return self._encode_with_strings(raw, labels, categorical)
-        out = []
-        for i, label in enumerate(labels.tolist()):
-            head, tail = self.framing(label)
-            out.append(head + raw[i * size:(i + 1) * size] + tail)
-        return out
+        framing = {label: self.framing(label) for label in set(labels.tolist())}
+        return [head + raw[start:start + size] + tail for start, (head, tail) in zip(
+            _offsets(len(labels), size), map(framing.__getitem__, labels.tolist()))]
+
+    def _string_framing(self, values: tuple, label: int) -> Tuple[bytes, bytes]:
+        """`(head, tail)` around the input bytes of an example with `categorical` values
+        `values` and `label`: the `categorical` entry sorts before `features` and `label`."""
+        payload = b"".join(_length_delimited(_LIST_VALUE, len(v)) + v
+                           for v in (str(value).encode() for value in values))
+        feature = _length_delimited(_BYTES_LIST, len(payload)) + payload
+        strings = _map_entry_prefix(CATEGORICAL_KEY, len(feature)) + feature
+        label_entry = self.framing(label)[1]
+        features_size = len(strings) + self._input_entry_size + len(label_entry)
+        head = (_length_delimited(_EXAMPLE_FEATURES, features_size) + strings
+                + self._input_entry_prefix)
+        if len(self._strings) >= _MAX_CACHED_STRINGS:
+            self._strings.clear()
+        self._strings[values, label] = head, label_entry
+        return head, label_entry
 
     def _encode_with_strings(self, raw: bytes, labels: np.ndarray,
                              categorical: np.ndarray) -> List[bytes]:
-        """Examples with a `categorical` entry, which sorts before `features` and `label`."""
-        size = self._input_bytes
-        out = []
-        for i, (label, values) in enumerate(zip(labels.tolist(), map(tuple, categorical.tolist()))):
-            strings = self._strings.get(values)
-            if strings is None:  # tables repeat their categories: encode each combination once
-                payload = b"".join(_length_delimited(_LIST_VALUE, len(v)) + v
-                                   for v in (str(value).encode() for value in values))
-                feature = _length_delimited(_BYTES_LIST, len(payload)) + payload
-                strings = _map_entry_prefix(CATEGORICAL_KEY, len(feature)) + feature
-                if len(self._strings) >= _MAX_CACHED_STRINGS:
-                    self._strings.clear()
-                self._strings[values] = strings
-            label_entry = self.framing(label)[1]
-            features_size = len(strings) + self._input_entry_size + len(label_entry)
-            out.append(_length_delimited(_EXAMPLE_FEATURES, features_size) + strings
-                       + self._input_entry_prefix + raw[i * size:(i + 1) * size] + label_entry)
+        """Examples with a `categorical` entry (tables repeat their categories: the framing
+        of each combination of values and label is built once)."""
+        size, cache, out = self._input_bytes, self._strings, []
+        for start, key in zip(_offsets(len(labels), size),
+                              zip(map(tuple, categorical.tolist()), labels.tolist())):
+            framing = cache.get(key) or self._string_framing(*key)
+            out.append(framing[0] + raw[start:start + size] + framing[1])
         return out

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
 import zlib
+from hashlib import blake2b
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -39,34 +39,41 @@ def eval_threshold(eval_fraction: float) -> int:
 
 def categorical_bytes(batch: ExampleBatch) -> List[bytes]:
     """Each example's categorical values as bytes (each value UTF-8, NUL-terminated)."""
-    if batch.categorical is None:
+    if batch.categorical is None or batch.categorical.size == 0:
         return [b""] * len(batch.labels)
-    return [b"".join(v.encode() + b"\0" for v in row) for row in batch.categorical.tolist()]
+    return [("\0".join(row) + "\0").encode() for row in batch.categorical.tolist()]
+
+
+def _key_rows(batch: ExampleBatch) -> Tuple[bytes, int]:
+    """Each example's raw input bytes followed by its int64 label, as one buffer of equal
+    rows, and the row size."""
+    count = len(batch.labels)
+    inputs = np.ascontiguousarray(batch.inputs).view(np.uint8).reshape(count, -1)
+    labels = batch.labels.astype("<i8").view(np.uint8).reshape(count, 8)
+    return np.concatenate([inputs, labels], axis=1).tobytes(), inputs.shape[1] + 8
 
 
 def example_keys(batch: ExampleBatch) -> List[bytes]:
     """The split hash of each example: blake2b-64 of its raw input bytes, its categorical
     values (tables with string columns) and its int64 label."""
-    raw = np.ascontiguousarray(batch.inputs).tobytes()
-    labels = batch.labels.astype("<i8").tobytes()
-    size = len(raw) // max(len(batch.labels), 1)
-    strings = categorical_bytes(batch) if batch.categorical is not None else None
-    keys = []
-    for i in range(len(batch.labels)):
-        h = hashlib.blake2b(raw[i * size:(i + 1) * size], digest_size=8)
-        if strings is not None:
-            h.update(strings[i])
-        h.update(labels[i * 8:(i + 1) * 8])
-        keys.append(h.digest())
-    return keys
+    if len(batch.labels) == 0:
+        return []
+    rows, size = _key_rows(batch)
+    if batch.categorical is None or batch.categorical.size == 0:
+        return [blake2b(rows[start:start + size], digest_size=8).digest()
+                for start in range(0, len(rows), size)]
+    raw = size - 8
+    return [blake2b(rows[start:start + raw] + strings + rows[start + raw:start + size],
+                    digest_size=8).digest()
+            for start, strings in zip(range(0, len(rows), size), categorical_bytes(batch))]
 
 
 def batch_checksum(batch: ExampleBatch) -> int:
     """CRC-32 of a batch's raw inputs, categorical values and labels (tells the writing
     pass it reads what was scanned)."""
     crc = zlib.crc32(np.ascontiguousarray(batch.inputs).data)
-    if batch.categorical is not None:
-        crc = zlib.crc32(b"".join(categorical_bytes(batch)), crc)
+    if batch.categorical is not None and batch.categorical.size:
+        crc = zlib.crc32(("\0".join(batch.categorical.ravel().tolist()) + "\0").encode(), crc)
     return zlib.crc32(np.ascontiguousarray(batch.labels).data, crc)
 
 

@@ -1,0 +1,255 @@
+"""The columnar CSV reader (pyarrow) against the `csv` module reader it replaces.
+
+Both readers open the same files; the profile (feature spec, class names),
+every batch (float32 bytes, NaN positions included; labels; categorical
+strings; origin), the blocks and their first lines, and every error (type
+and message, with file, line and column) must be identical. The columnar
+path is also checked to really read these inputs, not to hand them back.
+"""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.shard_dataset import csv_arrow, csv_cells, csv_columnar, csv_reader
+from kfdist.components.shard_dataset.csv_columns import MISSING_VALUES, ColumnLayout
+from kfdist.components.shard_dataset.source import BATCH_SIZE, ReaderOptions
+
+
+def write(path, text: str, compress: bool = False) -> str:
+    data = text.encode("utf-8")
+    if compress:
+        with gzip.open(path, "wb") as f:
+            f.write(data)
+    else:
+        path.write_bytes(data)
+    return str(path)
+
+
+def outcome(files, columnar: bool, label_column: str = "label"):
+    """Everything a reader gives: the spec, then each batch, or the error where it stops."""
+    try:
+        source = csv_reader.open_csv_source(files, ReaderOptions(label_column=label_column),
+                                            columnar=columnar)
+    except Exception as e:  # noqa: BLE001 - the error itself is compared
+        return [("error", type(e).__name__, str(e))]
+    out = [("spec", source.feature, source.class_names)]
+    try:
+        for b in source.batches():
+            strings = None if b.categorical is None else (
+                b.categorical.shape, b.categorical.tolist(),
+                {type(v) for v in b.categorical.ravel().tolist()})
+            out.append((b.origin, b.inputs.dtype.str, b.inputs.shape, b.inputs.tobytes(),
+                        b.labels.dtype.str, b.labels.tolist(), strings))
+    except Exception as e:  # noqa: BLE001
+        out.append(("error", type(e).__name__, str(e)))
+    return out
+
+
+def python_blocks(path: str, num_columns: int):
+    return [(line, rows) for line, rows in csv_reader._iter_row_blocks(path, num_columns)]
+
+
+def columnar_blocks(path: str, num_columns: int, piece_bytes=None):
+    return [(int(chunk.lines[a]), chunk.rows(a, b))
+            for chunk in csv_arrow.iter_row_chunks(path, num_columns, piece_bytes)
+            for a, b in chunk.blocks]
+
+
+def assert_same(files, label_column: str = "label"):
+    want = outcome(files, columnar=False, label_column=label_column)
+    assert outcome(files, columnar=True, label_column=label_column) == want
+    return want
+
+
+# ----------------------------------------------------------------------------- tricky inputs
+
+MISSING = sorted(MISSING_VALUES)
+TRICKY = {
+    "quoted line breaks": 'x,s,label\n1.5,"a\nb",0\n2,"c\r\nd",1\n3,"e",0\n-4e2,plain,1\n',
+    "blank lines and CRLF": "x,s,label\r\n1,a,0\r\n\r\n\r\n2,b,1\r\n3,c,0\r\n\r\n",
+    "lone CR line ends": "x,s,label\r1,a,0\r\r2,b,1\r",
+    "BOM": "\ufeffx,s,label\n1,a,0\n2,b,1\n",
+    "no final line break": "x,s,label\n1,a,0\n2,b,1",
+    "whitespace around values": "x,s,label\n 1.5 ,  a ,0\n\t2\t, b\u00a0, 1 \n3\u2003,\u2003c,0\n",
+    "every missing token": "x,s,label\n" + "".join(
+        f"{m if i % 2 else 1},{m if i % 3 else 'x'},{i % 2}\n"
+        for i, m in enumerate(MISSING + [f" {m} " for m in MISSING])),
+    "label names": "x,s,label\n1,a,cat\n2,b, dog\n3,c,bird \n4,d,\"cat\"\n",
+    "quotes": 'x,s,label\n"1",""""," 0"\n"2","a""b",1\n3,"",0\n',
+    "numbers": "x,y,label\n1e5,.5,0\n5.,+1,1\n-0,1e-50,0\n3.4028235e38,1234567890123456789012,1\n",
+    "spellings Python reads alone":
+        "x,s,label\n1_000,a,0\n\u0661\u0662,b,1\n-nan,c,01\n+nan,d,1_0\n",
+    "strings only": "s,t,label\nred,S,0\nblue,,1\nNA,M,0\n",
+    "non-ASCII": "x,s,label\n1,café,0\n2,日本,1\n3,\U0001f600,0\n",
+}
+
+
+def count_python_calls(monkeypatch):
+    """Counts the calls of the Python reader (whole files) and parser (blocks)."""
+    calls = {"_iter_row_blocks": 0, "_parse_block": 0}
+    for name in calls:
+        def counted(*args, _name=name, _real=getattr(csv_reader, name)):
+            calls[_name] += 1
+            return _real(*args)
+        monkeypatch.setattr(csv_reader, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("case", list(TRICKY))
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_tricky_tables_read_identically(case, compress, tmp_path, monkeypatch):
+    path = write(tmp_path / ("t.csv.gz" if compress else "t.csv"), TRICKY[case], compress)
+    want = outcome([path], columnar=False)
+    assert want[0][0] == "spec" and len(want) > 1, want
+    calls = count_python_calls(monkeypatch)
+    assert outcome([path], columnar=True) == want
+    # The columnar path read them itself (the spellings only Python reads: block by block).
+    assert calls["_iter_row_blocks"] == 0
+    assert (calls["_parse_block"] > 0) == (case == "spellings Python reads alone")
+    num_columns = len(csv_reader.read_header(path, "label"))
+    assert columnar_blocks(path, num_columns) == python_blocks(path, num_columns)
+
+
+def test_blocks_across_pieces_and_batch_size(tmp_path, monkeypatch):
+    """Over 2 batches of rows, blank lines and line breaks in values, read in tiny pieces."""
+    lines = ["x,s,label"]
+    for i in range(2 * BATCH_SIZE + 300):
+        broken = i in (3, 1700)  # a value with a line break
+        lines.append(f'{i * 0.25},"v\n{i % 7}",{i % 3}' if broken else f"{i},s{i % 5},{i % 3}")
+        if i in (5, 2200):
+            lines.append("")
+    path = write(tmp_path / "long.csv", "\n".join(lines) + "\n")
+    want = python_blocks(path, 3)
+    assert max(len(rows) for _, rows in want) == BATCH_SIZE
+    for piece_bytes in (64, 1000, 1 << 20):
+        assert columnar_blocks(path, 3, piece_bytes) == want
+    monkeypatch.setattr(csv_arrow, "PIECE_BYTES", 700)
+    assert_same([path])
+
+
+def test_several_files_make_one_profile(tmp_path):
+    files = [write(tmp_path / "a.csv", "x,s,label\n1,NA,cat\n,b,dog\n"),
+             write(tmp_path / "b.csv", "x,s,label\nNA,c,cat\n2.5,d,bird\n", compress=True),
+             write(tmp_path / "c.csv", "x,s,label\n3,,dog\n4,e,cat\n")]
+    want = assert_same(files)
+    assert want[0][2] == ("bird", "cat", "dog") and len(want) == 4
+
+
+@pytest.mark.parametrize("text", [
+    'x,s,label\n1,a"b,0\n',       # a quote inside an unquoted value
+    'x,s,label\n1,"a"b,0\n',      # text after a closing quote
+    'x,s,label\n1, "a",0\n',      # a space before an opening quote
+    'x,s,label\n1,"a\n',          # a quote never closed
+    "x,s,label\n1,a\x00,0\n",     # NUL
+])
+def test_what_the_columnar_reader_declines_is_read_by_the_csv_module(text, tmp_path):
+    path = write(tmp_path / "odd.csv", text)
+    with pytest.raises(csv_arrow.FastPathDeclined):
+        columnar_blocks(path, 3)
+    assert_same([path])
+
+
+def test_long_stretches_without_a_line_feed_are_read_by_the_csv_module(tmp_path, monkeypatch):
+    """Lines that end with CR only never end a piece: past a few pieces, the file is declined."""
+    rows = "".join(f"{i},a,{i % 2}\r" for i in range(300))
+    path = write(tmp_path / "mac.csv", "x,s,label\r" + rows)
+    monkeypatch.setattr(csv_arrow, "PIECE_BYTES", 64)
+    with pytest.raises(csv_arrow.FastPathDeclined):
+        columnar_blocks(path, 3)
+    assert_same([path])
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def _table(bad_row: str, rows: int = 1500) -> str:
+    """A numeric, a string and a label column; `bad_row` replaces the row on line 1,200."""
+    lines = ["x,s,label"] + [f"{i / 4},c{i % 3},{i % 2}" for i in range(rows)]
+    lines[1199] = bad_row
+    return "\n".join(lines) + "\n"
+
+
+ERRORS = {
+    "too few values": _table("1,a"),
+    "too many values": _table("1,a,0,9"),
+    "mixed column": _table("many,a,0"),
+    "mixed column, string first": "x,s,label\n1,a,0\n2,3,1\n",
+    "inf": _table("inf,a,0"),
+    "-inf": _table("-inf,a,0"),
+    "beyond float32": _table("1e39,a,0"),
+    "beyond float64": _table("-1e400,a,0"),
+    "not a number after whitespace": _table("\x1c7,a,0"),
+    "missing label": _table("1,a,"),
+    "missing label after whitespace": _table("1,a,  "),
+    "negative label": _table("1,a,-1"),
+    "label beyond int64": _table("1,a,99999999999999999999"),
+    "only missing values": "x,s,label\nNA,a,0\n,b,1\n",
+    "no rows": "x,s,label\n\n",
+    "not UTF-8": "x,s,label\n1,a,0\n2,\udcff,1\n",
+}
+
+
+@pytest.mark.parametrize("case", list(ERRORS))
+def test_errors_are_identical(case, tmp_path):
+    text = ERRORS[case]
+    path = tmp_path / "bad.csv"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    want = assert_same([str(path)])
+    assert want[-1][0] == "error", want[-1]
+
+
+def test_too_many_classes_fail_as_in_the_python_path(tmp_path, monkeypatch):
+    from kfdist.components.shard_dataset import csv_columns
+
+    for module in (csv_columns, csv_columnar):
+        monkeypatch.setattr(module, "MAX_NUM_CLASSES", 50)
+    path = write(tmp_path / "t.csv", "x,label\n" + "".join(f"{i},c{i % 60}\n" for i in range(3000)))
+    want = assert_same([path])
+    assert "has over 50 distinct values" in want[-1][2]
+
+
+def test_an_unknown_label_fails_as_in_the_python_path(tmp_path):
+    """Labels are mapped with the profile's classes; one that is not among them (the file
+    changed since) raises the mapping's own error, in the same block."""
+    path = write(tmp_path / "t.csv", "".join(
+        ["x,label\n"] + [f"{i},{'cat' if i != 1500 else 'emu'}\n" for i in range(2000)]))
+    layout = ColumnLayout(columns=("x", "label"), label_index=1, numeric_index=[0],
+                          categorical_index=[], label_to_id={"cat": 0}.__getitem__)
+
+    def read(batches):
+        out = []
+        try:
+            for b in batches:
+                out.append((b.inputs.tobytes(), b.labels.tolist()))
+        except KeyError as e:
+            out.append(("KeyError", str(e)))
+        return out
+
+    want = read(csv_reader._parse_block(path, line, rows, layout)
+                for line, rows in csv_reader._iter_row_blocks(path, 2))
+    assert want[-1] == ("KeyError", "'emu'") and len(want) == 2
+    assert read(csv_columnar.read_batches(path, layout, 2, csv_reader._parse_block,
+                                          csv_reader._iter_row_blocks)) == want
+
+
+# ----------------------------------------------------------------------------- cells
+
+
+def test_strip_removes_what_str_strip_removes():
+    values = [c + "a" + c for c in csv_cells.WHITESPACE] + ["\x1c", "", " a b ", "\u200b"]
+    import pyarrow as pa
+
+    assert csv_cells.stripped(pa.chunked_array([values])).to_pylist() == [
+        v.strip() for v in values]
+
+
+def test_bad_csv_errors_name_the_line_and_column(tmp_path):
+    """The message the Python path gives for a value beyond float32 survives the columnar path."""
+    path = write(tmp_path / "t.csv", _table("1e39,a,0"))
+    with pytest.raises(InvalidInputError, match=r"line 1200, column 'x': value '1e39'"):
+        list(csv_reader.open_csv_source([path], ReaderOptions()).batches())
