@@ -1,17 +1,28 @@
-"""Sharding: `shard_dataset` against a naive single-writer loop and a plain byte copy.
+"""Sharding at real sizes: kfdist's local and Beam runners, a naive writer and the byte-copy limit.
 
-Each contender runs in its own process on the same MNIST IDX input:
+Inputs are generated (no download):
 
-* kfdist: `shard_dataset`'s runtime (validate, scan, hash split, shuffle,
+* MNIST-shaped digits, at 1x and 10x (70k and 700k examples in the full run),
+  as gzip IDX files;
+* a CSV table of wide rows (`common.write_synthetic_csv`), 1 GB in 8 files
+  in the full run (Beam reads a source's files in parallel, one per worker at
+  a time; the local runner reads them in turn).
+
+Each contender runs in its own process on the same input (`sharding_children`):
+
+* local: `shard_dataset`'s default runner (validate, scan, split, shuffle,
   balanced shards, metadata, atomic publish), 8 train shards;
-* naive: read the IDX files with numpy, build one `tf.train.Example` per
-  image and write them all with one `TFRecordWriter`;
-* limit: copy a file as large as kfdist's output (the cost of writing the
-  bytes at all).
+* beam: the same step with `runner=beam` on Beam's FnApiRunner, one worker
+  process per core; its peak memory is the driver's, beside the largest
+  worker's;
+* naive: read the input whole (numpy, pandas), build one `tf.train.Example`
+  proto per example, write them all with one `TFRecordWriter`;
+* copy limit: copy a file as large as the local runner's output (the cost of
+  writing the bytes at all).
 
-kfdist and the naive writer run at 1x and 10x the input size: kfdist's peak
-memory stays flat (it streams; nothing holds the dataset), the naive
-writer's grows with the input it loads.
+The local runner is also run once under cProfile (MNIST at 1x, one of the
+CSV's files), and its time is split into stages (`STAGES`): that profile
+says where the gap to the byte-copy limit goes.
 """
 
 from __future__ import annotations
@@ -19,81 +30,135 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Dict
+from typing import Any, Callable, Dict, List, Tuple
 
-from benchmarks.common import run_child, write_synthetic_mnist
+from benchmarks import sharding_children as programs
+from benchmarks.common import run_child, write_synthetic_csv, write_synthetic_mnist
 
-KFDIST = """
-import sys, time
-import tensorflow  # imported before the clock starts, as in the naive writer
-from kfdist.components.shard_dataset.runtime import shard
-started = time.perf_counter()
-meta = shard(sys.argv[1], sys.argv[2], source_format="mnist_idx", num_shards=8, log=lambda l: None)
-seconds = time.perf_counter() - started
-out_bytes = sum(s.num_bytes for split in meta.splits.values() for s in split.shards)
-_RESULT = {"seconds": seconds, "examples": sum(s.num_examples for s in meta.splits.values()),
-           "output_bytes": out_bytes}
-"""
-
-NAIVE = """
-import gzip, os, sys, time
-import numpy as np
-import tensorflow as tf
-started = time.perf_counter()
-with gzip.open(os.path.join(sys.argv[1], "train-images-idx3-ubyte.gz")) as f:
-    images = np.frombuffer(f.read()[16:], np.uint8).reshape(-1, 28, 28)
-with gzip.open(os.path.join(sys.argv[1], "train-labels-idx1-ubyte.gz")) as f:
-    labels = np.frombuffer(f.read()[8:], np.uint8)
-os.makedirs(sys.argv[2])
-out = os.path.join(sys.argv[2], "data.tfrecord")
-with tf.io.TFRecordWriter(out) as writer:
-    for image, label in zip(images, labels):
-        example = tf.train.Example(features=tf.train.Features(feature={
-            "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
-            "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}))
-        writer.write(example.SerializeToString())
-_RESULT = {"seconds": time.perf_counter() - started, "examples": len(labels),
-           "output_bytes": os.path.getsize(out)}
-"""
-
-COPY = """
-import shutil, sys, time, os
-started = time.perf_counter()
-shutil.copyfile(sys.argv[1], sys.argv[2])
-os.sync()
-_RESULT = {"seconds": time.perf_counter() - started, "output_bytes": os.path.getsize(sys.argv[2])}
-"""
+#: Profile stages: a function's own time goes to the first stage one of whose patterns it contains.
+STAGES: List[Tuple[str, Tuple[str, ...]]] = [
+    ("read and decompress the source", ("zlib.Decompress", "gzip.py", "_compression.py",
+                                        "BufferedReader", "idx_reader.py", "csv_reader.py",
+                                        "csv_columns.py", "csv_arrow.py", "pyarrow", "_csv.",
+                                        "source.py", "readers.py")),
+    ("split: a content hash per example", ("scan.py:example_keys", "blake2b", "splits.py")),
+    ("scan: counts and statistics", ("scan.py",)),
+    ("encode tf.train.Examples", ("example_encoding.py",)),
+    ("shuffle and balance the shards", ("writer.py", "random.py", "Random")),
+    ("TFRecord framing and CRC-32C", ("tfrecord_framing.py:frame", "crc32c", "struct")),
+    ("write the files, SHA-256", ("write", "sha256", "HASH", "zlib.Compress", "close")),
+]
 
 
-def measure(examples: int) -> Dict[str, Any]:
-    """Shards `examples` and `10 x examples` digits; returns throughput, ratios and peak memory."""
-    with tempfile.TemporaryDirectory(prefix="kfdist-bench-shard-") as root:
-        small, large = os.path.join(root, "raw1"), os.path.join(root, "raw10")
-        write_synthetic_mnist(small, examples)
-        write_synthetic_mnist(large, examples * 10, seed=1)
-        kfdist = run_child(KFDIST, small, os.path.join(root, "kfdist1"))
-        naive = run_child(NAIVE, small, os.path.join(root, "naive1"))
-        blob = os.path.join(root, "blob")
-        with open(blob, "wb") as f:
-            f.write(os.urandom(kfdist["output_bytes"]))
-        copy = run_child(COPY, blob, os.path.join(root, "blob-copy"))
-        kfdist10 = run_child(KFDIST, large, os.path.join(root, "kfdist10"))
-        shutil.rmtree(os.path.join(root, "kfdist10"), ignore_errors=True)
-        naive10 = run_child(NAIVE, large, os.path.join(root, "naive10"))
+def stage_profile(functions: List[Tuple[str, float]]) -> Dict[str, float]:
+    """Share of the wall time per stage (`STAGES`, then `other`), from cProfile's own times."""
+    shares: Dict[str, float] = {name: 0.0 for name, _ in STAGES}
+    shares["other"] = 0.0
+    for where, own in functions:
+        stage = next((name for name, patterns in STAGES if any(p in where for p in patterns)),
+                     "other")
+        shares[stage] += own
+    total = sum(shares.values()) or 1.0
+    return {name: round(value / total, 3) for name, value in shares.items()}
 
-    def rates(r):
-        return {"examples_per_second": round(r.get("examples", examples) / r["seconds"]),
-                "mb_per_second": round(r["output_bytes"] / r["seconds"] / 1e6, 1),
-                "seconds": round(r["seconds"], 2), "peak_rss_mb": round(r["peak_rss_mb"])}
 
-    result = {"examples": examples, "kfdist": rates(kfdist), "naive_writer": rates(naive),
-              "copy_limit": {"mb_per_second": round(copy["output_bytes"] / copy["seconds"] / 1e6, 1),
-                             "seconds": round(copy["seconds"], 3)},
-              "kfdist_10x": rates(kfdist10), "naive_writer_10x": rates(naive10)}
-    result["speedup_vs_naive"] = round(result["kfdist"]["examples_per_second"]
-                                       / result["naive_writer"]["examples_per_second"], 2)
-    result["fraction_of_copy_limit"] = round(result["kfdist"]["mb_per_second"]
-                                             / result["copy_limit"]["mb_per_second"], 3)
-    result["peak_memory_10x_over_1x"] = round(result["kfdist_10x"]["peak_rss_mb"]
-                                              / result["kfdist"]["peak_rss_mb"], 2)
+def _rates(r: Dict[str, Any]) -> Dict[str, Any]:
+    out = {"examples_per_second": round(r["examples"] / r["seconds"]),
+           "mb_per_second": round(r["output_bytes"] / r["seconds"] / 1e6, 1),
+           "seconds": round(r["seconds"], 2), "peak_rss_mb": round(r["peak_rss_mb"])}
+    if "largest_worker_rss_mb" in r:
+        out["largest_worker_rss_mb"] = round(r["largest_worker_rss_mb"])
+    return out
+
+
+def _contenders(source: str, fmt: str, root: str, tag: str, naive: str,
+                log: Callable[[str], None]) -> Dict[str, Any]:
+    """Local, Beam and naive on one input; each output is deleted once measured."""
+    out: Dict[str, Any] = {}
+    workers = str(os.cpu_count() or 1)
+    for name, code, extra in (("local", programs.LOCAL, ()), ("beam", programs.BEAM, (workers,)),
+                              ("naive_writer", naive, ())):
+        target = os.path.join(root, f"{name}-{tag}")
+        log(f"  sharding {tag}: {name} ...")
+        out[name] = _rates(run_child(code, source, target, fmt, *extra))
+        out[name]["output_bytes"] = _tree_bytes(target)
+        shutil.rmtree(target, ignore_errors=True)
+    out["beam_workers"] = int(workers)
+    return out
+
+
+def _tree_bytes(root: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files)
+
+
+def _copy_limit(root: str, num_bytes: int) -> Dict[str, Any]:
+    blob = os.path.join(root, "blob")
+    with open(blob, "wb") as f:
+        for _ in range(num_bytes >> 24):
+            f.write(os.urandom(1 << 24))
+        f.write(os.urandom(num_bytes & ((1 << 24) - 1)))
+    copy = run_child(programs.COPY, blob, blob + "-copy")
+    os.remove(blob)
+    os.remove(blob + "-copy")
+    return {"mb_per_second": round(copy["output_bytes"] / copy["seconds"] / 1e6, 1),
+            "seconds": round(copy["seconds"], 3)}
+
+
+def _ratios(result: Dict[str, Any]) -> None:
+    local, beam = result["local"], result["beam"]
+    result["local_vs_naive"] = round(local["examples_per_second"]
+                                     / result["naive_writer"]["examples_per_second"], 2)
+    result["beam_vs_local"] = round(beam["examples_per_second"] / local["examples_per_second"], 2)
+    result["local_fraction_of_copy_limit"] = round(local["mb_per_second"]
+                                                   / result["copy_limit"]["mb_per_second"], 3)
+
+
+def measure_mnist(examples: int, root: str, log: Callable[[str], None]) -> Dict[str, Any]:
+    """MNIST-shaped digits at 1x and 10x `examples`: every contender, the copy limit, the profile."""
+    result: Dict[str, Any] = {"examples_1x": examples}
+    for tag, count, seed in (("1x", examples, 1), ("10x", examples * 10, 2)):
+        source = os.path.join(root, f"mnist-{tag}")
+        write_synthetic_mnist(source, count, seed=seed)
+        result[tag] = _contenders(source, "mnist_idx", root, f"mnist-{tag}", programs.NAIVE_IDX, log)
+        result[tag]["copy_limit"] = _copy_limit(root, result[tag]["local"]["output_bytes"])
+        _ratios(result[tag])
+        if tag == "1x":
+            result["local_profile"] = _profile(source, "mnist_idx", root)
+        shutil.rmtree(source)
+    for runner in ("local", "beam"):
+        result[f"{runner}_peak_memory_10x_over_1x"] = round(
+            result["10x"][runner]["peak_rss_mb"] / result["1x"][runner]["peak_rss_mb"], 2)
     return result
+
+
+def measure_csv(num_bytes: int, root: str, log: Callable[[str], None]) -> Dict[str, Any]:
+    """A generated CSV of about `num_bytes`: every contender, the copy limit, the profile."""
+    source = os.path.join(root, "table")
+    table = write_synthetic_csv(source, num_bytes)
+    result: Dict[str, Any] = {"csv_bytes": table["bytes"], "rows": table["rows"],
+                              "csv_files": table["files"]}
+    result.update(_contenders(source, "csv", root, "csv", programs.NAIVE_CSV, log))
+    result["copy_limit"] = _copy_limit(root, result["local"]["output_bytes"])
+    result["csv_mb_per_second_local"] = round(table["bytes"] / 1e6 / result["local"]["seconds"], 1)
+    _ratios(result)
+    # The profile reads one of the files: the same work per row, without profiling all of it.
+    first = sorted(os.listdir(source))[0]
+    result["local_profile"] = _profile(os.path.join(source, first), "csv", root)
+    shutil.rmtree(source)
+    return result
+
+
+def _profile(source: str, fmt: str, root: str) -> Dict[str, Any]:
+    target = os.path.join(root, "profiled")
+    r = run_child(programs.PROFILE, source, target, fmt)
+    shutil.rmtree(target, ignore_errors=True)
+    return {"seconds_under_profiler": round(r["seconds"], 2),
+            "stages": stage_profile(r["functions"])}
+
+
+def measure(mnist_examples: int, csv_bytes: int,
+            log: Callable[[str], None] = lambda line: None) -> Dict[str, Any]:
+    """Runs the MNIST (1x and 10x) and CSV measurements; returns every figure and ratio."""
+    with tempfile.TemporaryDirectory(prefix="kfdist-bench-shard-") as root:
+        return {"mnist": measure_mnist(mnist_examples, root, log),
+                "csv": measure_csv(csv_bytes, root, log)}

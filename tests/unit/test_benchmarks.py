@@ -41,3 +41,47 @@ def test_the_launcher_benchmark_runs_and_writes_results(tmp_path):
     assert launcher["kfdist"]["api_requests_per_job"] <= 10
     assert launcher["kfdist"]["reaction_seconds_max"] < 1.0
     assert "| launcher |" in (tmp_path / "results.md").read_text()
+
+
+def test_profile_stages_sort_functions_by_where_they_run():
+    from benchmarks.sharding import stage_profile
+
+    shares = stage_profile([("~:<method 'decompress' of 'zlib.Decompress' objects>", 3.0),
+                            ("/x/shard_dataset/scan.py:example_keys", 1.0),
+                            ("/x/shard_dataset/writer.py:push", 2.0),
+                            ("/x/shard_dataset/tfrecord_framing.py:frame", 1.0),
+                            ("/x/somewhere.py:elsewhere", 1.0)])
+    assert shares["read and decompress the source"] == 0.375
+    assert shares["split: a content hash per example"] == 0.125
+    assert shares["shuffle and balance the shards"] == 0.25
+    assert shares["TFRecord framing and CRC-32C"] == 0.125
+    assert shares["other"] == 0.125
+    assert abs(sum(shares.values()) - 1.0) < 1e-9
+
+
+def test_time_to_accuracy_counts_start_up_and_the_epochs_up_to_the_target():
+    from benchmarks.time_to_accuracy import time_to_target
+
+    epochs = [{"seconds": 5.0, "validation_seconds": 1.0, "val_accuracy": 0.95},
+              {"seconds": 4.0, "validation_seconds": 1.0, "val_accuracy": 0.981},
+              {"seconds": 4.0, "validation_seconds": 1.0, "val_accuracy": 0.99}]
+    assert time_to_target(epochs, 26.0, 0.98) == {
+        "startup_seconds": 10.0, "epochs_to_target": 2, "seconds_to_target": 21.0}
+    assert time_to_target(epochs, 26.0, 0.995)["seconds_to_target"] is None
+
+
+def test_the_sharding_benchmark_compares_every_writer_on_generated_data(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", "sharding",
+                           "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=600,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert done.returncode == 0, done.stderr[-3000:]
+    sharding = json.loads((tmp_path / "results.json").read_text())["measures"]["sharding"]
+    for figures in (sharding["mnist"]["1x"], sharding["mnist"]["10x"], sharding["csv"]):
+        # Every writer wrote every example, and the local and Beam datasets are the same size.
+        assert figures["local"]["output_bytes"] == figures["beam"]["output_bytes"] > 0
+        assert figures["naive_writer"]["examples_per_second"] > 0
+        assert figures["copy_limit"]["mb_per_second"] > 0
+    assert sharding["mnist"]["10x"]["local"]["seconds"] > 0
+    assert abs(sum(sharding["csv"]["local_profile"]["stages"].values()) - 1) < 0.01
+    text = (tmp_path / "results.md").read_text()
+    assert "| MNIST 10x |" in text and "byte-copy limit" in text

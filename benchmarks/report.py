@@ -1,0 +1,82 @@
+"""`results.md`: the machine, the targets, then each measure's main figures as tables."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from benchmarks.common import markdown_table
+
+
+def _sharding_rows(name: str, figures: Dict[str, Any], examples: int) -> List[List[Any]]:
+    rows = []
+    for runner in ("local", "beam", "naive_writer"):
+        r = figures[runner]
+        memory = f"{r['peak_rss_mb']:,}"
+        if "largest_worker_rss_mb" in r:
+            memory += f" (+ {figures['beam_workers']} workers, largest {r['largest_worker_rss_mb']:,})"
+        rows.append([name, f"{examples:,}", runner.replace("_", " "), r["seconds"],
+                     f"{r['examples_per_second']:,}", r["mb_per_second"], memory])
+    rows.append([name, f"{examples:,}", "byte-copy limit", figures["copy_limit"]["seconds"], "",
+                 figures["copy_limit"]["mb_per_second"], ""])
+    return rows
+
+
+def sharding_tables(m: Dict[str, Any]) -> List[str]:
+    """Throughput and memory per runner and input, then the local runner's profiles."""
+    mnist, csv = m["mnist"], m["csv"]
+    header = ["input", "examples", "writer", "seconds", "examples/s", "output MB/s", "peak RSS MB"]
+    rows = []
+    for tag in ("1x", "10x"):
+        count = mnist["examples_1x"] * (10 if tag == "10x" else 1)
+        rows += _sharding_rows(f"MNIST {tag}", mnist[tag], count)
+    rows += _sharding_rows(f"CSV {csv['csv_bytes'] / 1e9:.2f} GB, {csv['csv_files']} files", csv,
+                           csv["rows"])
+    stages = list(mnist["local_profile"]["stages"])
+    profile = markdown_table(["local runner's time (cProfile)", "MNIST 1x", "CSV"], [
+        [stage, f"{mnist['local_profile']['stages'][stage]:.0%}",
+         f"{csv['local_profile']['stages'][stage]:.0%}"] for stage in stages])
+    return ["## Sharding", "", markdown_table(header, rows), "", profile]
+
+
+def end_to_end_lines(m: Dict[str, Any]) -> List[str]:
+    """kfdist run mnist against the plain script."""
+    steps = ", ".join(f"{k} {v}" for k, v in m["kfdist_steps"].items())
+    return ["## End to end", "",
+            f"- `kfdist run mnist --workers 1 --strategy {m['strategy']} --epochs {m['epochs']}` on {m['train_examples']:,} + "
+            f"{m['eval_examples']:,} digits: {m['kfdist_seconds']} s ({steps}), held-out "
+            f"{m['kfdist_accuracy']}",
+            f"- plain Keras script: {m['plain_script_seconds']} s, held-out {m['plain_accuracy']}; "
+            f"its one-off AutoGraph cost (first epoch over the others): "
+            f"{m['plain_one_off_autograph_seconds']} s",
+            f"- ratio {m['kfdist_over_plain']}x ({m['kfdist_over_plain_without_autograph']}x "
+            "against the plain script without its one-off AutoGraph cost)"]
+
+
+def time_to_accuracy_lines(m: Dict[str, Any]) -> List[str]:
+    """Per strategy: time to the target, start-up, examples/s, the validation curve."""
+    rows = [[r["strategy"], r.get("workers"), r["seconds_to_target"] or "not reached",
+             r["epochs_to_target"] or "", r["startup_seconds"], f"{r['examples_per_second']:,}",
+             " ".join(str(v) for v in r["val_accuracy"])] for r in m["strategies"]]
+    return [f"## Time to {m['target_accuracy']} held-out accuracy "
+            f"({m['train_examples']:,} training digits, at most {m['max_epochs']} epochs)", "",
+            markdown_table(["strategy", "workers", "seconds to target", "epochs", "start-up s",
+                            "examples/s", "val_accuracy per epoch"], rows)]
+
+
+def markdown(result: Dict[str, Any]) -> str:
+    """results.md: machine, date, command, targets, then the main figures."""
+    m = result["machine"]
+    lines = [f"# kfdist benchmarks ({result['mode']})", "",
+             f"- date: {result['date']}", f"- command: `{result['command']}`",
+             f"- machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['memory_gib']} GiB, "
+             f"Python {m['python']}", f"- wall time: {result['seconds']} s", ""]
+    lines.append(markdown_table(["measure", "figure", "value", "target", "met"], [
+        [r["measure"], r["figure"], r["value"], r["target"], "yes" if r["met"] else "**no**"]
+        for r in result["targets"]]))
+    measures = result["measures"]
+    for name, render in (("sharding", sharding_tables), ("end_to_end", end_to_end_lines),
+                         ("time_to_accuracy", time_to_accuracy_lines)):
+        if name in measures:
+            lines += [""] + render(measures[name])
+    lines += ["", "Raw figures (baselines beside kfdist) are in `results.json`."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,63 @@
+"""Time to a stated held-out accuracy, per distribution strategy, on MNIST-shaped data.
+
+The data is `end_to_end`'s (generated `train-*`/`t10k-*` digits), sharded
+once by `shard_dataset`. Each strategy of `strategies.STRATEGY_RUNS` then
+trains `mnist_mlp` on the local backend (replica processes with the
+TF_CONFIG the operators inject) for up to `epochs` epochs, batch 64 per
+replica; the leader scores the whole eval split after every epoch
+(`val_accuracy` in `history.json`).
+
+Time to accuracy = start-up + the epochs (training and validation) up to the
+first whose `val_accuracy` reaches the target. Start-up is the job's wall
+time less every epoch's, so it holds process start, reading the dataset and
+the final save.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from typing import Any, Dict, List, Optional
+
+from benchmarks.end_to_end import write_mnist_like
+from benchmarks.strategies import STRATEGY_RUNS
+
+
+def time_to_target(epochs: List[Dict[str, float]], job_seconds: float,
+                   target: float) -> Dict[str, Optional[float]]:
+    """Start-up, and seconds and epochs until `val_accuracy` first reaches `target` (None if never)."""
+    spent = [e["seconds"] + e.get("validation_seconds", 0.0) for e in epochs]
+    startup = max(0.0, job_seconds - sum(spent))
+    for index, epoch in enumerate(epochs):
+        if epoch.get("val_accuracy", 0.0) >= target:
+            return {"startup_seconds": round(startup, 2), "epochs_to_target": index + 1,
+                    "seconds_to_target": round(startup + sum(spent[:index + 1]), 2)}
+    return {"startup_seconds": round(startup, 2), "epochs_to_target": None,
+            "seconds_to_target": None}
+
+
+def measure(train_examples: int, epochs: int, target: float) -> Dict[str, Any]:
+    """Trains with every strategy; returns, per strategy, the time to `target` and the curve."""
+    from kfdist.components.shard_dataset.runtime import shard
+    from kfdist.components.train_distributed import runtime
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kfdist-bench-tta-") as root:
+        dataset = os.path.join(root, "dataset")
+        shard(write_mnist_like(root, train_examples), dataset, num_shards=4, log=lambda line: None)
+        for strategy, settings in STRATEGY_RUNS.items():
+            model_dir = os.path.join(root, strategy)
+            started = time.perf_counter()
+            report = runtime.train(dataset, model_dir, strategy=strategy, epochs=epochs,
+                                   batch_size_per_replica=64, log=lambda line: None, **settings)
+            job = time.perf_counter() - started
+            with open(os.path.join(model_dir, "history.json")) as f:
+                history = json.load(f)["epochs"]
+            rows.append({"strategy": strategy, **settings, "job_seconds": round(job, 2),
+                         "examples_per_second": round(report.examples_per_second),
+                         "val_accuracy": [round(e["val_accuracy"], 4) for e in history],
+                         **time_to_target(history, job, target)})
+    return {"train_examples": train_examples, "max_epochs": epochs, "target_accuracy": target,
+            "strategies": rows}
