@@ -65,7 +65,8 @@ def stage_profile(functions: List[Tuple[str, float]]) -> Dict[str, float]:
 def _rates(r: Dict[str, Any]) -> Dict[str, Any]:
     out = {"examples_per_second": round(r["examples"] / r["seconds"]),
            "mb_per_second": round(r["output_bytes"] / r["seconds"] / 1e6, 1),
-           "seconds": round(r["seconds"], 2), "peak_rss_mb": round(r["peak_rss_mb"])}
+           "seconds": round(r["seconds"], 2), "peak_rss_mb": round(r["peak_rss_mb"]),
+           "output_bytes": r["output_bytes"]}
     if "largest_worker_rss_mb" in r:
         out["largest_worker_rss_mb"] = round(r["largest_worker_rss_mb"])
     return out
@@ -81,14 +82,9 @@ def _contenders(source: str, fmt: str, root: str, tag: str, naive: str,
         target = os.path.join(root, f"{name}-{tag}")
         log(f"  sharding {tag}: {name} ...")
         out[name] = _rates(run_child(code, source, target, fmt, *extra))
-        out[name]["output_bytes"] = _tree_bytes(target)
         shutil.rmtree(target, ignore_errors=True)
     out["beam_workers"] = int(workers)
     return out
-
-
-def _tree_bytes(root: str) -> int:
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files)
 
 
 def _copy_limit(root: str, num_bytes: int) -> Dict[str, Any]:

@@ -73,7 +73,7 @@ def batch_checksum(batch: ExampleBatch) -> int:
     pass it reads what was scanned)."""
     crc = zlib.crc32(np.ascontiguousarray(batch.inputs).data)
     if batch.categorical is not None and batch.categorical.size:
-        crc = zlib.crc32(("\0".join(batch.categorical.ravel().tolist()) + "\0").encode(), crc)
+        crc = zlib.crc32(b"".join(categorical_bytes(batch)), crc)
     return zlib.crc32(np.ascontiguousarray(batch.labels).data, crc)
 
 

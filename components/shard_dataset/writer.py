@@ -75,7 +75,6 @@ class SplitWriter:
     def __init__(self, root: str, split: str, num_shards: int, *, compression: Optional[str],
                  seed: int, shuffle_buffer_size: int, log: Callable[[str], None] = print):
         rng = random.Random(f"kfdist.shard_dataset:{seed}:{split}")
-        self._root = root
         self._log = log
         self._buffer = ShuffleBuffer(shuffle_buffer_size, rng)
         self._assigner = BalancedShardAssigner(num_shards, rng)
