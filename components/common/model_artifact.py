@@ -3,6 +3,8 @@
 Layout of a model directory::
 
     saved_model/            # Keras SavedModel; input = *preprocessed* float32 tensor
+    serving_model/          # SavedModel for TF Serving: raw inputs in, class_ids and
+                            # probabilities out (`serving_model`); what the export publishes
     dataset_metadata.json   # the training dataset's metadata (feature, preprocessing, classes)
     history.json            # per epoch: {"epochs": [{"epoch": 1, "loss": ..., "seconds": ...}]}
                             # (and the eval split's "val_loss", "val_accuracy", "validation_seconds")
@@ -23,6 +25,7 @@ import os
 from typing import Dict, List, Optional
 
 SAVED_MODEL_DIR = "saved_model"
+SERVING_MODEL_DIR = "serving_model"
 DATASET_METADATA_FILE = "dataset_metadata.json"
 HISTORY_FILE = "history.json"
 TRAINING_REPORT_FILE = "training_report.json"

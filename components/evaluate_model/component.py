@@ -38,9 +38,10 @@ def evaluate_model(
     """
     import json
 
-    from kfdist.components.common import model_artifact
+    from kfdist.components.common import model_artifact, process_exit
     from kfdist.components.evaluate_model import runtime
 
+    process_exit.skip_final_collection()
     result = runtime.evaluate(model.path, dataset.path, accuracy_threshold=accuracy_threshold)
     metrics.log_metric("accuracy", result.accuracy)
     metrics.log_metric("loss", result.loss)

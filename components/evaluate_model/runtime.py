@@ -68,22 +68,6 @@ class EvaluationResult:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
 
-def outputs_are_logits(model) -> bool:
-    """Returns whether a Keras model's last layer emits logits rather than probabilities.
-
-    A final softmax (as an activation, an `Activation` layer or a `Softmax`
-    layer) means probabilities; a final layer with a linear activation means
-    logits. Anything else is taken as probabilities.
-    """
-    import tensorflow as tf
-
-    last = model.layers[-1]
-    if isinstance(last, tf.keras.layers.Softmax):
-        return False
-    activation = getattr(last, "activation", None)
-    return activation is not None and getattr(activation, "__name__", "") == "linear"
-
-
 def _stage(uri: str, workdir: str, what: str) -> str:
     require(bool(uri), f"{what} is empty; expected a local directory or gs:// prefix")
     if storage.is_gcs(uri):
@@ -123,6 +107,7 @@ def _predict(model, model_meta, data_meta, dataset_dir: str,
     import tensorflow as tf
 
     from kfdist.components.common import tf_features
+    from kfdist.components.common.serving_model import outputs_are_logits
 
     parse = tf_features.parse_fn(data_meta)
     preprocess = tf_features.preprocess_fn(model_meta)

@@ -6,9 +6,12 @@ spec describes them (`common/serving_inputs.py`: uint8 `image` [None, 28, 28]
 for MNIST, encoded `image_bytes` for PNG/JPEG sources, one input per column
 by name for tables), applies the recorded preprocessing, runs the model and
 returns `class_ids` (int64 [None]) and `probabilities` (float32 [None,
-num_classes]). `assets.extra/kfdist_export.json` describes the signature. Unblessed models are not
-exported: the pipelines skip the step under `dsl.If(blessed)`, and the step
-itself, run without that gate, writes nothing and records why.
+num_classes]). That SavedModel is the model artifact's `serving_model/`,
+which training writes (`common/serving_model.py`): the export copies it, so
+the step needs no TensorFlow. `assets.extra/kfdist_export.json` describes the
+signature. Unblessed models are not exported: the pipelines skip the step
+under `dsl.If(blessed)`, and the step itself, run without that gate, writes
+nothing and records why.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import tempfile
 import time
 from typing import Callable, Optional
 
-import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
 from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import model_artifact as ma
 from kfdist.components.common import storage
@@ -32,6 +34,9 @@ from kfdist.components.common.serving_inputs import serving_inputs
 EXPORT_INFO_FILE = "kfdist_export.json"
 EXPORT_FORMAT = "kfdist.export/v1"
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+#: What an export can publish, preferred first: the serving SavedModel training wrote, or
+#: (an artifact from before that) the Keras SavedModel to build it from.
+_PUBLISHABLE = (ma.SERVING_MODEL_DIR, ma.SAVED_MODEL_DIR)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,40 +90,37 @@ def _existing_versions(model_root: str) -> list:
     return sorted(int(n) for n in names if n.isdigit())
 
 
-def _serving_module(model, meta: ds.DatasetMetadata):
-    """Wraps the Keras model in a tf.Module whose signature takes raw inputs."""
-    import tensorflow as tf
+def _stage_model(model_dir: str, work: str) -> str:
+    """A local directory holding what the export reads of a model artifact.
 
-    from kfdist.components.common import tf_features
-    from kfdist.components.evaluate_model.runtime import outputs_are_logits
+    A local artifact is used in place; of a `gs://` one only the metadata and
+    the SavedModel to publish are downloaded (not its checkpoints).
 
-    preprocess = tf_features.preprocess_fn(meta)
-    to_raw = tf_features.raw_from_serving(meta)
-    logits = outputs_are_logits(model)
-    module = tf.Module()
-    module.model = model
+    Raises:
+      InvalidInputError: If the artifact lacks its metadata or a SavedModel.
+    """
+    local = model_dir
+    if storage.is_gcs(model_dir):
+        local = os.path.join(work, "model")
+        metadata = storage.join(model_dir, ma.DATASET_METADATA_FILE)
+        if storage.exists(metadata):
+            storage.download(metadata, os.path.join(local, ma.DATASET_METADATA_FILE))
+        for entry in _PUBLISHABLE:  # the first one the artifact has
+            if storage.list_uris(storage.join(model_dir, entry) + "/"):
+                storage.copy_dir_from(storage.join(model_dir, entry), os.path.join(local, entry))
+                break
+    expected = "expected a model artifact from train_distributed"
+    require(os.path.isfile(os.path.join(local, ma.DATASET_METADATA_FILE)),
+            f"model_dir {model_dir!r} has no {ma.DATASET_METADATA_FILE} ({expected})")
+    require(any(os.path.isdir(os.path.join(local, entry)) for entry in _PUBLISHABLE),
+            f"model_dir {model_dir!r} has neither {' nor '.join(_PUBLISHABLE)} ({expected})")
+    return local
 
-    @tf.function(input_signature=[tf_features.serving_signature(meta)])
-    def serve(inputs):
-        out = module.model(preprocess(to_raw(inputs)), training=False)
-        probs = tf.cast(tf.nn.softmax(out) if logits else out, tf.float32)
-        return {"class_ids": tf.argmax(probs, axis=-1, output_type=tf.int64), "probabilities": probs}
 
-    module.serve = serve
-    return module, serve
-
-
-def _write_version(model_dir: str, target: str, version: int, name: str, blessing_reason: str,
-                   source: str, out_dir: str) -> None:
-    """Saves the serving SavedModel and its kfdist_export.json into `out_dir`."""
-    import tensorflow as tf
-
-    with open(os.path.join(model_dir, ma.DATASET_METADATA_FILE)) as f:
-        meta = ds.DatasetMetadata.from_json(f.read())
-    model = tf.keras.models.load_model(os.path.join(model_dir, ma.SAVED_MODEL_DIR), compile=False)
-    module, serve = _serving_module(model, meta)
-    tf.saved_model.save(module, out_dir, signatures={"serving_default": serve})
-    info = {
+def _export_info(meta: ds.DatasetMetadata, *, target: str, version: int, name: str,
+                 blessing_reason: str, source: str) -> dict:
+    """The contents of `assets.extra/kfdist_export.json`: what was exported, and its signature."""
+    return {
         "format": EXPORT_FORMAT, "model_source": source, "serving_model_name": name,
         "version": version, "path": target, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "blessing_reason": blessing_reason,
@@ -132,9 +134,27 @@ def _write_version(model_dir: str, target: str, version: int, name: str, blessin
             "outputs": {"class_ids": {"dtype": "int64", "shape": [None]},
                         "probabilities": {"dtype": "float32", "shape": [None, meta.num_classes]}}},
     }
+
+
+def _write_version(model_dir: str, out_dir: str, **info) -> None:
+    """Fills `out_dir` with the serving SavedModel and its kfdist_export.json.
+
+    The artifact's `serving_model/` is copied as it is (no TensorFlow needed).
+    An artifact from before kfdist wrote one has its serving SavedModel built
+    here from `saved_model/`, as training builds it now.
+    """
+    with open(os.path.join(model_dir, ma.DATASET_METADATA_FILE)) as f:
+        meta = ds.DatasetMetadata.from_json(f.read())
+    serving = os.path.join(model_dir, ma.SERVING_MODEL_DIR)
+    if os.path.isdir(serving):
+        shutil.copytree(serving, out_dir, dirs_exist_ok=True)
+    else:
+        from kfdist.components.common import serving_model
+
+        serving_model.save_serving_model(os.path.join(model_dir, ma.SAVED_MODEL_DIR), meta, out_dir)
     os.makedirs(os.path.join(out_dir, "assets.extra"), exist_ok=True)
     with open(os.path.join(out_dir, "assets.extra", EXPORT_INFO_FILE), "w") as f:
-        json.dump(info, f, indent=2)
+        json.dump(_export_info(meta, **info), f, indent=2)
 
 
 def _upload(local_dir: str, uri: str) -> None:
@@ -176,12 +196,7 @@ def export(model_dir: str, export_base: str, *, serving_model_name: str = "mnist
         return ExportResult(exported=False, path=None, version=None, reason=reason)
 
     with tempfile.TemporaryDirectory(prefix="kfdist-export-") as work:
-        local_model = model_dir
-        if storage.is_gcs(model_dir):
-            local_model = storage.stage_locally(model_dir, os.path.join(work, "model"))
-        for entry in (ma.SAVED_MODEL_DIR, ma.DATASET_METADATA_FILE):
-            require(os.path.exists(os.path.join(local_model, entry)),
-                    f"model_dir {model_dir!r} has no {entry} (expected a model artifact from train_distributed)")
+        local_model = _stage_model(model_dir, work)
         model_root = export_base.rstrip("/") + "/" + serving_model_name
         existing = _existing_versions(model_root)
         latest = existing[-1] if existing else 0
@@ -193,10 +208,12 @@ def export(model_dir: str, export_base: str, *, serving_model_name: str = "mnist
         require(version > latest, f"version {version} is not above the latest version {latest} under "
                 f"{model_root!r}; TF Serving would keep serving {latest}")
         target = f"{model_root}/{version}"
+        info = dict(target=target, version=version, name=serving_model_name,
+                    blessing_reason=blessing_reason, source=model_dir)
         log(f"exporting {model_dir} to {target}")
         if storage.is_gcs(target):
             out = os.path.join(work, str(version))
-            _write_version(local_model, target, version, serving_model_name, blessing_reason, model_dir, out)
+            _write_version(local_model, out, **info)
             require(not storage.list_uris(target + "/"), f"{target!r} appeared during the export; not overwriting it")
             _upload(out, target)
         else:
@@ -205,8 +222,7 @@ def export(model_dir: str, export_base: str, *, serving_model_name: str = "mnist
             # ignores the non-numeric name while it is written.
             out = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=model_root)
             try:
-                _write_version(local_model, target, version, serving_model_name, blessing_reason,
-                               model_dir, out)
+                _write_version(local_model, out, **info)
                 if os.path.exists(target):
                     raise InvalidInputError(f"{target!r} appeared during the export; not overwriting it")
                 os.chmod(out, 0o755)  # mkdtemp made it private; servers must read it

@@ -73,8 +73,10 @@ def shard_dataset(
             version, a hash). Not read by the step: it takes part in KFP's
             cache key, so a cached output is reused only for the same data.
     """
+    from kfdist.components.common import process_exit
     from kfdist.components.shard_dataset import runtime
 
+    process_exit.skip_final_collection()
     meta = runtime.shard(
         source_uri, dataset.path, source_format=source_format, label_column=label_column,
         num_shards=num_shards, num_eval_shards=num_eval_shards or None, eval_fraction=eval_fraction,

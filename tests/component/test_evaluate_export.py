@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -234,6 +235,35 @@ def test_not_blessed_writes_nothing(trained_model, tmp_path):
     assert not base.exists()
 
 
+def test_export_copies_the_serving_model_without_tensorflow(trained_model, tmp_path):
+    code = ("import sys\n"
+            "from kfdist.components.export_saved_model.runtime import export\n"
+            "export(sys.argv[1], sys.argv[2], blessed=True, version=1, log=lambda line: None)\n"
+            "assert 'tensorflow' not in sys.modules, 'the export imported TensorFlow'\n")
+    done = subprocess.run([sys.executable, "-c", code, trained_model, str(tmp_path / "serving")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    version = tmp_path / "serving" / "mnist" / "1"
+    published = {k: v for k, v in _tree_digest(str(version)).items()
+                 if not k.startswith("assets.extra")}
+    assert published == _tree_digest(os.path.join(trained_model, ma.SERVING_MODEL_DIR))
+    assert (version / "assets.extra" / EXPORT_INFO_FILE).is_file()
+
+
+def test_artifact_without_serving_model_is_exported_from_its_keras_model(
+        trained_model, evaluation, digits_dataset, tmp_path):
+    import tensorflow as tf
+
+    older = tmp_path / "model"
+    shutil.copytree(trained_model, older, ignore=shutil.ignore_patterns(ma.SERVING_MODEL_DIR))
+    result = export(str(older), str(tmp_path / "serving"), blessed=True, version=1, **QUIET)
+    serve = tf.saved_model.load(result.path).signatures["serving_default"]
+    raw, labels = _raw_eval(digits_dataset)
+    assert _confusion(labels, serve(image=tf.constant(raw))["class_ids"].numpy()) == \
+        evaluation.confusion_matrix
+    assert sorted(os.listdir(older)) == sorted(set(os.listdir(trained_model)) - {ma.SERVING_MODEL_DIR})
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(serving_model_name="a/b"), "serving_model_name"),
     (dict(serving_model_name=""), "serving_model_name"),
@@ -274,3 +304,22 @@ def test_export_to_gcs(gcs_emulator, trained_model, evaluation, digits_dataset, 
         export(trained_model, base, serving_model_name="digits", blessed=True, version=7, **QUIET)
     later = export(trained_model, base, serving_model_name="digits", blessed=False, **QUIET)
     assert not later.exported and storage.list_uris(base) == names
+
+
+def test_export_of_a_model_on_gcs(gcs_emulator, trained_model, evaluation, digits_dataset, tmp_path):
+    import tensorflow as tf
+
+    gcs_emulator.create_bucket("evaluate-export-artifacts")
+    model_uri = "gs://evaluate-export-artifacts/run-1/model"
+    storage.upload_dir(trained_model, model_uri)
+    result = export(model_uri, str(tmp_path / "serving"), blessed=True, version=2, **QUIET)
+    serve = tf.saved_model.load(result.path).signatures["serving_default"]
+    raw, labels = _raw_eval(digits_dataset)
+    assert _confusion(labels, serve(image=tf.constant(raw))["class_ids"].numpy()) == \
+        evaluation.confusion_matrix
+    info = json.load(open(os.path.join(result.path, "assets.extra", EXPORT_INFO_FILE)))
+    assert info["model_source"] == model_uri
+    with pytest.raises(InvalidInputError, match="run-2/model.*has no dataset_metadata.json"):
+        export("gs://evaluate-export-artifacts/run-2/model", str(tmp_path / "serving"),
+               blessed=True, **QUIET)
+    assert os.listdir(tmp_path / "serving" / "mnist") == ["2"]

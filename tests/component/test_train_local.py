@@ -22,7 +22,8 @@ from fakes.process_state import is_running
 
 pytestmark = pytest.mark.slow
 
-CONTRACT = {model_artifact.SAVED_MODEL_DIR, model_artifact.DATASET_METADATA_FILE,
+CONTRACT = {model_artifact.SAVED_MODEL_DIR, model_artifact.SERVING_MODEL_DIR,
+            model_artifact.DATASET_METADATA_FILE,
             model_artifact.HISTORY_FILE, model_artifact.TRAINING_REPORT_FILE, "checkpoints"}
 
 USER_MODELS = textwrap.dedent('''
@@ -144,6 +145,10 @@ def test_saved_model_reaches_held_out_accuracy(two_workers, digits_dataset):
     assert len(labels) == meta.splits["eval"].num_examples
     accuracy = float(np.mean(predicted == labels.numpy()))
     assert accuracy >= 0.90
+    # The serving SavedModel the leader wrote beside it: raw pixels in, the same classes out.
+    serve = tf.saved_model.load(str(out / "model" / model_artifact.SERVING_MODEL_DIR))
+    served = serve.signatures["serving_default"](image=tf.cast(raw, tf.uint8))["class_ids"]
+    np.testing.assert_array_equal(served.numpy(), predicted)
 
 
 def assert_validated_like_evaluate_model(model_dir, dataset_dir, epochs, report=None):

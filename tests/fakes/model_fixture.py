@@ -3,7 +3,7 @@
 `build_model_artifact` writes the `Model` artifact layout of
 `components/common/model_artifact.py` from a kfdist dataset: a tf_keras
 Flatten → Dense(64) → Dense(softmax) classifier trained for a few epochs on the
-preprocessed `train` split, plus dataset_metadata.json, history.json and
+preprocessed `train` split, its serving SavedModel, plus dataset_metadata.json, history.json and
 training_report.json, as the `trained_model` fixture (registered by tests/conftest.py).
 """
 
@@ -35,7 +35,7 @@ def build_model_artifact(dataset_dir: str, model_dir: str, *, epochs: int = 3, s
 
     from kfdist.components.common import dataset_spec as ds
     from kfdist.components.common import model_artifact as ma
-    from kfdist.components.common import tf_features
+    from kfdist.components.common import serving_model, tf_features
 
     meta = ds.load_metadata(dataset_dir)
     tf.keras.utils.set_random_seed(seed)
@@ -58,6 +58,8 @@ def build_model_artifact(dataset_dir: str, model_dir: str, *, epochs: int = 3, s
 
     os.makedirs(model_dir, exist_ok=True)
     model.save(os.path.join(model_dir, ma.SAVED_MODEL_DIR))
+    serving_model.save_serving_model(os.path.join(model_dir, ma.SAVED_MODEL_DIR), meta,
+                                     os.path.join(model_dir, ma.SERVING_MODEL_DIR))
     shutil.copyfile(os.path.join(dataset_dir, ds.METADATA_FILE),
                     os.path.join(model_dir, ma.DATASET_METADATA_FILE))
     losses, accs = hist.history["loss"], hist.history["accuracy"]

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from kfdist.components.common import dataset_spec
-from kfdist.components.evaluate_model.runtime import outputs_are_logits
+from kfdist.components.common.serving_model import outputs_are_logits
 from kfdist.components.train_distributed.replica import eval_split, models
 
 VAL_LOSS = "val_loss"

@@ -22,6 +22,7 @@ from typing import Callable, Optional, Sequence
 import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
 
+from kfdist.components.common import process_exit
 from kfdist.components.train_distributed.job import config, exit_codes, tf_config
 from kfdist.components.train_distributed.job import work_files
 from kfdist.components.train_distributed.replica.outputs import log
@@ -88,6 +89,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     where.add_argument("--config", help="JobConfig JSON written by the local backend")
     where.add_argument("--work-uri", help="a cluster job's work location (gs:// or a PVC path)")
     args = parser.parse_args(argv)
+    process_exit.skip_final_collection()
     launcher = os.environ.get(work_files.LAUNCHER_PID_ENV)
     exit_when_launcher_dies(int(launcher) if launcher else None)
     if args.config:

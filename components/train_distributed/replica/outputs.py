@@ -1,4 +1,4 @@
-"""What a replica writes: its log lines, its report, the leader's summary and the SavedModel."""
+"""What a replica writes: its log lines, its report, the leader's summary and the SavedModels."""
 
 from __future__ import annotations
 
@@ -50,16 +50,22 @@ class ReplicaOutcome:
     leader: bool
 
 
-def save_model(model, job: config.JobConfig, role) -> None:
-    """Saves the SavedModel of a `strategies.Role`'s replica.
+def save_model(model, job: config.JobConfig, role, meta: dataset_spec.DatasetMetadata) -> None:
+    """Saves the SavedModels of a `strategies.Role`'s replica.
 
-    The leader saves into model_dir; under MultiWorkerMirrored every replica
-    must call it (collectives), the others into a scratch directory deleted after.
+    The leader saves the Keras SavedModel into model_dir, then the serving
+    SavedModel built from it (`serving_model`); under MultiWorkerMirrored every
+    replica must call it (collectives), the others into a scratch directory
+    deleted after.
     """
     if role.leader:
+        from kfdist.components.common import serving_model
+
+        keras_dir = os.path.join(job.model_dir, model_artifact.SAVED_MODEL_DIR)
         # Horovod's optimizer holds Horovod ops, which a process without Horovod cannot load.
-        model.save(os.path.join(job.model_dir, model_artifact.SAVED_MODEL_DIR), save_format="tf",
-                   include_optimizer=role.hvd is None)
+        model.save(keras_dir, save_format="tf", include_optimizer=role.hvd is None)
+        serving_model.save_serving_model(
+            keras_dir, meta, os.path.join(job.model_dir, model_artifact.SERVING_MODEL_DIR))
         return
     if not role.all_save:
         return

@@ -5,7 +5,7 @@ distribution strategy first, builds the input pipeline and the model under the
 strategy, and trains with tf-keras `fit`. After every epoch the leader scores
 a plain copy of the model on the eval split (`epoch_validation`).
 
-Outputs: the chief writes the Model artifact's `saved_model/`,
+Outputs: the chief writes the Model artifact's `saved_model/`, `serving_model/`,
 `dataset_metadata.json`, `history.json` and `checkpoints/` into model_dir and
 a run summary into the job's work_dir; every replica writes its
 `ReplicaReport` into the work_dir. Non-chief replicas take part in every save
@@ -145,7 +145,7 @@ def _fit_and_report(job: config.JobConfig, role: Role) -> ReplicaOutcome:
     wait_for_all_workers(role, training)
     if role.leader:
         shutil.rmtree(backup_dir, ignore_errors=True)
-    save_model(model, job, role)
+    save_model(model, job, role, meta)
     if role.leader:
         epochs_run = training.epochs - initial_epoch
         write_chief_outputs(job, history_writer.epochs,

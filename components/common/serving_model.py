@@ -1,0 +1,76 @@
+"""The serving SavedModel of a trained model: raw inputs in, class ids and probabilities out.
+
+The training leader writes it into the Model artifact (`serving_model/`, see
+`model_artifact`) right after the Keras SavedModel, from that SavedModel, so
+`export_saved_model` publishes it by copying files, without TensorFlow. Its
+`serving_default` signature takes raw inputs as the dataset's feature spec
+describes them (`serving_inputs`), applies the recorded preprocessing, runs
+the model and returns `class_ids` (int64 `[None]`) and `probabilities`
+(float32 `[None, num_classes]`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Tuple
+
+import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+import tensorflow as tf
+
+from kfdist.components.common import dataset_spec as ds
+from kfdist.components.common import tf_features
+
+SIGNATURE_NAME = "serving_default"
+
+
+def outputs_are_logits(model) -> bool:
+    """Returns whether a Keras model's last layer emits logits rather than probabilities.
+
+    A final softmax (as an activation, an `Activation` layer or a `Softmax`
+    layer) means probabilities; a final layer with a linear activation means
+    logits. Anything else is taken as probabilities.
+    """
+    last = model.layers[-1]
+    if isinstance(last, tf.keras.layers.Softmax):
+        return False
+    activation = getattr(last, "activation", None)
+    return activation is not None and getattr(activation, "__name__", "") == "linear"
+
+
+def serving_module(model, meta: ds.DatasetMetadata) -> Tuple[tf.Module, object]:
+    """Wraps a Keras model in a `tf.Module` whose signature takes raw inputs.
+
+    Returns:
+      The module (it tracks the model's variables) and its serving `tf.function`.
+    """
+    preprocess = tf_features.preprocess_fn(meta)
+    to_raw = tf_features.raw_from_serving(meta)
+    logits = outputs_are_logits(model)
+    module = tf.Module()
+    module.model = model
+
+    @tf.function(input_signature=[tf_features.serving_signature(meta)])
+    def serve(inputs):
+        out = module.model(preprocess(to_raw(inputs)), training=False)
+        probs = tf.cast(tf.nn.softmax(out) if logits else out, tf.float32)
+        return {"class_ids": tf.argmax(probs, axis=-1, output_type=tf.int64), "probabilities": probs}
+
+    module.serve = serve
+    return module, serve
+
+
+def save_serving_model(keras_saved_model: str, meta: ds.DatasetMetadata, out_dir: str) -> None:
+    """Saves the serving SavedModel of a Keras SavedModel into `out_dir`.
+
+    The model is loaded back from its SavedModel (without its optimizer), so
+    the result is the same whichever strategy trained it.
+
+    Args:
+      keras_saved_model: Directory of the Keras SavedModel (input: preprocessed float32).
+      meta: The metadata of the dataset it was trained on.
+      out_dir: Directory to write (created; must not hold a SavedModel yet).
+    """
+    model = tf.keras.models.load_model(keras_saved_model, compile=False)
+    module, serve = serving_module(model, meta)
+    os.makedirs(out_dir, exist_ok=True)
+    tf.saved_model.save(module, out_dir, signatures={SIGNATURE_NAME: serve})
