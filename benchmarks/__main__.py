@@ -46,7 +46,8 @@ TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], Any], Callable[[Any], b
     ("training", "1-worker steps/s vs plain Keras", lambda m: m["one_worker_vs_plain"], lambda v: v >= 0.9, ">= 0.9x"),
     ("training", "input-bound fraction (1 worker)", lambda m: m["kfdist_1_worker"]["input_bound_fraction"], lambda v: v is not None and v <= 0.05, "<= 5 %"),
     ("launcher", "reaction to terminal condition (s)", lambda m: m["kfdist"]["reaction_seconds_max"], lambda v: v <= 1.0, "<= 1 s"),
-    ("end_to_end", "kfdist run mnist vs plain script", lambda m: m["kfdist_over_plain"], lambda v: v <= 1.3, "<= 1.3x"),
+    ("end_to_end", "kfdist run mnist vs plain script (no credit for a slow `fit` return)",
+     lambda m: m["kfdist_over_plain_without_fit_return"], lambda v: v <= 1.3, "<= 1.3x"),
 ]
 
 

@@ -14,7 +14,9 @@ files (kfdist keeps a source's own split):
   evaluates and saves a SavedModel. Like kfdist's training, it scores the
   held-out split after every epoch (in batches of 256, as kfdist does). Its
   first epoch also traces the training function (AutoGraph); that one-off
-  cost (first epoch minus the mean of the others) is reported apart.
+  cost (first epoch minus the mean of the others) is reported apart, and
+  so is the time `fit` takes to return after its last epoch (usually
+  nothing; on a busy machine tf-keras has been seen to spend 15-20 s there).
 """
 
 from __future__ import annotations
@@ -53,13 +55,17 @@ model.compile(optimizer=tf.keras.optimizers.Adam(0.001),
 times = []
 class Timer(tf.keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None): self.t = time.perf_counter()
-    def on_epoch_end(self, epoch, logs=None): times.append(time.perf_counter() - self.t)
-model.fit(x_train, y_train, batch_size=64, epochs=epochs, verbose=0, callbacks=[Timer()],
+    def on_epoch_end(self, epoch, logs=None):
+        self.last = time.perf_counter()
+        times.append(self.last - self.t)
+timer = Timer()
+model.fit(x_train, y_train, batch_size=64, epochs=epochs, verbose=0, callbacks=[timer],
           validation_data=(x_eval, y_eval), validation_batch_size=256)
+fit_return = time.perf_counter() - timer.last
 _, accuracy = model.evaluate(x_eval, y_eval, verbose=0)
 model.save(os.path.join(out, "model"), save_format="tf")
 _RESULT = {"seconds_after_start": time.perf_counter() - started, "accuracy": float(accuracy),
-           "epoch_seconds": times}
+           "epoch_seconds": times, "fit_return_seconds": fit_return}
 """
 
 _STAMP = re.compile(r"^(\d\d:\d\d:\d\d\.\d+) - INFO - (.*)$")
@@ -110,7 +116,8 @@ def _plain_figures(plain: Dict[str, Any], wall: float) -> Dict[str, Any]:
     one_off = max(0.0, epochs[0] - sum(later) / len(later))
     return {"plain_script_seconds": round(wall, 2), "plain_accuracy": round(plain["accuracy"], 4),
             "plain_epoch_seconds": [round(e, 2) for e in epochs],
-            "plain_one_off_autograph_seconds": round(one_off, 2)}
+            "plain_one_off_autograph_seconds": round(one_off, 2),
+            "plain_fit_return_seconds": round(plain["fit_return_seconds"], 2)}
 
 
 def measure(train_examples: int = 60_000, epochs: int = 10) -> Dict[str, Any]:
@@ -137,6 +144,9 @@ def measure(train_examples: int = 60_000, epochs: int = 10) -> Dict[str, Any]:
               "kfdist_accuracy": float(accuracy.group(1)) if accuracy else None,
               **_plain_figures(plain, plain_wall)}
     result["kfdist_over_plain"] = round(kfdist_wall / plain_wall, 2)
+    # The target's figure: no credit for a stall of the plain script's `fit` on its way out.
+    result["kfdist_over_plain_without_fit_return"] = round(
+        kfdist_wall / (plain_wall - result["plain_fit_return_seconds"]), 2)
     result["kfdist_over_plain_without_autograph"] = round(
         kfdist_wall / (plain_wall - result["plain_one_off_autograph_seconds"]), 2)
     return result

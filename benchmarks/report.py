@@ -47,9 +47,11 @@ def end_to_end_lines(m: Dict[str, Any]) -> List[str]:
             f"{m['kfdist_accuracy']}",
             f"- plain Keras script: {m['plain_script_seconds']} s, held-out {m['plain_accuracy']}; "
             f"its one-off AutoGraph cost (first epoch over the others): "
-            f"{m['plain_one_off_autograph_seconds']} s",
-            f"- ratio {m['kfdist_over_plain']}x ({m['kfdist_over_plain_without_autograph']}x "
-            "against the plain script without its one-off AutoGraph cost)"]
+            f"{m['plain_one_off_autograph_seconds']} s; `fit` returned "
+            f"{m['plain_fit_return_seconds']} s after its last epoch",
+            f"- ratio {m['kfdist_over_plain']}x ({m['kfdist_over_plain_without_fit_return']}x "
+            f"against the plain script without the wait for `fit` to return, "
+            f"{m['kfdist_over_plain_without_autograph']}x without its one-off AutoGraph cost)"]
 
 
 def time_to_accuracy_lines(m: Dict[str, Any]) -> List[str]:
