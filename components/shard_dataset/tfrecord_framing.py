@@ -13,10 +13,11 @@ instead of reading every shard back.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import struct
-from typing import BinaryIO, Iterable, Optional
+from typing import BinaryIO, Iterable, Optional, Sequence
 
 import google_crc32c
 
@@ -32,11 +33,16 @@ def masked_crc32c(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _UINT32
 
 
+@functools.lru_cache(maxsize=4096)
+def _header(length: int) -> bytes:
+    """A record's length and its masked CRC (records of a dataset share a few lengths)."""
+    packed = struct.pack("<Q", length)
+    return packed + struct.pack("<I", masked_crc32c(packed))
+
+
 def frame(record: bytes) -> bytes:
     """One record with its TFRecord framing."""
-    length = struct.pack("<Q", len(record))
-    return b"".join((length, struct.pack("<I", masked_crc32c(length)), record,
-                     struct.pack("<I", masked_crc32c(record))))
+    return b"".join((_header(len(record)), record, struct.pack("<I", masked_crc32c(record))))
 
 
 def frame_all(records: Iterable[bytes]) -> bytes:
@@ -83,6 +89,13 @@ class TFRecordFileWriter:
         """Appends one record (buffered; written in blocks of about 1 MiB)."""
         self._pending.append(frame(record))
         self._pending_bytes += len(record) + 16
+        if self._pending_bytes >= 1 << 20:
+            self._flush_pending()
+
+    def write_many(self, records: Sequence[bytes]) -> None:
+        """Appends records in order (as `write` does, one call for many)."""
+        self._pending.append(frame_all(records))
+        self._pending_bytes += sum(map(len, records)) + 16 * len(records)
         if self._pending_bytes >= 1 << 20:
             self._flush_pending()
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional, Sequence
+
+import numpy as np
 
 from kfdist.components.common.dataset_spec import ShardInfo, SplitInfo
 from kfdist.components.shard_dataset.tfrecord_framing import TFRecordFileWriter
@@ -33,13 +35,22 @@ class ShuffleBuffer:
         self._rng = rng
         self._items: List[bytes] = []
 
-    def push(self, item: bytes) -> Optional[bytes]:
-        """Adds `item`; once the buffer is full, returns a random earlier item."""
-        if len(self._items) < self._capacity:
-            self._items.append(item)
-            return None
-        i = self._rng.randrange(self._capacity)
-        out, self._items[i] = self._items[i], item
+    def push_many(self, items: Sequence[bytes]) -> List[bytes]:
+        """Adds `items` in order; returns the earlier items they displaced, in that order.
+
+        Until the buffer is full an item just joins it; after that each one
+        takes the place of a uniformly drawn item, which leaves the buffer.
+        """
+        room = self._capacity - len(self._items)
+        if room > 0:
+            self._items.extend(items[:room])
+            items = items[room:]
+        held, capacity, draw = self._items, self._capacity, self._rng.random
+        out = []
+        for item in items:
+            i = int(draw() * capacity)
+            out.append(held[i])
+            held[i] = item
         return out
 
     def drain(self) -> Iterator[bytes]:
@@ -54,14 +65,17 @@ class BalancedShardAssigner:
 
     def __init__(self, num_shards: int, rng: random.Random):
         self._num_shards = num_shards
-        self._rng = rng
-        self._block: List[int] = []
+        self._rng = np.random.default_rng(rng.getrandbits(64))
+        self._left = np.empty(0, np.int64)  # the rest of the current block
 
-    def next_shard(self) -> int:
-        """The shard of the next record."""
-        if not self._block:
-            self._block = self._rng.sample(range(self._num_shards), self._num_shards)
-        return self._block.pop()
+    def next_shards(self, count: int) -> np.ndarray:
+        """The shards of the next `count` records."""
+        n = self._num_shards
+        blocks = -(-max(0, count - len(self._left)) // n)
+        fresh = np.argsort(self._rng.random((blocks, n)), axis=1).ravel()
+        shards = np.concatenate([self._left, fresh])
+        self._left = shards[count:]
+        return shards[:count]
 
 
 class SplitWriter:
@@ -90,17 +104,19 @@ class SplitWriter:
     def __exit__(self, *exc) -> None:
         self._close_files()
 
-    def write(self, records: List[bytes]) -> None:
+    def write(self, records: Sequence[bytes]) -> None:
         """Adds serialized examples of this split (they are shuffled on the way)."""
-        for record in records:
-            out = self._buffer.push(record)
-            if out is not None:
-                self._write_one(out)
+        self._write_many(self._buffer.push_many(records))
 
-    def _write_one(self, record: bytes) -> None:
-        shard = self._assigner.next_shard()
-        self._writers[shard].write(record)
-        self._counts[shard] += 1
+    def _write_many(self, records: List[bytes]) -> None:
+        """Writes records that left the shuffle buffer, each to the shard the assigner picks."""
+        if not records:
+            return
+        shards = self._assigner.next_shards(len(records))
+        for shard in np.unique(shards):
+            picked = [records[i] for i in np.flatnonzero(shards == shard)]
+            self._writers[shard].write_many(picked)
+            self._counts[shard] += len(picked)
 
     def _close_files(self) -> None:
         for w in self._writers:
@@ -108,8 +124,7 @@ class SplitWriter:
 
     def finish(self) -> SplitInfo:
         """Flushes the shuffle buffer, closes every shard and describes them."""
-        for record in self._buffer.drain():
-            self._write_one(record)
+        self._write_many(list(self._buffer.drain()))
         self._close_files()
         shards = []
         for rel, count, writer in zip(self._paths, self._counts, self._writers):
