@@ -60,7 +60,7 @@ def time_to_accuracy_lines(m: Dict[str, Any]) -> List[str]:
              r["epochs_to_target"] or "", r["startup_seconds"], f"{r['examples_per_second']:,}",
              " ".join(str(v) for v in r["val_accuracy"])] for r in m["strategies"]]
     return [f"## Time to {m['target_accuracy']} held-out accuracy "
-            f"({m['train_examples']:,} training digits, at most {m['max_epochs']} epochs)", "",
+            f"({m['train_examples']:,} training digits, at most {m['max_epochs']} epoch(s))", "",
             markdown_table(["strategy", "workers", "seconds to target", "epochs", "start-up s",
                             "examples/s", "val_accuracy per epoch"], rows)]
 
