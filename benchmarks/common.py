@@ -9,7 +9,6 @@ import platform
 import struct
 import subprocess
 import sys
-import time
 from typing import Any, Dict, List, Sequence
 
 import numpy as np
@@ -141,18 +140,6 @@ def run_child(code: str, *args: str, timeout: float = 900) -> Dict[str, Any]:
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"benchmark child failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(lines[-1][len("@@RESULT "):])
-
-
-def timed(fn, *args, **kwargs):
-    """`(result, seconds)` of one call."""
-    started = time.perf_counter()
-    result = fn(*args, **kwargs)
-    return result, time.perf_counter() - started
-
-
-def ratio(value: float, baseline: float) -> float:
-    """value / baseline, rounded for tables (0 when the baseline is 0)."""
-    return round(value / baseline, 2) if baseline else 0.0
 
 
 def markdown_table(header: Sequence[str], rows: List[Sequence[Any]]) -> str:

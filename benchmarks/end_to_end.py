@@ -21,6 +21,7 @@ files (kfdist keeps a source's own split):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -29,6 +30,8 @@ import tempfile
 import time
 from datetime import datetime
 from typing import Any, Dict
+
+from kfdist.local_run import SUMMARY_FILE
 
 from benchmarks.common import CHILD_ENV, REPO_ROOT, run_child, write_synthetic_mnist
 
@@ -134,14 +137,15 @@ def measure(train_examples: int = 60_000, epochs: int = 10) -> Dict[str, Any]:
         if done.returncode != 0:
             raise RuntimeError(f"kfdist run mnist failed:\n{done.stderr[-3000:]}")
         steps = step_seconds(_logs_of(os.path.join(root, "run")))
-        accuracy = re.search(r"held-out accuracy ([0-9.]+)", done.stdout)
+        with open(os.path.join(root, "run", SUMMARY_FILE)) as f:
+            accuracy = json.load(f)["eval"]["accuracy"]
         started = time.perf_counter()
         plain = run_child(PLAIN, data, os.path.join(root, "plain"), str(epochs))
         plain_wall = time.perf_counter() - started
     result = {"train_examples": train_examples, "eval_examples": train_examples // 6,
               "workers": 1, "strategy": "mirrored", "epochs": epochs, "batch_size": 64,
               "kfdist_seconds": round(kfdist_wall, 2), "kfdist_steps": steps,
-              "kfdist_accuracy": float(accuracy.group(1)) if accuracy else None,
+              "kfdist_accuracy": accuracy,
               **_plain_figures(plain, plain_wall)}
     result["kfdist_over_plain"] = round(kfdist_wall / plain_wall, 2)
     # The target's figure: no credit for a stall of the plain script's `fit` on its way out.

@@ -27,10 +27,9 @@ def sharding_tables(m: Dict[str, Any]) -> List[str]:
     header = ["input", "examples", "writer", "seconds", "examples/s", "output MB/s", "peak RSS MB"]
     rows = []
     for tag in ("1x", "10x"):
-        count = mnist["examples_1x"] * (10 if tag == "10x" else 1)
-        rows += _sharding_rows(f"MNIST {tag}", mnist[tag], count)
+        rows += _sharding_rows(f"MNIST {tag}", mnist[tag], mnist[tag]["local"]["examples"])
     rows += _sharding_rows(f"CSV {csv['csv_bytes'] / 1e9:.2f} GB, {csv['csv_files']} files", csv,
-                           csv["rows"])
+                           csv["local"]["examples"])
     stages = list(mnist["local_profile"]["stages"])
     profile = markdown_table(["local runner's time (cProfile)", "MNIST 1x", "CSV"], [
         [stage, f"{mnist['local_profile']['stages'][stage]:.0%}",

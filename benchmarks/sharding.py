@@ -38,8 +38,8 @@ from benchmarks.common import run_child, write_synthetic_csv, write_synthetic_mn
 #: Profile stages: a function's own time goes to the first stage one of whose patterns it contains.
 STAGES: List[Tuple[str, Tuple[str, ...]]] = [
     ("read and decompress the source", ("zlib.Decompress", "gzip.py", "_compression.py",
-                                        "BufferedReader", "idx_reader.py", "csv_reader.py",
-                                        "csv_columns.py", "csv_arrow.py", "pyarrow", "_csv.",
+                                        "BufferedReader", "idx_reader.py", "shard_dataset/csv_",
+                                        "pyarrow", "_csv.",
                                         "source.py", "readers.py")),
     ("split: a content hash per example", ("scan.py:example_keys", "blake2b", "splits.py")),
     ("scan: counts and statistics", ("scan.py",)),
@@ -66,6 +66,7 @@ def _rates(r: Dict[str, Any]) -> Dict[str, Any]:
     out = {"examples_per_second": round(r["examples"] / r["seconds"]),
            "mb_per_second": round(r["output_bytes"] / r["seconds"] / 1e6, 1),
            "seconds": round(r["seconds"], 2), "peak_rss_mb": round(r["peak_rss_mb"]),
+           "examples": r["examples"],
            "output_bytes": r["output_bytes"]}
     if "largest_worker_rss_mb" in r:
         out["largest_worker_rss_mb"] = round(r["largest_worker_rss_mb"])

@@ -22,6 +22,8 @@ from kfdist.components.common.dataset_spec import IMAGE_KEY, DatasetMetadata
 from kfdist.components.common.errors import require
 
 RAW_IMAGE, ENCODED_IMAGE, NUMERIC, CATEGORICAL = "image", "encoded_image", "numeric", "categorical"
+#: The serving signature's name (TF Serving's default).
+SIGNATURE_NAME = "serving_default"
 ENCODED_IMAGE_INPUT = "image_bytes"
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
 

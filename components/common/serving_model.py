@@ -12,15 +12,13 @@ the model and returns `class_ids` (int64 `[None]`) and `probabilities`
 from __future__ import annotations
 
 import os
-from typing import Tuple
 
 import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
 
 from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import tf_features
-
-SIGNATURE_NAME = "serving_default"
+from kfdist.components.common.serving_inputs import SIGNATURE_NAME
 
 
 def outputs_are_logits(model) -> bool:
@@ -37,11 +35,11 @@ def outputs_are_logits(model) -> bool:
     return activation is not None and getattr(activation, "__name__", "") == "linear"
 
 
-def serving_module(model, meta: ds.DatasetMetadata) -> Tuple[tf.Module, object]:
-    """Wraps a Keras model in a `tf.Module` whose signature takes raw inputs.
+def serving_module(model, meta: ds.DatasetMetadata) -> tf.Module:
+    """Wraps a Keras model in a `tf.Module` whose `serve` function takes raw inputs.
 
     Returns:
-      The module (it tracks the model's variables) and its serving `tf.function`.
+      The module; it tracks the model's variables.
     """
     preprocess = tf_features.preprocess_fn(meta)
     to_raw = tf_features.raw_from_serving(meta)
@@ -56,7 +54,7 @@ def serving_module(model, meta: ds.DatasetMetadata) -> Tuple[tf.Module, object]:
         return {"class_ids": tf.argmax(probs, axis=-1, output_type=tf.int64), "probabilities": probs}
 
     module.serve = serve
-    return module, serve
+    return module
 
 
 def save_serving_model(keras_saved_model: str, meta: ds.DatasetMetadata, out_dir: str) -> None:
@@ -71,6 +69,6 @@ def save_serving_model(keras_saved_model: str, meta: ds.DatasetMetadata, out_dir
       out_dir: Directory to write (created; must not hold a SavedModel yet).
     """
     model = tf.keras.models.load_model(keras_saved_model, compile=False)
-    module, serve = serving_module(model, meta)
+    module = serving_module(model, meta)
     os.makedirs(out_dir, exist_ok=True)
-    tf.saved_model.save(module, out_dir, signatures={SIGNATURE_NAME: serve})
+    tf.saved_model.save(module, out_dir, signatures={SIGNATURE_NAME: module.serve})

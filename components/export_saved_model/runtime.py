@@ -29,7 +29,7 @@ from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import model_artifact as ma
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError, require
-from kfdist.components.common.serving_inputs import serving_inputs
+from kfdist.components.common.serving_inputs import SIGNATURE_NAME, serving_inputs
 
 EXPORT_INFO_FILE = "kfdist_export.json"
 EXPORT_FORMAT = "kfdist.export/v1"
@@ -127,7 +127,7 @@ def _export_info(meta: ds.DatasetMetadata, *, target: str, version: int, name: s
         "feature": dataclasses.asdict(meta.feature), "preprocessing": dataclasses.asdict(meta.preprocessing),
         "num_classes": meta.num_classes,
         "class_names": list(meta.class_names or [str(i) for i in range(meta.num_classes)]),
-        "signature": {"name": "serving_default", "inputs": {
+        "signature": {"name": SIGNATURE_NAME, "inputs": {
             i.name: {"dtype": i.dtype, "shape": list(i.shape), "kind": i.kind,
                      **({"column": i.column} if i.column is not None else {})}
             for i in serving_inputs(meta)},

@@ -10,23 +10,22 @@ flagged and the caller reads their rows with the Python code.
 from __future__ import annotations
 
 import math
-import sys
 from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kfdist.components.shard_dataset.csv_columns import MISSING_VALUES, is_number
+from kfdist.components.shard_dataset.csv_columns import MAX_REMEMBERED, MISSING_VALUES, is_number
 
-#: What `str.strip()` removes: every character for which `str.isspace()` holds.
-WHITESPACE = "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
+#: What `str.strip()` removes: every character for which `str.isspace()` holds (spelled out:
+#: finding them takes a scan of every code point, on every import).
+WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004"
+              "\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 _MISSING = pa.array(sorted(MISSING_VALUES), pa.string())
 #: A plain decimal number: pyarrow, numpy and `float` all read it, to the same double.
 _DECIMAL = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 _NULL = pa.scalar(None, pa.string())
-#: Distinct values whose `is_number` is remembered per column.
-_MAX_KNOWN = 100_000
 
 
 def stripped(column: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -102,7 +101,7 @@ def kinds(column: pa.ChunkedArray, known: Dict[str, bool]
     distinct = pc.unique(pc.filter(text, present)).to_pylist()
     for value in distinct:
         if value not in known:
-            if len(known) >= _MAX_KNOWN:
+            if len(known) >= MAX_REMEMBERED:
                 known.clear()
             known[value] = is_number(value)
     found = pa.array([v for v in distinct if known[v]], pa.string())

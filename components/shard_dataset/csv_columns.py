@@ -41,7 +41,7 @@ def is_number(text: str) -> bool:
 class _ColumnSeen:
     """The first number and the first string seen in a column, as `(where, value)` (`where`:
     "line N of 'file.csv'"), and the
-    distinct values already classified (up to `_MAX_REMEMBERED`)."""
+    distinct values already classified (up to `MAX_REMEMBERED`)."""
 
     number: Optional[Tuple[str, str]] = None
     string: Optional[Tuple[str, str]] = None
@@ -49,7 +49,7 @@ class _ColumnSeen:
 
 
 #: Distinct values remembered per column, so a categorical column's values are classified once.
-_MAX_REMEMBERED = 100_000
+MAX_REMEMBERED = 100_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +100,7 @@ def _observe(seen: List[_ColumnSeen], feature_index: Sequence[int], path: str, f
                 column.number = (where(path, first_line + present[0]), cells[present[0]])
             continue
         new = set(cells) - column.classified
-        if len(column.classified) < _MAX_REMEMBERED:
+        if len(column.classified) < MAX_REMEMBERED:
             column.classified |= new
         numbers = {c for c in new if is_number(c)}
         strings = {c for c in new if c not in MISSING_VALUES and c not in numbers}

@@ -127,9 +127,11 @@ class CanonicalExampleEncoder:
                              f"expected {size} bytes each")
         if categorical is not None:
             return self._encode_with_strings(raw, labels, categorical)
-        framing = {label: self.framing(label) for label in set(labels.tolist())}
+        label_list = labels.tolist()
+        for label in set(label_list):
+            self.framing(label)  # fills the cache
         return [head + raw[start:start + size] + tail for start, (head, tail) in zip(
-            _offsets(len(labels), size), map(framing.__getitem__, labels.tolist()))]
+            _offsets(len(labels), size), map(self._framing.__getitem__, label_list))]
 
     def _string_framing(self, values: tuple, label: int) -> Tuple[bytes, bytes]:
         """`(head, tail)` around the input bytes of an example with `categorical` values

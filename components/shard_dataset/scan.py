@@ -72,7 +72,7 @@ def batch_checksum(batch: ExampleBatch) -> int:
     """CRC-32 of a batch's raw inputs, categorical values and labels (tells the writing
     pass it reads what was scanned)."""
     crc = zlib.crc32(np.ascontiguousarray(batch.inputs).data)
-    if batch.categorical is not None and batch.categorical.size:
+    if batch.categorical is not None:
         crc = zlib.crc32(b"".join(categorical_bytes(batch)), crc)
     return zlib.crc32(np.ascontiguousarray(batch.labels).data, crc)
 

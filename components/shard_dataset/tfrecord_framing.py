@@ -87,13 +87,10 @@ class TFRecordFileWriter:
 
     def write(self, record: bytes) -> None:
         """Appends one record (buffered; written in blocks of about 1 MiB)."""
-        self._pending.append(frame(record))
-        self._pending_bytes += len(record) + 16
-        if self._pending_bytes >= 1 << 20:
-            self._flush_pending()
+        self.write_many((record,))
 
     def write_many(self, records: Sequence[bytes]) -> None:
-        """Appends records in order (as `write` does, one call for many)."""
+        """Appends records in order (buffered; written in blocks of about 1 MiB)."""
         self._pending.append(frame_all(records))
         self._pending_bytes += sum(map(len, records)) + 16 * len(records)
         if self._pending_bytes >= 1 << 20:

@@ -77,12 +77,17 @@ def test_the_sharding_benchmark_compares_every_writer_on_generated_data(tmp_path
                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert done.returncode == 0, done.stderr[-3000:]
     sharding = json.loads((tmp_path / "results.json").read_text())["measures"]["sharding"]
-    for figures in (sharding["mnist"]["1x"], sharding["mnist"]["10x"], sharding["csv"]):
+    expected = {"1x": sharding["mnist"]["examples_1x"], "10x": 10 * sharding["mnist"]["examples_1x"],
+                "csv": sharding["csv"]["rows"]}
+    for tag, figures in (("1x", sharding["mnist"]["1x"]), ("10x", sharding["mnist"]["10x"]),
+                         ("csv", sharding["csv"])):
         # Every writer wrote every example, and the local and Beam datasets are the same size.
+        assert [figures[w]["examples"] for w in ("local", "beam", "naive_writer")] == [expected[tag]] * 3
         assert figures["local"]["output_bytes"] == figures["beam"]["output_bytes"] > 0
         assert figures["naive_writer"]["examples_per_second"] > 0
         assert figures["copy_limit"]["mb_per_second"] > 0
     assert sharding["mnist"]["10x"]["local"]["seconds"] > 0
     assert abs(sum(sharding["csv"]["local_profile"]["stages"].values()) - 1) < 0.01
+    assert sharding["csv"]["local_profile"]["stages"]["read and decompress the source"] > 0
     text = (tmp_path / "results.md").read_text()
     assert "| MNIST 10x |" in text and "byte-copy limit" in text

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 
-import numpy as np
 import pytest
 
 from kfdist.components.common.errors import InvalidInputError
@@ -248,8 +247,11 @@ def test_strip_removes_what_str_strip_removes():
         v.strip() for v in values]
 
 
-def test_bad_csv_errors_name_the_line_and_column(tmp_path):
+def test_bad_csv_errors_name_the_line_and_column(tmp_path, monkeypatch):
     """The message the Python path gives for a value beyond float32 survives the columnar path."""
     path = write(tmp_path / "t.csv", _table("1e39,a,0"))
+    calls = count_python_calls(monkeypatch)
     with pytest.raises(InvalidInputError, match=r"line 1200, column 'x': value '1e39'"):
         list(csv_reader.open_csv_source([path], ReaderOptions()).batches())
+    # The columnar reader read the file; only the block holding the bad value was re-parsed.
+    assert calls["_iter_row_blocks"] == 0 and calls["_parse_block"] > 0

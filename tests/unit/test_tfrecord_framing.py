@@ -13,8 +13,11 @@ RECORDS = [b"", b"x", os.urandom(5), os.urandom(300), os.urandom(70_000)] * 40
 
 def _write(path, compression):
     writer = TFRecordFileWriter(path, compression)
-    for record in RECORDS:
+    half = len(RECORDS) // 2
+    for record in RECORDS[:half]:
         writer.write(record)
+    for start in range(half, len(RECORDS), 7):  # then in runs, as the shard writer writes
+        writer.write_many(RECORDS[start:start + 7])
     writer.close()
     writer.close()  # idempotent
     return writer
