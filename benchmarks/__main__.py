@@ -64,7 +64,9 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
     size = SIZES[mode]
     measures: Dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kfdist-bench-") as root:
-        dataset = None
+        dataset = digits = None
+        if {"end_to_end", "time_to_accuracy"} & set(only):
+            digits = end_to_end.write_mnist_like(root, size["e2e_train_examples"])
         if {"input_pipeline", "training"} & set(only):
             from kfdist.components.shard_dataset.runtime import shard
 
@@ -78,10 +80,10 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
             ("training", lambda: training.measure(dataset, size["train_epochs"])),
             ("launcher", lambda: launcher.measure(size["launcher_jobs"], size["polls"],
                                                          kubeconfig)),
-            ("end_to_end", lambda: end_to_end.measure(size["e2e_train_examples"],
+            ("end_to_end", lambda: end_to_end.measure(digits, size["e2e_train_examples"],
                                                       size["e2e_epochs"])),
             ("time_to_accuracy", lambda: time_to_accuracy.measure(
-                size["e2e_train_examples"], size["tta_epochs"], size["tta_target"])),
+                digits, size["e2e_train_examples"], size["tta_epochs"], size["tta_target"])),
         ]
         for name, fn in steps:
             if name not in only:

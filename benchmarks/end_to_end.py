@@ -123,10 +123,10 @@ def _plain_figures(plain: Dict[str, Any], wall: float) -> Dict[str, Any]:
             "plain_fit_return_seconds": round(plain["fit_return_seconds"], 2)}
 
 
-def measure(train_examples: int = 60_000, epochs: int = 10) -> Dict[str, Any]:
-    """Runs both on the same generated data; returns wall times, kfdist's steps and the ratio."""
+def measure(data: str, train_examples: int, epochs: int = 10) -> Dict[str, Any]:
+    """Runs both on `data` (`write_mnist_like`, `train_examples` digits); returns wall times,
+    kfdist's steps and the ratio."""
     with tempfile.TemporaryDirectory(prefix="kfdist-bench-e2e-") as root:
-        data = write_mnist_like(root, train_examples)
         env = dict(os.environ, **CHILD_ENV)
         started = time.perf_counter()
         command = ["run", "mnist", "--workers", "1", "--strategy", "mirrored", "--epochs",

@@ -72,25 +72,29 @@ with tf.io.TFRecordWriter(out) as writer:
             strings = frame.select_dtypes(include="object")
             numbers = frame.drop(columns=strings.columns).to_numpy(np.float32)
             strings = strings.to_numpy().astype(str)
-            for x, s, y in zip(numbers, strings, labels):
+            for x, s, y in zip(numbers.tolist(), strings.tolist(), labels.tolist()):
                 example = tf.train.Example(features=tf.train.Features(feature={
                     "features": tf.train.Feature(float_list=tf.train.FloatList(value=x)),
                     "categorical": tf.train.Feature(bytes_list=tf.train.BytesList(
                         value=[v.encode() for v in s])),
-                    "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(y)]))}))
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[y]))}))
                 writer.write(example.SerializeToString())
             count += len(labels)
 _RESULT = {"seconds": time.perf_counter() - started, "examples": count,
            "output_bytes": os.path.getsize(out)}
 """
 
-#: The byte-copy limit: copy a file as large as kfdist's output and sync it.
+#: The byte-copy limit: copy kfdist's output (a directory of shard files) and sync the copy
+#: (after syncing what was written before, which is not the copy's cost).
 COPY = """
-import shutil, sys, time, os
-started = time.perf_counter()
-shutil.copyfile(sys.argv[1], sys.argv[2])
+import os, shutil, sys, time
 os.sync()
-_RESULT = {"seconds": time.perf_counter() - started, "output_bytes": os.path.getsize(sys.argv[2])}
+started = time.perf_counter()
+shutil.copytree(sys.argv[1], sys.argv[2])
+os.sync()
+seconds = time.perf_counter() - started
+_RESULT = {"seconds": seconds, "output_bytes": sum(
+    os.path.getsize(os.path.join(d, name)) for d, _, names in os.walk(sys.argv[2]) for name in names)}
 """
 
 #: The local runner under cProfile: where its time goes, by stage (`STAGES` in `sharding`).

@@ -1,7 +1,7 @@
 """Time to a stated held-out accuracy, per distribution strategy, on MNIST-shaped data.
 
-The data is `end_to_end`'s (generated `train-*`/`t10k-*` digits), sharded
-once by `shard_dataset`. Each strategy of `strategies.STRATEGY_RUNS` then
+The data is `end_to_end`'s (the same generated `train-*`/`t10k-*` digits),
+sharded once by `shard_dataset`. Each strategy of `strategies.STRATEGY_RUNS` then
 trains `mnist_mlp` on the local backend (replica processes with the
 TF_CONFIG the operators inject) for up to `epochs` epochs, batch 64 per
 replica; the leader scores the whole eval split after every epoch
@@ -21,7 +21,6 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
-from benchmarks.end_to_end import write_mnist_like
 from benchmarks.strategies import STRATEGY_RUNS
 
 
@@ -38,15 +37,16 @@ def time_to_target(epochs: List[Dict[str, float]], job_seconds: float,
             "seconds_to_target": None}
 
 
-def measure(train_examples: int, epochs: int, target: float) -> Dict[str, Any]:
-    """Trains with every strategy; returns, per strategy, the time to `target` and the curve."""
+def measure(data: str, train_examples: int, epochs: int, target: float) -> Dict[str, Any]:
+    """Trains with every strategy on `data` (`end_to_end.write_mnist_like`, `train_examples`
+    digits); returns, per strategy, the time to `target` and the curve."""
     from kfdist.components.shard_dataset.runtime import shard
     from kfdist.components.train_distributed import runtime
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="kfdist-bench-tta-") as root:
         dataset = os.path.join(root, "dataset")
-        shard(write_mnist_like(root, train_examples), dataset, num_shards=4, log=lambda line: None)
+        shard(data, dataset, num_shards=4, log=lambda line: None)
         for strategy, settings in STRATEGY_RUNS.items():
             model_dir = os.path.join(root, strategy)
             started = time.perf_counter()

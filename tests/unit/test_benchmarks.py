@@ -91,3 +91,51 @@ def test_the_sharding_benchmark_compares_every_writer_on_generated_data(tmp_path
     assert sharding["csv"]["local_profile"]["stages"]["read and decompress the source"] > 0
     text = (tmp_path / "results.md").read_text()
     assert "| MNIST 10x |" in text and "byte-copy limit" in text
+
+
+def test_generated_digits_are_distinct_with_a_clean_background(tmp_path):
+    import gzip
+
+    import numpy as np
+
+    from benchmarks.common import write_synthetic_mnist
+    from kfdist.sample_data import digits_as_mnist
+
+    write_synthetic_mnist(str(tmp_path), 20_000, seed=5)
+    with gzip.open(tmp_path / "train-images-idx3-ubyte.gz") as f:
+        images = np.frombuffer(f.read()[16:], np.uint8).reshape(-1, 28, 28)
+    with gzip.open(tmp_path / "train-labels-idx1-ubyte.gz") as f:
+        labels = np.frombuffer(f.read()[8:], np.uint8)
+    assert images.shape == (20_000, 28, 28) and labels.shape == (20_000,)
+    assert len({image.tobytes() for image in images}) == 20_000
+    # Noise only on ink: the corners (never ink, even shifted by 2) stay 0, as in scans.
+    assert not images[:, :2, :2].any() and images.max() > 200
+    # Each example is a sample digit, shifted, plus noise 0-7 on its ink, and has its label.
+    samples, sample_labels = digits_as_mnist()
+    samples = np.minimum(samples, 248).astype(np.int16)
+    for index in (0, 777, 19_999):
+        image = images[index].astype(np.int16)
+        close = set()
+        for dy in range(-2, 3):
+            for dx in range(-2, 3):
+                noise = image - np.roll(samples, (dy, dx), axis=(1, 2))
+                fits = ((noise >= 0) & (noise < 8)).all(axis=(1, 2))
+                close.update(sample_labels[fits].tolist())
+        assert close == {labels[index]}
+
+
+def test_the_generated_table_has_distinct_rows_of_every_column(tmp_path):
+    import csv
+
+    from benchmarks.common import CSV_NUMERIC_COLUMNS, write_synthetic_csv
+
+    table = write_synthetic_csv(str(tmp_path), 3_000_000, parts=2, seed=1)
+    files = sorted(tmp_path.iterdir())
+    assert [f.name for f in files] == ["table-00000-of-00002.csv", "table-00001-of-00002.csv"]
+    assert table["bytes"] == sum(f.stat().st_size for f in files) >= 3_000_000
+    rows = [row for f in files for row in list(csv.reader(f.open()))[1:]]
+    assert len(rows) == table["rows"]
+    assert {len(row) for row in rows} == {CSV_NUMERIC_COLUMNS + 4}
+    assert [int(row[0]) for row in rows] == list(range(len(rows)))
+    missing = sum(cell == "" for row in rows for cell in row[1:-3]) / (len(rows) * CSV_NUMERIC_COLUMNS)
+    assert 0.01 < missing < 0.03
