@@ -2,10 +2,12 @@
 
 The driver (the shard step) opens and validates the source and decides the
 split as the local path does; the Beam pipeline then reads the source's
-units in parallel (`beam_transforms`), writes balanced shards and computes
-what the local scan computes: split counts, classes, the train split's
-column statistics (per-batch partials folded in reading order, so the
-figures are the local ones to the bit) and vocabularies. The driver reads
+units in parallel twice, as the local runner does (`beam_transforms`): a scan
+computes what the local scan computes (split counts, classes, the train
+split's column statistics, per-batch partials folded in reading order so the
+figures are the local ones to the bit, and vocabularies), then a second read
+writes balanced shards through run files, so records never pass through the
+runner and the driver's memory does not grow with the data. The driver reads
 that back, checks it like the local path, and publishes the dataset
 (`metadata.json` last) the same way.
 
@@ -54,22 +56,21 @@ def pipeline_options(beam_options: Sequence[str]) -> List[str]:
     return [o for o in LOCAL_OPTIONS if o.split("=", 1)[0] not in keys] + given
 
 
-def _summarize(_, written, batches_info, values, num_columns, num_strings) -> str:
+def _summarize(_, written, scans, run_errors, num_columns, num_strings) -> str:
     """One JSON document of what the pipeline wrote and learnt (read back by the driver)."""
-    errors = sorted((i["key"], i["error"]) for i in batches_info if "error" in i)
-    infos = sorted((i for i in batches_info if "error" not in i), key=lambda i: i["key"])
+    errors = [e["error"] for e in sorted((s for s in scans if "error" in s), key=lambda s: s["key"])]
+    infos = sorted((s for s in scans if "error" not in s), key=lambda s: s["key"])
     counts = collections.Counter()
     moments = RunningMoments(num_columns) if num_columns is not None else None
+    vocabulary = VocabularyCounter(num_strings)
     for info in infos:
         counts.update(info["counts"])
         if moments is not None and info["moments"] is not None:
             moments.merge(*info["moments"])
-    vocabulary = VocabularyCounter(num_strings)
-    for counters in values:
-        for column, counter in enumerate(counters):
+        for column, counter in enumerate(info["values"] or ()):
             vocabulary.counts[column].update(counter)
     return json.dumps({
-        "errors": [message for _, message in errors[:1]],
+        "errors": (errors + sorted(run_errors))[:1],
         "shards": sorted(written, key=lambda s: s["path"]),
         "num_train": counts["train"], "num_eval": counts["eval"],
         "num_classes": max([i["max_label"] for i in infos], default=-1) + 1,
@@ -82,31 +83,33 @@ def _summarize(_, written, batches_info, values, num_columns, num_strings) -> st
 
 def _build(pipeline, source, split_mask, root: str, num_shards: Dict[str, int], seed: int,
            compression, origins: Mapping[str, str]):
+    """Scan, plan, write runs, write shards, summarize (`beam_transforms` says why)."""
     import apache_beam as beam
     from apache_beam.pvalue import AsList, AsSingleton
 
-    feature = source.feature
-    batches = (pipeline | "units" >> beam.Create(list(range(len(source.units))))
-               | "spread" >> beam.Reshuffle()
-               | "read" >> beam.FlatMap(beam_remote.read_unit, source, split_mask, origins))
-    good = batches | "valid" >> beam.Filter(lambda b: "error" not in b)
-    info = batches | "info" >> beam.Map(lambda b: b if "error" in b else {
-        "key": b["key"], "max_label": b["max_label"], "moments": b["moments"],
-        "reader": b["reader"], "counts": {s: len(r) for s, r in b["records"].items()}})
-    counts = (info | "counts" >> beam.Filter(lambda i: "error" not in i)
-              | beam.Map(lambda i: (i["key"], i["counts"])) | beam.combiners.ToDict()
-              | "offsets" >> beam.Map(bt.offsets))
-    written = (good | "place" >> beam.FlatMap(bt.place, AsSingleton(counts), num_shards, seed)
+    def units(label: str):
+        return (pipeline | f"{label} units" >> beam.Create(list(range(len(source.units))))
+                | f"spread {label}" >> beam.Reshuffle())
+
+    scans = units("scan") | "scan" >> beam.FlatMap(beam_remote.on_unit, bt.scan_unit, source,
+                                                   origins, split_mask)
+    plan = (scans | "plan entries" >> beam.Map(bt.plan_entry) | beam.combiners.ToDict()
+            | "plan" >> beam.Map(bt.plan_batches))
+    runs = units("write") | "write runs" >> beam.FlatMap(
+        beam_remote.on_unit, bt.write_runs, source, origins, AsSingleton(plan), root, num_shards,
+        seed)
+    written = (runs | "runs" >> beam.Filter(lambda kv: kv[0] != bt.ERRORS)
                | "group" >> beam.GroupByKey()
                | "write" >> beam.Map(bt.write_shard, root, num_shards, compression))
-    values = (good | "values" >> beam.Filter(lambda b: b["values"] is not None)
-              | beam.Map(lambda b: b["values"]))
+    run_errors = (runs | "run errors" >> beam.Filter(lambda kv: kv[0] == bt.ERRORS)
+                  | beam.Map(lambda kv: kv[1]))
+    feature = source.feature
     num_columns = feature.shape[0] if len(feature.shape) == 1 and feature.dtype == "float32" \
         else None
     summary = functools.partial(_summarize, num_columns=num_columns,
                                 num_strings=len(feature.categorical_columns or ()))
     (pipeline | "once" >> beam.Create([None])
-     | "summarize" >> beam.Map(summary, AsList(written), AsList(info), AsList(values))
+     | "summarize" >> beam.Map(summary, AsList(written), AsList(scans), AsList(run_errors))
      | "save" >> beam.Map(_save_summary, root))
 
 
@@ -157,6 +160,7 @@ def run(source, split_mask, root: str, *, num_shards: Dict[str, int], seed: int,
     with beam.Pipeline(options=PipelineOptions(argv)) as pipeline:
         _build(pipeline, source, split_mask, root, num_shards, seed, compression, origins or {})
     summary = _take_summary(root)
+    storage.remove_tree(storage.join(root, bt.RUNS_DIR))
     if summary["errors"]:
         raise InvalidInputError(summary["errors"][0])
     log(f"beam: the source was read by {summary['reader_processes']} worker process(es)")

@@ -39,7 +39,6 @@ from typing import Callable, Dict, Iterator, Mapping, Optional, Sequence
 
 from kfdist.components.common import storage
 from kfdist.components.common.errors import require
-from kfdist.components.shard_dataset import beam_transforms as bt
 
 #: Bytes per read when a worker copies a source file.
 FETCH_CHUNK_BYTES = 1 << 22
@@ -189,8 +188,10 @@ def local_copies(origins: Mapping[str, str]) -> Iterator[None]:
                 os.remove(path)
 
 
-def read_unit(unit: int, source, split_mask, origins: Mapping[str, str]) -> Iterator[dict]:
-    """`beam_transforms.read_unit`, the unit's files first copied here when this worker lacks
-    them (`origins`: each local file of the staged source with its `gs://` object)."""
+def on_unit(unit: int, work: Callable[..., Iterator], source, origins: Mapping[str, str],
+            *args) -> Iterator:
+    """`work(unit, source, *args)` (a `beam_transforms` reader), the unit's files first copied
+    here when this worker lacks them (`origins`: each local file of the staged source with its
+    `gs://` object)."""
     with local_copies({f: origins[f] for f in unit_files(source, unit) if f in origins}):
-        yield from bt.read_unit(unit, source, split_mask)
+        yield from work(unit, source, *args)

@@ -1,14 +1,23 @@
-"""What the Beam workers of `shard_dataset(runner="beam")` run: read, split, encode, place, write.
+"""What the Beam workers of `shard_dataset(runner="beam")` run: scan, place, write.
 
 Every function here runs on a Beam worker (a local process, a Dataflow VM, a
 Flink task manager) and is pickled there with its arguments.
 
+The pipeline reads the source twice, as the local runner does:
+
+1. `scan_unit`: per batch, the split counts, the eval mask, a checksum and
+   the train statistics. `plan_batches` turns the counts into each batch's
+   first position in each split (source order: unit, batch, row).
+2. `write_runs` reads the unit again, checks each batch against its scan,
+   encodes the records and places each one: its shard is a seeded rotation
+   of the shards for each block of `num_shards` positions (shard sizes differ
+   by at most one record, the local writer's bound), its order inside the
+   shard a seeded hash of its position. Records go to run files beside the
+   shards, so they never pass through the runner; `write_shard` then sorts a
+   shard's runs into its TFRecord file.
+
 Placement is order-independent, so any number of workers writes the same
-shards: a record's position `p` in its split (source order: unit, batch,
-row) comes from per-batch counts turned into offsets; its shard is a seeded
-permutation of the shards for each block of `num_shards` positions (shard
-sizes differ by at most one record, the local writer's bound); inside a
-shard, records are ordered by a seeded hash of their position.
+shards.
 """
 
 from __future__ import annotations
@@ -17,49 +26,47 @@ import collections
 import gzip
 import hashlib
 import os
-import random
+import pickle
 from typing import Dict, Iterator, List, Mapping, Tuple
 
 import numpy as np
 
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
-from kfdist.components.shard_dataset.scan import RunningMoments
+from kfdist.components.shard_dataset.scan import RunningMoments, batch_checksum
 from kfdist.components.shard_dataset.source import check_labels
 from kfdist.components.shard_dataset.tfrecord_framing import GZIP_LEVEL, frame_all
 from kfdist.components.shard_dataset.writer import shard_relpath
 
 SPLIT_NAMES = ("train", "eval")
 ERRORS = "errors"
+#: Where the run files go, under the pipeline's root (deleted by the driver).
+RUNS_DIR = "_runs"
+#: A worker writes its runs out once it holds this many record bytes.
+RUN_FLUSH_BYTES = 64 << 20
 #: `(unit, batch)`: a batch's place in the source's reading order.
 BatchKey = Tuple[int, int]
 
 
-def read_unit(unit: int, source, split_mask) -> Iterator[dict]:
-    """Reads one unit of the source: per batch, its records by split and its train statistics.
+def scan_unit(unit: int, source, split_mask) -> Iterator[dict]:
+    """Scans one unit of the source: per batch, its split and its train statistics.
 
-    Yields `{"key": (unit, batch), "records": {split: [bytes]}, "max_label": int,
-    "moments": (count, mean, m2) or None, "values": [Counter per string column] or None}`,
-    or, when the unit holds invalid input, one `{"key": (unit, -1), "error": message}`.
+    Yields `{"key": (unit, batch), "counts": {split: int}, "eval_mask": bytes,
+    "checksum": int, "max_label": int, "moments": (count, mean, m2) or None,
+    "values": [Counter per string column] or None, "reader": pid}`, or, when the
+    unit holds invalid input, one `{"key": (unit, -1), "error": message}`.
     """
     feature = source.feature
-    encoder = CanonicalExampleEncoder(
-        feature.key, (1 if feature.dtype == "uint8" else 4) * int(np.prod(feature.shape)))
     vector = len(feature.shape) == 1 and feature.dtype == "float32"
     try:
         for index, batch in enumerate(source.read_unit(unit)):
             check_labels(batch.labels, batch.origin)
-            in_eval = split_mask(batch)
-            yield _batch_summary((unit, index), batch, in_eval, encoder, vector)
+            yield _batch_scan((unit, index), batch, split_mask(batch), vector)
     except InvalidInputError as e:  # reported by the driver, as the local path raises it
         yield {"key": (unit, -1), "error": str(e)}
 
 
-def _batch_summary(key: BatchKey, batch, in_eval: np.ndarray, encoder, vector: bool) -> dict:
-    records = {}
-    for split, mask in (("train", ~in_eval), ("eval", in_eval)):
-        strings = batch.categorical[mask] if batch.categorical is not None else None
-        records[split] = encoder.encode(batch.inputs[mask], batch.labels[mask], strings)
+def _batch_scan(key: BatchKey, batch, in_eval: np.ndarray, vector: bool) -> dict:
     moments = None
     if vector:
         partial = RunningMoments(batch.inputs.shape[1])
@@ -69,48 +76,124 @@ def _batch_summary(key: BatchKey, batch, in_eval: np.ndarray, encoder, vector: b
     if batch.categorical is not None:
         train = batch.categorical[~in_eval]
         values = [collections.Counter(train[:, c].tolist()) for c in range(train.shape[1])]
-    return {"key": key, "records": records, "moments": moments, "values": values,
+    num_eval = int(in_eval.sum())
+    return {"key": key, "counts": {"train": len(in_eval) - num_eval, "eval": num_eval},
+            "eval_mask": np.packbits(in_eval).tobytes(), "checksum": batch_checksum(batch),
+            "moments": moments, "values": values,
             "max_label": int(batch.labels.max()) if len(batch.labels) else -1,
             "reader": os.getpid()}
 
 
-def offsets(counts: Mapping[BatchKey, Mapping[str, int]]) -> Dict[BatchKey, Dict[str, int]]:
-    """Each batch's first position in each split, in the source's reading order."""
+def plan_entry(scan: dict) -> tuple:
+    """`(key, what write_runs needs of the batch's scan)`."""
+    if "error" in scan:
+        return scan["key"], {"error": True}
+    return scan["key"], {name: scan[name] for name in ("counts", "eval_mask", "checksum")}
+
+
+def plan_batches(scans: Mapping[BatchKey, dict]) -> dict:
+    """Each scanned batch with its first position in each split, in the source's reading order;
+    and the units a scan found invalid (not written)."""
     running: collections.Counter = collections.Counter()
-    out = {}
-    for key in sorted(counts):
-        out[key] = {split: running[split] for split in SPLIT_NAMES}
-        running.update(counts[key])
-    return out
+    batches = {}
+    for key in sorted(scans):
+        if scans[key].get("error"):
+            continue
+        batches[key] = dict(scans[key], first={split: running[split] for split in SPLIT_NAMES})
+        running.update(scans[key]["counts"])
+    return {"batches": batches, "failed_units": sorted({k[0] for k in scans if scans[k].get("error")})}
 
 
-def _order_key(seed: int, split: str, position: int) -> bytes:
-    return hashlib.blake2b(f"{seed}:{split}:{position}".encode(), digest_size=8).digest()
+def _mix64(values: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, elementwise: a bijection of uint64 that scatters its input."""
+    x = values.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return x
 
 
-def place(summary: dict, first: Mapping[BatchKey, Mapping[str, int]],
-          num_shards: Mapping[str, int], seed: int) -> Iterator[tuple]:
-    """`((split, shard), (order key, record))` for each record of a batch (see the module)."""
-    for split, records in summary["records"].items():
-        n, start = num_shards[split], first[summary["key"]][split]
-        permutations: Dict[int, List[int]] = {}
-        for offset, record in enumerate(records):
-            position = start + offset
-            block = position // n
-            if block not in permutations:
-                rng = random.Random(f"kfdist.shard_dataset.beam:{seed}:{split}:{block}")
-                permutations[block] = rng.sample(range(n), n)
-            yield (split, permutations[block][position % n]), (_order_key(seed, split, position),
-                                                               record)
+def _salt(seed: int, split: str, purpose: str) -> np.uint64:
+    digest = hashlib.blake2b(f"kfdist.shard_dataset.beam:{seed}:{split}:{purpose}".encode(),
+                             digest_size=8).digest()
+    return np.uint64(int.from_bytes(digest, "little"))
 
 
-def write_shard(group: tuple, root: str, num_shards: Mapping[str, int], compression) -> dict:
-    """Writes one shard file under `root`; returns its `ShardInfo` fields."""
+def placements(first: int, count: int, num_shards: int, seed: int, split: str
+               ) -> Tuple[List[int], List[int]]:
+    """Shard and order key of the split's positions `first .. first + count - 1` (see the module)."""
+    positions = np.arange(first, first + count, dtype=np.uint64)
+    n = np.uint64(num_shards)
+    rotation = _mix64((positions // n) ^ _salt(seed, split, "shard")) % n
+    shards = (positions % n + rotation) % n
+    return shards.tolist(), _mix64(positions ^ _salt(seed, split, "order")).tolist()
+
+
+def write_runs(unit: int, source, plan: dict, root: str, num_shards: Mapping[str, int],
+               seed: int) -> Iterator[tuple]:
+    """Reads one unit again and writes its records, placed, to run files under `root`.
+
+    Yields `((split, shard), run path)` per run written, or `(ERRORS, message)`
+    when the unit no longer holds what its scan read.
+    """
+    if unit in plan["failed_units"]:
+        return  # its scan reported the error
+    feature = source.feature
+    encoder = CanonicalExampleEncoder(
+        feature.key, (1 if feature.dtype == "uint8" else 4) * int(np.prod(feature.shape)))
+    runs: Dict[tuple, list] = collections.defaultdict(list)
+    held = written = 0
+    try:
+        for index, batch in enumerate(source.read_unit(unit)):
+            scanned = plan["batches"].get((unit, index))
+            if scanned is None or batch_checksum(batch) != scanned["checksum"]:
+                raise InvalidInputError(f"batch {index} of {batch.origin} differs from what the "
+                                        "scan read: the source changed while it was being read")
+            in_eval = np.unpackbits(np.frombuffer(scanned["eval_mask"], np.uint8),
+                                    count=len(batch.labels)).astype(bool)
+            for split, mask in (("train", ~in_eval), ("eval", in_eval)):
+                strings = batch.categorical[mask] if batch.categorical is not None else None
+                records = encoder.encode(batch.inputs[mask], batch.labels[mask], strings)
+                shards, keys = placements(scanned["first"][split], len(records),
+                                          num_shards[split], seed, split)
+                for shard, key, record in zip(shards, keys, records):
+                    runs[split, shard].append((key, record))
+                held += sum(map(len, records))
+            if held >= RUN_FLUSH_BYTES:
+                yield from _flush(runs, root, unit, written)
+                held, written = 0, written + 1
+    except InvalidInputError as e:
+        yield ERRORS, str(e)
+        return
+    yield from _flush(runs, root, unit, written)
+
+
+def _flush(runs: Dict[tuple, list], root: str, unit: int, chunk: int) -> Iterator[tuple]:
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
-    (split, shard), items = group
-    items = sorted(items)
+    for (split, shard), items in sorted(runs.items()):
+        path = FileSystems.join(root, RUNS_DIR, f"{split}-{shard:05d}-{unit:06d}-{chunk:04d}")
+        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            f.write(pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL))
+        yield (split, shard), path
+    runs.clear()
+
+
+def write_shard(group: tuple, root: str, num_shards: Mapping[str, int], compression) -> dict:
+    """Writes one shard file under `root` from its runs; returns its `ShardInfo` fields."""
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    (split, shard), paths = group
+    items: List[tuple] = []
+    for path in sorted(paths):
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            items.extend(pickle.loads(f.read()))
+    items.sort()  # order keys are distinct: records are never compared
     data = frame_all(record for _, record in items)
     if compression == "GZIP":
         data = gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
@@ -121,3 +204,4 @@ def write_shard(group: tuple, root: str, num_shards: Mapping[str, int], compress
         f.write(data)
     return {"path": relpath, "num_examples": len(items),
             "sha256": hashlib.sha256(data).hexdigest(), "num_bytes": len(data)}
+

@@ -25,6 +25,7 @@ from kfdist.components.common import storage
 from kfdist.components.common.dataset_spec import load_metadata
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.shard_dataset import beam_remote, readers, runtime
+from kfdist.components.shard_dataset import beam_transforms as bt
 from kfdist.components.shard_dataset.source import ReaderOptions
 from kfdist.sample_data import write_mnist_sample
 
@@ -201,10 +202,10 @@ def test_a_worker_without_the_staged_source_copies_its_unit_from_gs(
     origins = shared.origins(staged, source.files)
     assert sorted(origins.values()) == gcs_emulator.list(gs("gs://data/mnist"))
     split_mask = lambda batch: np.zeros(len(batch.labels), bool)  # noqa: E731
-    expected = list(beam_remote.read_unit(1, source, split_mask, origins))
+    expected = list(beam_remote.on_unit(1, bt.scan_unit, source, origins, split_mask))
     for path in source.files:
         os.remove(path)
-    got = list(beam_remote.read_unit(1, source, split_mask, origins))
-    assert [b["records"] for b in got] == [b["records"] for b in expected] and len(got) > 0
+    got = list(beam_remote.on_unit(1, bt.scan_unit, source, origins, split_mask))
+    assert [b["checksum"] for b in got] == [b["checksum"] for b in expected] and len(got) > 0
     assert [b["key"] for b in got] == [(1, i) for i in range(len(got))]
     assert not any(os.path.exists(p) for p in source.files)  # the copies are gone

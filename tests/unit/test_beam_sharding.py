@@ -19,7 +19,9 @@ import pytest
 
 from kfdist.components.common import tf_features
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.shard_dataset import beam_pipeline, runtime
+from kfdist.components.shard_dataset import beam_pipeline, readers, runtime
+from kfdist.components.shard_dataset import beam_transforms as bt
+from kfdist.components.shard_dataset.source import ReaderOptions
 from kfdist.sample_data import write_images_sample, write_mnist_sample
 
 TWO_WORKERS = ("direct_num_workers=2",)
@@ -82,6 +84,7 @@ def test_beam_and_local_build_the_same_dataset(kind, tmp_path):
         assert max(sizes) - min(sizes) <= 1
     assert "beam: the source was read by 2 worker process(es)" in lines
     assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n]
+    assert sorted(os.listdir(tmp_path / "beam")) == ["eval", "metadata.json", "train"]  # no runs
 
 
 def test_the_shards_do_not_depend_on_the_number_of_workers(tmp_path):
@@ -129,3 +132,38 @@ def test_beam_options_are_key_values_over_the_local_defaults():
     assert "--runner=FnApiRunner" not in options
     with pytest.raises(InvalidInputError, match="'flink' is not KEY=VALUE"):
         beam_pipeline.pipeline_options(["flink"])
+
+
+@pytest.mark.parametrize("num_shards,count", [(1, 5), (4, 4), (4, 1001), (7, 10_000)])
+def test_placement_balances_shards_whatever_the_batches(num_shards, count):
+    """Each record's shard and order key depend on its position only, shard sizes differ by at
+    most one, and order keys never tie (records are never compared)."""
+    whole = bt.placements(0, count, num_shards, seed=3, split="train")
+    cuts = sorted({0, count, *np.random.default_rng(count).integers(0, count, 5).tolist()})
+    pieces = [bt.placements(a, b - a, num_shards, seed=3, split="train")
+              for a, b in zip(cuts, cuts[1:])]
+    assert [s for p in pieces for s in p[0]] == whole[0]
+    assert [k for p in pieces for k in p[1]] == whole[1]
+    sizes = np.bincount(whole[0], minlength=num_shards)
+    assert sizes.max() - sizes.min() <= 1 and sizes.sum() == count
+    assert len(set(whole[1])) == count
+    other_seed = bt.placements(0, count, num_shards, seed=4, split="train")
+    assert other_seed[1] != whole[1]
+    assert num_shards == 1 or count < 1000 or other_seed[0] != whole[0]
+
+
+def test_a_unit_that_changed_since_its_scan_is_reported_not_written(tmp_path):
+    source_dir = str(tmp_path / "source")
+    write_mnist_sample(source_dir)
+    source = readers.open_source(source_dir, "mnist_idx", ReaderOptions())
+    split_mask = lambda batch: np.zeros(len(batch.labels), bool)  # noqa: E731
+    scans = list(bt.scan_unit(0, source, split_mask))
+    plan = bt.plan_batches(dict(bt.plan_entry(s) for s in scans))
+    root = str(tmp_path / "build")
+    written = list(bt.write_runs(0, source, plan, root, {"train": 2, "eval": 1}, 0))
+    assert {key for key, _ in written} == {("train", 0), ("train", 1)}
+    first = next(iter(plan["batches"]))
+    plan["batches"][first]["checksum"] ^= 1  # as if the file was rewritten between the reads
+    [(key, message)] = bt.write_runs(0, source, plan, root, {"train": 2, "eval": 1}, 0)
+    assert key == bt.ERRORS and message.startswith("batch 0 of ") and message.endswith(
+        "differs from what the scan read: the source changed while it was being read")
