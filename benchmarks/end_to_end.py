@@ -123,7 +123,7 @@ def _plain_figures(plain: Dict[str, Any], wall: float) -> Dict[str, Any]:
             "plain_fit_return_seconds": round(plain["fit_return_seconds"], 2)}
 
 
-def measure(data: str, train_examples: int, epochs: int = 10) -> Dict[str, Any]:
+def measure(data: str, train_examples: int, epochs: int) -> Dict[str, Any]:
     """Runs both on `data` (`write_mnist_like`, `train_examples` digits); returns wall times,
     kfdist's steps and the ratio."""
     with tempfile.TemporaryDirectory(prefix="kfdist-bench-e2e-") as root:

@@ -10,15 +10,16 @@ Any other runner (Dataflow, Flink, Spark, a portable job server) may run
 them on other machines, so whatever they touch is on `gs://`, which every
 party can reach:
 
-* the workers write the shards and the summary through Beam's FileSystems
-  under a shared build prefix: `<output_dir>.tmp-<id>/` for a `gs://`
+* the workers write the run files, the shards and the summary through
+  Beam's FileSystems under a shared build prefix: `<output_dir>.tmp-<id>/` for a `gs://`
   `output_dir`; `<temp_location>/kfdist-shard-<id>/` for a local one (a KFP
   step's artifact path, a `kfdist run` directory), given a `gs://`
   `temp_location` beam option;
 * a worker reads a unit of the source from the driver's staged copy when it
   shares the driver's disk, else it first copies the unit's files from the
   `gs://` source to the same local paths (and deletes them after);
-* the driver reads the summary back and checks it, then moves the shards:
+* the driver reads the summary back, deletes the run files and checks the
+  summary, then moves the shards:
   server-side copies into a `gs://` `output_dir` (`metadata.json` is written
   after them), or a download into the local temporary directory, published
   as usual. The shared prefix is always deleted; on a failure, so is what

@@ -39,7 +39,7 @@ def eval_batches(meta: dataset_spec.DatasetMetadata, dataset_dir: str) -> tf.dat
     files = meta.shard_paths(dataset_dir, EVAL_SPLIT)
     return (tf.data.TFRecordDataset(files, compression_type=tf_features.compression_type(meta))
             .batch(EVAL_BATCH).map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
-            .cache())
+            .cache().with_options(tf_features.pipeline_options()))
 
 
 def eval_dataset(meta: dataset_spec.DatasetMetadata, dataset_dir: str) -> tf.data.Dataset:

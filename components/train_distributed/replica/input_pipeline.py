@@ -214,7 +214,7 @@ def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_rep
         else:  # each batch carries the time it was ready into the step's side of `prefetch`
             dataset = (dataset.map(wait_meter.stamp_ready).prefetch(tf.data.AUTOTUNE)
                        .map(wait_meter.record_ready))
-        options = tf.data.Options()
+        options = tf_features.pipeline_options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
         return dataset.with_options(options)
 
