@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from datetime import datetime
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from kfdist.local_run import SUMMARY_FILE
 
@@ -94,6 +94,14 @@ def step_seconds(log: str) -> Dict[str, float]:
     return out
 
 
+_EPOCH = re.compile(r"\] epoch \d+/\d+: .*\((\d+(?:\.\d+)?)s\)$")
+
+
+def epoch_seconds(log: str) -> List[float]:
+    """Each epoch's seconds (training and validation), from the leader's `epoch i/n` lines."""
+    return [float(m.group(1)) for m in map(_EPOCH.search, log.splitlines()) if m]
+
+
 def _logs_of(run_dir: str) -> str:
     """Every line `kfdist run` kept (`<run>/logs/<step>.log`), as one text."""
     import glob
@@ -136,7 +144,8 @@ def measure(data: str, train_examples: int, epochs: int) -> Dict[str, Any]:
         kfdist_wall = time.perf_counter() - started
         if done.returncode != 0:
             raise RuntimeError(f"kfdist run mnist failed:\n{done.stderr[-3000:]}")
-        steps = step_seconds(_logs_of(os.path.join(root, "run")))
+        logs = _logs_of(os.path.join(root, "run"))
+        steps = step_seconds(logs)
         with open(os.path.join(root, "run", SUMMARY_FILE)) as f:
             accuracy = json.load(f)["eval"]["accuracy"]
         started = time.perf_counter()
@@ -145,6 +154,7 @@ def measure(data: str, train_examples: int, epochs: int) -> Dict[str, Any]:
     result = {"train_examples": train_examples, "eval_examples": train_examples // 6,
               "workers": 1, "strategy": "mirrored", "epochs": epochs, "batch_size": 64,
               "kfdist_seconds": round(kfdist_wall, 2), "kfdist_steps": steps,
+              "kfdist_epoch_seconds": epoch_seconds(logs),
               "kfdist_accuracy": accuracy,
               **_plain_figures(plain, plain_wall)}
     result["kfdist_over_plain"] = round(kfdist_wall / plain_wall, 2)
