@@ -54,20 +54,18 @@ def _digit_variants() -> Tuple[np.ndarray, np.ndarray]:
 
 
 def write_synthetic_mnist(out_dir: str, num_examples: int, seed: int = 0,
-                          prefix: str = "train") -> Dict[str, int]:
+                          prefix: str = "train") -> None:
     """Writes `num_examples` 28x28 digits as MNIST IDX gzip files (`<prefix>-*`).
 
     The bundled sample digits, shifted by up to 2 pixels, their ink plus one
     of `MNIST_NOISE_PATTERNS` seeded noise patterns (values 0-7). Each
     (digit, shift, noise) is drawn at most once, so every example is distinct
-    (the split hashes content), and the background stays 0, so the files
-    compress like real digits (about a fifth).
+    (the split hashes content), and the background stays 0, as in scans.
     `prefix="t10k"` writes MNIST's test files, which kfdist keeps as the eval
     split.
-
-    Returns:
-      Bytes of the uncompressed images and labels.
     """
+    from kfdist.components.shard_dataset.idx_reader import IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC
+
     variants, variant_labels = _digit_variants()
     rng = np.random.default_rng(seed)
     noise = rng.integers(0, 8, size=(MNIST_NOISE_PATTERNS, 28, 28), dtype=np.uint8)
@@ -76,16 +74,15 @@ def write_synthetic_mnist(out_dir: str, num_examples: int, seed: int = 0,
     os.makedirs(out_dir, exist_ok=True)
     with gzip.open(os.path.join(out_dir, f"{prefix}-images-idx3-ubyte.gz"), "wb",
                    compresslevel=1) as f:
-        f.write(struct.pack(">IIII", 2051, num_examples, 28, 28))
+        f.write(struct.pack(">IIII", IDX_IMAGES_MAGIC, num_examples, 28, 28))
         for i in range(0, num_examples, MNIST_BLOCK):
             block = variants[which[i:i + MNIST_BLOCK]]
-            block += noise[pattern[i:i + MNIST_BLOCK]] * (block > 0)  # ink only, as scans
+            block += noise[pattern[i:i + MNIST_BLOCK]] * (block > 0)  # ink only
             f.write(memoryview(block).cast("B"))
     with gzip.open(os.path.join(out_dir, f"{prefix}-labels-idx1-ubyte.gz"), "wb",
                    compresslevel=1) as f:
-        f.write(struct.pack(">II", 2049, num_examples))
+        f.write(struct.pack(">II", IDX_LABELS_MAGIC, num_examples))
         f.write(variant_labels[which].astype(np.uint8).tobytes())
-    return {"image_bytes": num_examples * 28 * 28, "label_bytes": num_examples}
 
 
 #: Columns of the synthetic table: an id, numeric features, two string columns, the label.

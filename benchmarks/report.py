@@ -49,7 +49,7 @@ def end_to_end_lines(m: Dict[str, Any]) -> List[str]:
             f"{m['plain_one_off_autograph_seconds']} s; `fit` returned "
             f"{m['plain_fit_return_seconds']} s after its last epoch",
             f"- epoch seconds (training and validation): kfdist "
-            f"{', '.join(str(e) for e in m.get('kfdist_epoch_seconds', []))}; plain script "
+            f"{', '.join(str(e) for e in m['kfdist_epoch_seconds'])}; plain script "
             f"{', '.join(str(e) for e in m['plain_epoch_seconds'])}",
             f"- ratio {m['kfdist_over_plain']}x ({m['kfdist_over_plain_without_fit_return']}x "
             f"against the plain script without the wait for `fit` to return, "

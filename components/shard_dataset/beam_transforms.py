@@ -33,7 +33,8 @@ import numpy as np
 
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
-from kfdist.components.shard_dataset.scan import RunningMoments, batch_checksum
+from kfdist.components.shard_dataset.scan import (RunningMoments, SourceChangedError,
+                                                  batch_checksum, scanned_eval_mask)
 from kfdist.components.shard_dataset.source import check_labels
 from kfdist.components.shard_dataset.tfrecord_framing import GZIP_LEVEL, frame_all
 from kfdist.components.shard_dataset.writer import shard_relpath
@@ -51,7 +52,7 @@ BatchKey = Tuple[int, int]
 def scan_unit(unit: int, source, split_mask) -> Iterator[dict]:
     """Scans one unit of the source: per batch, its split and its train statistics.
 
-    Yields `{"key": (unit, batch), "counts": {split: int}, "eval_mask": bytes,
+    Yields `{"key": (unit, batch), "counts": {split: int}, "eval_mask": packed bits,
     "checksum": int, "max_label": int, "moments": (count, mean, m2) or None,
     "values": [Counter per string column] or None, "reader": pid}`, or, when the
     unit holds invalid input, one `{"key": (unit, -1), "error": message}`.
@@ -78,7 +79,7 @@ def _batch_scan(key: BatchKey, batch, in_eval: np.ndarray, vector: bool) -> dict
         values = [collections.Counter(train[:, c].tolist()) for c in range(train.shape[1])]
     num_eval = int(in_eval.sum())
     return {"key": key, "counts": {"train": len(in_eval) - num_eval, "eval": num_eval},
-            "eval_mask": np.packbits(in_eval).tobytes(), "checksum": batch_checksum(batch),
+            "eval_mask": np.packbits(in_eval), "checksum": batch_checksum(batch),
             "moments": moments, "values": values,
             "max_label": int(batch.labels.max()) if len(batch.labels) else -1,
             "reader": os.getpid()}
@@ -95,13 +96,14 @@ def plan_batches(scans: Mapping[BatchKey, dict]) -> dict:
     """Each scanned batch with its first position in each split, in the source's reading order;
     and the units a scan found invalid (not written)."""
     running: collections.Counter = collections.Counter()
-    batches = {}
+    batches, failed_units = {}, set()
     for key in sorted(scans):
         if scans[key].get("error"):
+            failed_units.add(key[0])
             continue
         batches[key] = dict(scans[key], first={split: running[split] for split in SPLIT_NAMES})
         running.update(scans[key]["counts"])
-    return {"batches": batches, "failed_units": sorted({k[0] for k in scans if scans[k].get("error")})}
+    return {"batches": batches, "failed_units": sorted(failed_units)}
 
 
 def _mix64(values: np.ndarray) -> np.ndarray:
@@ -141,22 +143,16 @@ def write_runs(unit: int, source, plan: dict, root: str, num_shards: Mapping[str
     """
     if unit in plan["failed_units"]:
         return  # its scan reported the error
-    feature = source.feature
-    encoder = CanonicalExampleEncoder(
-        feature.key, (1 if feature.dtype == "uint8" else 4) * int(np.prod(feature.shape)))
+    encoder = CanonicalExampleEncoder.for_feature(source.feature)
     runs: Dict[tuple, list] = collections.defaultdict(list)
     held = written = 0
     try:
         for index, batch in enumerate(source.read_unit(unit)):
             scanned = plan["batches"].get((unit, index))
-            if scanned is None or batch_checksum(batch) != scanned["checksum"]:
-                raise InvalidInputError(f"batch {index} of {batch.origin} differs from what the "
-                                        "scan read: the source changed while it was being read")
-            in_eval = np.unpackbits(np.frombuffer(scanned["eval_mask"], np.uint8),
-                                    count=len(batch.labels)).astype(bool)
+            in_eval = scanned_eval_mask(batch, index, None if scanned is None else (
+                scanned["checksum"], scanned["eval_mask"]))
             for split, mask in (("train", ~in_eval), ("eval", in_eval)):
-                strings = batch.categorical[mask] if batch.categorical is not None else None
-                records = encoder.encode(batch.inputs[mask], batch.labels[mask], strings)
+                records = encoder.encode_split(batch, mask)
                 shards, keys = placements(scanned["first"][split], len(records),
                                           num_shards[split], seed, split)
                 for shard, key, record in zip(shards, keys, records):
@@ -165,7 +161,7 @@ def write_runs(unit: int, source, plan: dict, root: str, num_shards: Mapping[str
             if held >= RUN_FLUSH_BYTES:
                 yield from _flush(runs, root, unit, written)
                 held, written = 0, written + 1
-    except InvalidInputError as e:
+    except (InvalidInputError, SourceChangedError) as e:
         yield ERRORS, str(e)
         return
     yield from _flush(runs, root, unit, written)
@@ -204,4 +200,3 @@ def write_shard(group: tuple, root: str, num_shards: Mapping[str, int], compress
         f.write(data)
     return {"path": relpath, "num_examples": len(items),
             "sha256": hashlib.sha256(data).hexdigest(), "num_bytes": len(data)}
-

@@ -104,6 +104,17 @@ class CanonicalExampleEncoder:
             self._framing[label] = (head, tail)
         return self._framing[label]
 
+    @classmethod
+    def for_feature(cls, feature) -> "CanonicalExampleEncoder":
+        """The encoder of a source's `FeatureSpec` (uint8 images or float32 vectors)."""
+        item_bytes = 1 if feature.dtype == "uint8" else 4
+        return cls(feature.key, item_bytes * int(np.prod(feature.shape)))
+
+    def encode_split(self, batch, mask: np.ndarray) -> List[bytes]:
+        """Serializes the examples of a source batch that `mask` selects (one split's)."""
+        strings = batch.categorical[mask] if batch.categorical is not None else None
+        return self.encode(batch.inputs[mask], batch.labels[mask], strings)
+
     def encode(self, inputs: np.ndarray, labels: np.ndarray,
                categorical: Optional[np.ndarray] = None) -> List[bytes]:
         """Serializes a block of examples.

@@ -25,16 +25,15 @@ import time
 import uuid
 from typing import Callable, Dict, Optional, Sequence, Tuple, TypeVar
 
-import numpy as np
-
 from kfdist.components.common import storage
 from kfdist.components.common.dataset_spec import (
     HASH_SPLIT, IMAGE_KEY, PREDEFINED_SPLIT, DatasetMetadata, Preprocessing, SplitInfo, write_metadata)
-from kfdist.components.common.errors import InvalidInputError, KfdistError, require
+from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.shard_dataset import beam_remote, readers
 from kfdist.components.shard_dataset.options import (
     BEAM_RUNNER, LOCAL_RUNNER, ShardOptions, validate_options)
-from kfdist.components.shard_dataset.scan import ScanResult, batch_checksum, scan_source
+from kfdist.components.shard_dataset.scan import (ScanResult, SourceChangedError, scan_source,
+                                                  scanned_eval_mask)
 from kfdist.components.shard_dataset.splits import SplitPlan, plan_split, source_root
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
 from kfdist.components.shard_dataset.source import ReaderOptions, Source
@@ -43,10 +42,6 @@ from kfdist.components.shard_dataset.writer import SplitWriter
 DEFAULT_SHUFFLE_BUFFER = 10_000
 PROGRESS_EVERY = 50_000
 T = TypeVar("T")
-
-
-class SourceChangedError(KfdistError, RuntimeError):
-    """The source held different examples in the writing pass than in the scan."""
 
 
 def call_reporting_missing_bucket(uri: str, call: Callable[[], T]) -> T:
@@ -98,10 +93,7 @@ def _split_masks(source: Source, scan: Optional[ScanResult], split_mask):
         if not known:
             yield batch, split_mask(batch)
             continue
-        if index >= len(known) or known[index][0] != batch_checksum(batch):
-            raise SourceChangedError(f"batch {index} of {batch.origin} differs from what the "
-                                     "scan read: the source changed while it was being read")
-        yield batch, np.unpackbits(known[index][1], count=len(batch.labels)).astype(bool)
+        yield batch, scanned_eval_mask(batch, index, known[index] if index < len(known) else None)
 
 
 def write_splits(source: Source, options: ShardOptions, root: str,
@@ -113,9 +105,7 @@ def write_splits(source: Source, options: ShardOptions, root: str,
     (each batch's CRC-32 proves it is the batch that was scanned) instead of
     hashing every example again; without it, from `plan`.
     """
-    feature = source.feature
-    item_bytes = 1 if feature.dtype == "uint8" else 4
-    encoder = CanonicalExampleEncoder(feature.key, item_bytes * int(np.prod(feature.shape)))
+    encoder = CanonicalExampleEncoder.for_feature(source.feature)
 
     def open_writer(split: str, num_shards: int) -> SplitWriter:
         return SplitWriter(root, split, num_shards, compression=options.compression,
@@ -127,8 +117,7 @@ def write_splits(source: Source, options: ShardOptions, root: str,
             open_writer("eval", options.num_eval_shards) as evaluation:
         for batch, in_eval in _split_masks(source, scan, plan.mask_fn(options.eval_fraction)):
             for writer, mask in ((train, ~in_eval), (evaluation, in_eval)):
-                strings = batch.categorical[mask] if batch.categorical is not None else None
-                writer.write(encoder.encode(batch.inputs[mask], batch.labels[mask], strings))
+                writer.write(encoder.encode_split(batch, mask))
             written += len(batch.labels)
             if written >= next_report:
                 log(f"wrote {written:,} examples")

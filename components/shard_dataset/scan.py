@@ -22,6 +22,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from kfdist.components.common.errors import KfdistError
 from kfdist.components.shard_dataset.source import ExampleBatch, Source, check_labels
 
 SPLIT_BUCKETS = 10_000
@@ -75,6 +76,29 @@ def batch_checksum(batch: ExampleBatch) -> int:
     if batch.categorical is not None:
         crc = zlib.crc32(b"".join(categorical_bytes(batch)), crc)
     return zlib.crc32(np.ascontiguousarray(batch.labels).data, crc)
+
+
+class SourceChangedError(KfdistError, RuntimeError):
+    """The source held different examples in the writing pass than in the scan."""
+
+
+def scanned_eval_mask(batch: ExampleBatch, index: int,
+                      scanned: Optional[Tuple[int, np.ndarray]]) -> np.ndarray:
+    """The eval mask the scan recorded for batch `index`, once the batch's CRC-32 proves it is
+    the batch that was scanned.
+
+    Args:
+      batch: The batch as the writing pass read it.
+      index: Its position in its reading order.
+      scanned: The scan's `(batch_checksum, np.packbits(eval mask))`; None: not scanned.
+
+    Raises:
+      SourceChangedError: If the batch is not the one the scan read.
+    """
+    if scanned is None or scanned[0] != batch_checksum(batch):
+        raise SourceChangedError(f"batch {index} of {batch.origin} differs from what the "
+                                 "scan read: the source changed while it was being read")
+    return np.unpackbits(scanned[1], count=len(batch.labels)).astype(bool)
 
 
 def eval_mask(batch: ExampleBatch, threshold: int) -> np.ndarray:

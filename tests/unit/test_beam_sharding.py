@@ -167,3 +167,24 @@ def test_a_unit_that_changed_since_its_scan_is_reported_not_written(tmp_path):
     [(key, message)] = bt.write_runs(0, source, plan, root, {"train": 2, "eval": 1}, 0)
     assert key == bt.ERRORS and message.startswith("batch 0 of ") and message.endswith(
         "differs from what the scan read: the source changed while it was being read")
+
+
+def test_the_writing_pass_takes_the_scans_mask_only_for_the_batch_it_scanned():
+    """Both runners' writing pass (`scanned_eval_mask`): the scan's eval mask back, bit for
+    bit, for the same batch; a changed or unscanned batch is refused."""
+    from kfdist.components.shard_dataset.scan import (SourceChangedError, batch_checksum,
+                                                      scanned_eval_mask)
+    from kfdist.components.shard_dataset.source import ExampleBatch
+
+    rng = np.random.default_rng(0)
+    batch = ExampleBatch(inputs=rng.random((11, 3), dtype=np.float32),
+                         labels=rng.integers(0, 3, 11), origin="part-0.csv")
+    mask = rng.random(11) < 0.4
+    scanned = (batch_checksum(batch), np.packbits(mask))
+    assert scanned_eval_mask(batch, 4, scanned).tolist() == mask.tolist()
+    changed = ExampleBatch(inputs=batch.inputs.copy(), labels=batch.labels.copy(),
+                           origin=batch.origin)
+    changed.inputs[7, 1] += 1
+    for seen in (None, (batch_checksum(batch), np.packbits(mask))):
+        with pytest.raises(SourceChangedError, match="batch 4 of part-0.csv differs from what"):
+            scanned_eval_mask(changed if seen else batch, 4, seen)
