@@ -9,6 +9,8 @@ Layout of a model directory::
     history.json            # per epoch: {"epochs": [{"epoch": 1, "loss": ..., "seconds": ...}]}
                             # (and the eval split's "val_loss", "val_accuracy", "validation_seconds")
     training_report.json    # TrainingReport: strategy, replicas, final metrics, throughput
+    eval_predictions.npz    # the leader's scoring of saved_model on the eval split, keyed by
+                            # fingerprints of both (`eval_predictions`)
     checkpoints/            # the chief's latest weights checkpoint (overwritten each epoch)
     backup/                 # only while training runs or after it was interrupted: the
                             # state (weights, optimizer, epoch) a restarted job resumes from
@@ -29,6 +31,7 @@ SERVING_MODEL_DIR = "serving_model"
 DATASET_METADATA_FILE = "dataset_metadata.json"
 HISTORY_FILE = "history.json"
 TRAINING_REPORT_FILE = "training_report.json"
+EVAL_PREDICTIONS_FILE = "eval_predictions.npz"
 #: Per-epoch wall time of the training steps in `history.json`, beside the metrics.
 EPOCH_SECONDS = "seconds"
 #: Per-epoch wall time of the leader's validation on the eval split in `history.json`.

@@ -6,6 +6,10 @@ model's own `dataset_metadata.json` (the one it was trained with). Predicted
 classes are the argmax of the model's output, exactly what the exported
 serving signature returns, so the confusion matrix counts what serving would
 predict. The model is blessed iff its accuracy reaches the threshold.
+
+The trainer scores its SavedModel on the eval split as it saves it and keeps
+the predictions in the artifact (`eval_predictions`); they are used, without
+loading TensorFlow, when their fingerprints match this model and these shards.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ import numpy as np
 
 import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
 from kfdist.components.common import dataset_spec as ds
+from kfdist.components.common import eval_predictions as ep
 from kfdist.components.common import model_artifact as ma
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError, require
 
-EVAL_SPLIT = "eval"
+EVAL_SPLIT = ep.EVAL_SPLIT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,10 +82,8 @@ def _stage(uri: str, workdir: str, what: str) -> str:
     return uri
 
 
-def _load(model_dir: str, dataset_dir: str) -> Tuple[object, ds.DatasetMetadata, ds.DatasetMetadata]:
-    """Loads the Keras model, the model's training metadata and the dataset's metadata."""
-    import tensorflow as tf
-
+def _load_metadata(model_dir: str, dataset_dir: str) -> Tuple[ds.DatasetMetadata, ds.DatasetMetadata]:
+    """The model's training metadata and the dataset's, checked against each other."""
     saved = os.path.join(model_dir, ma.SAVED_MODEL_DIR)
     meta_path = os.path.join(model_dir, ma.DATASET_METADATA_FILE)
     require(os.path.isdir(saved), f"model_dir {model_dir!r} has no {ma.SAVED_MODEL_DIR}/ "
@@ -97,52 +100,35 @@ def _load(model_dir: str, dataset_dir: str) -> Tuple[object, ds.DatasetMetadata,
             f"trained on {model_meta.num_classes}")
     require(EVAL_SPLIT in data_meta.splits and data_meta.splits[EVAL_SPLIT].num_examples > 0,
             f"dataset {dataset_dir!r} has no examples in its {EVAL_SPLIT!r} split")
-    model = tf.keras.models.load_model(saved, compile=False)
-    return model, model_meta, data_meta
+    return model_meta, data_meta
 
 
-def _predict(model, model_meta, data_meta, dataset_dir: str,
-             batch_size: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Returns `(labels [N], probabilities [N, C])` over the eval split in shard order."""
+def _predictions(model_dir: str, dataset_dir: str, batch_size: int,
+                 log: Callable[[str], None]) -> Tuple[ep.EvalPredictions, ds.DatasetMetadata,
+                                                      ds.DatasetMetadata]:
+    """The SavedModel's predictions on the eval split: the ones the trainer kept when they
+    match this model and these shards (no TensorFlow needed), else predicted here."""
+    model_meta, data_meta = _load_metadata(model_dir, dataset_dir)
+    log(f"evaluating {model_dir} on the {EVAL_SPLIT} split of {dataset_dir} "
+        f"({data_meta.splits[EVAL_SPLIT].num_examples} examples)")
+    kept = ep.load_matching(model_dir, dataset_dir, data_meta)
+    if kept is not None:
+        log(f"using the predictions the trainer kept in {ma.EVAL_PREDICTIONS_FILE}: made by this "
+            "SavedModel on these eval shards (both fingerprints match)")
+        return kept, model_meta, data_meta
     import tensorflow as tf
 
-    from kfdist.components.common import tf_features
-    from kfdist.components.common.serving_model import outputs_are_logits
-
-    parse = tf_features.parse_fn(data_meta)
-    preprocess = tf_features.preprocess_fn(model_meta)
-    files = data_meta.shard_paths(dataset_dir, EVAL_SPLIT)
-    data = (tf.data.TFRecordDataset(files, compression_type=tf_features.compression_type(data_meta))
-            .batch(batch_size).map(parse).map(lambda x, y: (preprocess(x), y))
-            .prefetch(tf.data.AUTOTUNE))
-    logits = outputs_are_logits(model)
-    labels, probs = [], []
-    for x, y in data:
-        out = model(x, training=False)
-        probs.append((tf.nn.softmax(out) if logits else out).numpy().astype(np.float32))
-        labels.append(y.numpy())
-    labels_arr = np.concatenate(labels).astype(np.int64)
-    probs_arr = np.concatenate(probs)
-    expected = data_meta.splits[EVAL_SPLIT].num_examples
-    require(len(labels_arr) == expected,
-            f"eval split of {dataset_dir!r} holds {len(labels_arr)} records but its metadata "
-            f"says {expected}; the dataset is incomplete or corrupted")
-    require(probs_arr.shape[1] == model_meta.num_classes,
-            f"model outputs {probs_arr.shape[1]} classes but its dataset has {model_meta.num_classes}")
-    bad = labels_arr[(labels_arr < 0) | (labels_arr >= model_meta.num_classes)]
-    require(bad.size == 0, f"eval labels {sorted(set(bad.tolist()))[:5]} are outside "
-            f"0..{model_meta.num_classes - 1}")
-    return labels_arr, probs_arr
+    model = tf.keras.models.load_model(os.path.join(model_dir, ma.SAVED_MODEL_DIR), compile=False)
+    return ep.predict(model, model_meta, data_meta, dataset_dir, batch_size), model_meta, data_meta
 
 
-def predict_classes(model_dir: str, dataset_dir: str, *, batch_size: int = 256) -> np.ndarray:
+def predict_classes(model_dir: str, dataset_dir: str, *,
+                    batch_size: int = ep.PREDICT_BATCH) -> np.ndarray:
     """Returns the predicted class ids (int64 `[N]`) over the eval split, in shard order."""
     with tempfile.TemporaryDirectory(prefix="kfdist-eval-") as work:
         model_dir = _stage(model_dir, work, "model_dir")
         dataset_dir = _stage(dataset_dir, work, "dataset_dir")
-        model, model_meta, data_meta = _load(model_dir, dataset_dir)
-        _, probs = _predict(model, model_meta, data_meta, dataset_dir, batch_size)
-    return probs.argmax(axis=1).astype(np.int64)
+        return _predictions(model_dir, dataset_dir, batch_size, lambda line: None)[0].predicted
 
 
 def _fmt_pair(a: float, b: float) -> Tuple[str, str]:
@@ -154,7 +140,7 @@ def _fmt_pair(a: float, b: float) -> Tuple[str, str]:
     return repr(a), repr(b)
 
 
-def validate_evaluation_args(*, accuracy_threshold: float = 0.9, batch_size: int = 256) -> None:
+def validate_evaluation_args(*, accuracy_threshold: float = 0.9, batch_size: int = ep.PREDICT_BATCH) -> None:
     """Checks evaluation parameters before any work is done.
 
     Raises:
@@ -168,7 +154,7 @@ def validate_evaluation_args(*, accuracy_threshold: float = 0.9, batch_size: int
 
 
 def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.9,
-             batch_size: int = 256, log: Callable[[str], None] = print) -> EvaluationResult:
+             batch_size: int = ep.PREDICT_BATCH, log: Callable[[str], None] = print) -> EvaluationResult:
     """Evaluates a model artifact on a dataset's eval split and decides its blessing.
 
     Args:
@@ -191,18 +177,21 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
     with tempfile.TemporaryDirectory(prefix="kfdist-eval-") as work:
         model_dir = _stage(model_dir, work, "model_dir")
         dataset_dir = _stage(dataset_dir, work, "dataset_dir")
-        model, model_meta, data_meta = _load(model_dir, dataset_dir)
-        log(f"evaluating {model_dir} on the {EVAL_SPLIT} split of {dataset_dir} "
-            f"({data_meta.splits[EVAL_SPLIT].num_examples} examples)")
-        labels, probs = _predict(model, model_meta, data_meta, dataset_dir, batch_size)
+        scored, model_meta, data_meta = _predictions(model_dir, dataset_dir, batch_size, log)
+    return _result(scored, model_meta, data_meta, threshold, log)
 
+
+def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
+            data_meta: ds.DatasetMetadata, threshold: float,
+            log: Callable[[str], None]) -> EvaluationResult:
+    """The metrics and the verdict from the eval split's predictions."""
     num_classes = model_meta.num_classes
-    preds = probs.argmax(axis=1)
+    labels = scored.labels
     cm = np.zeros((num_classes, num_classes), dtype=np.int64)
-    np.add.at(cm, (labels, preds), 1)
+    np.add.at(cm, (labels, scored.predicted), 1)
     n = int(len(labels))
     accuracy = float(np.trace(cm)) / n
-    picked = np.clip(probs[np.arange(n), labels].astype(np.float64), 1e-7, 1.0)
+    picked = np.clip(scored.label_probability.astype(np.float64), 1e-7, 1.0)
     loss = float(-np.log(picked).mean())
     names = list(model_meta.class_names or data_meta.class_names or
                  [str(i) for i in range(num_classes)])

@@ -22,6 +22,7 @@ import pytest
 
 import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
 from kfdist.components.common import dataset_spec as ds
+from kfdist.components.common import eval_predictions
 from kfdist.components.common import model_artifact as ma
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError
@@ -122,6 +123,86 @@ def test_missing_dirs_and_mismatched_dataset(trained_model, digits_dataset, tmp_
     (other / ds.METADATA_FILE).write_text(json.dumps(meta))
     with pytest.raises(InvalidInputError, match="feature"):
         evaluate(trained_model, str(other), **QUIET)
+
+
+# ------------------------------------------------ predictions kept by the trainer
+
+
+@pytest.fixture
+def kept_model(trained_model, digits_dataset, tmp_path):
+    """A copy of the model artifact holding the trainer's kept predictions."""
+    model_dir = str(tmp_path / "kept")
+    shutil.copytree(trained_model, model_dir)
+    accuracy = eval_predictions.record(model_dir, digits_dataset, ds.load_metadata(digits_dataset))
+    assert accuracy is not None and os.path.isfile(os.path.join(model_dir, ma.EVAL_PREDICTIONS_FILE))
+    return model_dir
+
+
+_EVALUATE_WITHOUT_TF = """
+import json, sys
+from kfdist.components.evaluate_model.runtime import evaluate
+lines = []
+result = evaluate(sys.argv[1], sys.argv[2], accuracy_threshold=0.5, log=lines.append)
+print(json.dumps({"result": json.loads(result.to_json()), "lines": lines,
+                  "tensorflow_loaded": "tensorflow" in sys.modules}))
+"""
+
+
+def test_kept_predictions_evaluate_alike_without_tensorflow(kept_model, evaluation, digits_dataset):
+    done = subprocess.run([sys.executable, "-c", _EVALUATE_WITHOUT_TF, kept_model, digits_dataset],
+                          capture_output=True, text=True, check=True)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["tensorflow_loaded"] is False
+    assert any(ma.EVAL_PREDICTIONS_FILE in line for line in out["lines"]), out["lines"]
+    kept = out["result"]
+    assert kept["confusion_matrix"] == evaluation.confusion_matrix
+    assert kept["accuracy"] == evaluation.accuracy and kept["blessed"] == evaluation.blessed
+    assert kept["loss"] == pytest.approx(evaluation.loss, rel=1e-5)
+
+
+def _tampered(model_dir):
+    """Rewrites the kept predictions, keys unchanged, to say every prediction is class 0."""
+    path = os.path.join(model_dir, ma.EVAL_PREDICTIONS_FILE)
+    with np.load(path) as kept:
+        arrays = dict(kept)
+    arrays["predicted"] = np.zeros_like(arrays["predicted"])
+    np.savez(path, **arrays)
+    return float(np.mean(arrays["labels"] == 0))
+
+
+def _reversed_eval_shards(dataset_dir, out):
+    """A copy of the dataset whose eval shards hold the same records in reverse order."""
+    import tensorflow as tf
+
+    shutil.copytree(dataset_dir, out)
+    meta = ds.load_metadata(str(out))
+    for path in meta.shard_paths(str(out), "eval"):
+        records = [r.numpy() for r in tf.data.TFRecordDataset(path)]
+        with tf.io.TFRecordWriter(path) as writer:
+            for record in reversed(records):
+                writer.write(record)
+    return str(out)
+
+
+def test_kept_predictions_are_used_only_for_their_model_and_shards(
+        kept_model, evaluation, digits_dataset, tmp_path):
+    from tensorflow.core.protobuf import fingerprint_pb2
+
+    zeros_accuracy = _tampered(kept_model)  # tells the kept predictions from fresh ones
+    assert evaluate(kept_model, digits_dataset, **QUIET).accuracy == zeros_accuracy
+    # The same records in another order: other shards, so predicted afresh.
+    lines = []
+    reordered = _reversed_eval_shards(digits_dataset, tmp_path / "reordered")
+    fresh = evaluate(kept_model, reordered, log=lines.append)
+    assert fresh.confusion_matrix == evaluation.confusion_matrix
+    assert not any(ma.EVAL_PREDICTIONS_FILE in line for line in lines)
+    # Another SavedModel fingerprint (a replaced model): predicted afresh.
+    path = os.path.join(kept_model, ma.SAVED_MODEL_DIR, "fingerprint.pb")
+    fingerprint = fingerprint_pb2.FingerprintDef.FromString(open(path, "rb").read())
+    fingerprint.saved_model_checksum += 1
+    with open(path, "wb") as f:
+        f.write(fingerprint.SerializeToString())
+    assert evaluate(kept_model, digits_dataset, **QUIET).accuracy == evaluation.accuracy
 
 
 def test_html_report_embeds_pngs(evaluation, trained_model, tmp_path):

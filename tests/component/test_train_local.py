@@ -24,7 +24,8 @@ pytestmark = pytest.mark.slow
 
 CONTRACT = {model_artifact.SAVED_MODEL_DIR, model_artifact.SERVING_MODEL_DIR,
             model_artifact.DATASET_METADATA_FILE,
-            model_artifact.HISTORY_FILE, model_artifact.TRAINING_REPORT_FILE, "checkpoints"}
+            model_artifact.HISTORY_FILE, model_artifact.TRAINING_REPORT_FILE,
+            model_artifact.EVAL_PREDICTIONS_FILE, "checkpoints"}
 
 USER_MODELS = textwrap.dedent('''
     import json, os
@@ -133,7 +134,7 @@ def test_model_dir_has_exactly_the_contract(two_workers):
 def test_saved_model_reaches_held_out_accuracy(two_workers, digits_dataset):
     import tensorflow as tf
 
-    from kfdist.components.common import dataset_spec, tf_features
+    from kfdist.components.common import dataset_spec, eval_predictions, tf_features
 
     _, _, out = two_workers
     meta = dataset_spec.load_metadata(digits_dataset)
@@ -149,6 +150,10 @@ def test_saved_model_reaches_held_out_accuracy(two_workers, digits_dataset):
     serve = tf.saved_model.load(str(out / "model" / model_artifact.SERVING_MODEL_DIR))
     served = serve.signatures["serving_default"](image=tf.cast(raw, tf.uint8))["class_ids"]
     np.testing.assert_array_equal(served.numpy(), predicted)
+    # The leader's scoring kept for evaluate_model: the same labels and classes, in shard order.
+    kept = eval_predictions.load_matching(str(out / "model"), digits_dataset, meta)
+    np.testing.assert_array_equal(kept.labels, labels.numpy())
+    np.testing.assert_array_equal(kept.predicted, predicted)
 
 
 def assert_validated_like_evaluate_model(model_dir, dataset_dir, epochs, report=None):

@@ -25,7 +25,7 @@ import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import numpy as np
 import tensorflow as tf
 
-from kfdist.components.common import dataset_spec, model_artifact
+from kfdist.components.common import dataset_spec, eval_predictions, model_artifact
 from kfdist.components.train_distributed.job import config, tf_config
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job import work_files
@@ -147,11 +147,21 @@ def _fit_and_report(job: config.JobConfig, role: Role) -> ReplicaOutcome:
         shutil.rmtree(backup_dir, ignore_errors=True)
     save_model(model, job, role, meta)
     if role.leader:
+        _keep_eval_predictions(job, meta)
         epochs_run = training.epochs - initial_epoch
         write_chief_outputs(job, history_writer.epochs,
                             steps * global_batch * epochs_run / wall if epochs_run else 0.0, wall,
                             meter.fraction if meter is not None else None, initial_epoch)
     return _write_report(job, role, model)
+
+
+def _keep_eval_predictions(job: config.JobConfig, meta) -> None:
+    """Scores the saved SavedModel on the eval split into the artifact (`eval_predictions`)."""
+    started = time.perf_counter()
+    accuracy = eval_predictions.record(job.model_dir, job.dataset_dir, meta)
+    if accuracy is not None:
+        log(f"scored the SavedModel on the eval split: accuracy {accuracy:.4f} "
+            f"({time.perf_counter() - started:.1f}s), kept for evaluate_model")
 
 
 def _write_report(job: config.JobConfig, role: Role, model: tf.keras.Model) -> ReplicaOutcome:

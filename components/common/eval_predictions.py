@@ -1,0 +1,180 @@
+"""A SavedModel's predictions on a dataset's eval split, and where they are kept.
+
+`evaluate_model` scores the Model artifact's Keras SavedModel on the eval
+split. The training leader has TensorFlow loaded and the eval split at hand
+when it saves that SavedModel, so it scores it right there, with the same
+`predict` the evaluation uses, and keeps the outcome in the artifact
+(`model_artifact.EVAL_PREDICTIONS_FILE`): per example the label, the
+predicted class and the probability given to the label. That is all the
+evaluation's metrics need, and reading it back needs no TensorFlow.
+
+The file is keyed by two fingerprints: the SHA-256 of the eval split's shard
+files, in shard order, and the SHA-256 of the SavedModel's `fingerprint.pb`
+(TensorFlow's digest of its graph, signatures and variables). The evaluation
+uses it only when both match the dataset and model it was given, and
+predicts afresh otherwise (another dataset, a rewritten shard, a replaced
+model, an artifact from an older trainer).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from typing import List, Optional
+
+import numpy as np
+
+from kfdist.components.common import dataset_spec as ds
+from kfdist.components.common import model_artifact as ma
+from kfdist.components.common.errors import require
+
+EVAL_SPLIT = "eval"
+#: Examples per prediction batch, unless the caller says otherwise.
+PREDICT_BATCH = 256
+_FINGERPRINT_FILE = "fingerprint.pb"
+_READ_CHUNK = 1 << 22
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalPredictions:
+    """What a model predicted for each example of an eval split, in shard order.
+
+    Attributes:
+      labels: The true class ids, int64 `[N]`.
+      predicted: The argmax class ids, int64 `[N]` (what serving returns).
+      label_probability: The probability the model gave the true class, float32 `[N]`.
+    """
+
+    labels: np.ndarray
+    predicted: np.ndarray
+    label_probability: np.ndarray
+
+    @classmethod
+    def from_probabilities(cls, labels: np.ndarray, probabilities: np.ndarray) -> "EvalPredictions":
+        """From the labels `[N]` and the predicted class probabilities `[N, C]`."""
+        labels = labels.astype(np.int64)
+        return cls(labels=labels, predicted=probabilities.argmax(axis=1).astype(np.int64),
+                   label_probability=probabilities[np.arange(len(labels)), labels]
+                   .astype(np.float32))
+
+
+def _files_sha256(paths: List[str]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(os.path.basename(path).encode() + b"\0")
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(_READ_CHUNK), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fingerprints(model_dir: str, dataset_dir: str,
+                  meta: ds.DatasetMetadata) -> Optional[dict]:
+    """The two keys of the predictions, or None when the SavedModel has no fingerprint."""
+    fingerprint = os.path.join(model_dir, ma.SAVED_MODEL_DIR, _FINGERPRINT_FILE)
+    if not os.path.isfile(fingerprint):
+        return None
+    return {"eval_shards_sha256": _files_sha256(meta.shard_paths(dataset_dir, EVAL_SPLIT)),
+            "saved_model_fingerprint_sha256": _files_sha256([fingerprint])}
+
+
+def predict(model, model_meta: ds.DatasetMetadata, data_meta: ds.DatasetMetadata,
+            dataset_dir: str, batch_size: int = PREDICT_BATCH) -> EvalPredictions:
+    """Scores a Keras model on the eval split (needs TensorFlow).
+
+    Args:
+      model: The Keras model of the artifact's SavedModel (preprocessed float32 input).
+      model_meta: The metadata the model was trained with (its preprocessing is applied).
+      data_meta: The scored dataset's metadata (its shards are parsed).
+      dataset_dir: The scored dataset's local directory.
+      batch_size: Examples per prediction batch.
+
+    Raises:
+      InvalidInputError: When the split holds another number of records than its
+        metadata says, the model's classes differ, or a label is out of range.
+    """
+    import tensorflow as tf
+
+    from kfdist.components.common import tf_features
+    from kfdist.components.common.serving_model import outputs_are_logits
+
+    parse = tf_features.parse_fn(data_meta)
+    preprocess = tf_features.preprocess_fn(model_meta)
+    files = data_meta.shard_paths(dataset_dir, EVAL_SPLIT)
+    data = (tf.data.TFRecordDataset(files, compression_type=tf_features.compression_type(data_meta))
+            .batch(batch_size).map(parse).map(lambda x, y: (preprocess(x), y))
+            .prefetch(tf.data.AUTOTUNE))
+    logits = outputs_are_logits(model)
+    labels, probs = [], []
+    for x, y in data:
+        out = model(x, training=False)
+        probs.append((tf.nn.softmax(out) if logits else out).numpy().astype(np.float32))
+        labels.append(y.numpy())
+    labels_arr = np.concatenate(labels).astype(np.int64)
+    probs_arr = np.concatenate(probs)
+    expected = data_meta.splits[EVAL_SPLIT].num_examples
+    require(len(labels_arr) == expected,
+            f"eval split of {dataset_dir!r} holds {len(labels_arr)} records but its metadata "
+            f"says {expected}; the dataset is incomplete or corrupted")
+    require(probs_arr.shape[1] == model_meta.num_classes,
+            f"model outputs {probs_arr.shape[1]} classes but its dataset has {model_meta.num_classes}")
+    bad = labels_arr[(labels_arr < 0) | (labels_arr >= model_meta.num_classes)]
+    require(bad.size == 0, f"eval labels {sorted(set(bad.tolist()))[:5]} are outside "
+            f"0..{model_meta.num_classes - 1}")
+    return EvalPredictions.from_probabilities(labels_arr, probs_arr)
+
+
+def record(model_dir: str, dataset_dir: str, meta: ds.DatasetMetadata) -> Optional[float]:
+    """Scores the artifact's SavedModel on the eval split and keeps the predictions in it.
+
+    Call it once the SavedModel is saved, with the dataset it was trained on.
+
+    Args:
+      model_dir: The local Model artifact directory.
+      dataset_dir: The local dataset directory.
+      meta: Its metadata.
+
+    Returns:
+      The accuracy, or None when there is nothing to keep (no eval examples, no fingerprint).
+    """
+    if meta.splits.get(EVAL_SPLIT) is None or meta.splits[EVAL_SPLIT].num_examples <= 0:
+        return None
+    keys = _fingerprints(model_dir, dataset_dir, meta)
+    if keys is None:
+        return None
+    import tensorflow as tf
+
+    model = tf.keras.models.load_model(os.path.join(model_dir, ma.SAVED_MODEL_DIR), compile=False)
+    scored = predict(model, meta, meta, dataset_dir)
+    path = os.path.join(model_dir, ma.EVAL_PREDICTIONS_FILE)
+    tmp = f"{path}.tmp-{os.getpid()}.npz"
+    np.savez(tmp, keys=np.array(json.dumps(keys, sort_keys=True)), **dataclasses.asdict(scored))
+    os.replace(tmp, path)
+    return float(np.mean(scored.predicted == scored.labels))
+
+
+def load_matching(model_dir: str, dataset_dir: str,
+                  meta: ds.DatasetMetadata) -> Optional[EvalPredictions]:
+    """The kept predictions, when they were made by this SavedModel on these eval shards.
+
+    Args:
+      model_dir: The local Model artifact directory.
+      dataset_dir: The local dataset directory whose eval split is to be scored.
+      meta: That dataset's metadata.
+
+    Returns:
+      The predictions, or None when the artifact holds none or they do not match.
+    """
+    path = os.path.join(model_dir, ma.EVAL_PREDICTIONS_FILE)
+    if not os.path.isfile(path):
+        return None
+    keys = _fingerprints(model_dir, dataset_dir, meta)
+    with np.load(path, allow_pickle=False) as kept:
+        if keys is None or json.loads(str(kept["keys"])) != keys:
+            return None
+        scored = EvalPredictions(**{f.name: kept[f.name] for f in dataclasses.fields(EvalPredictions)})
+    if len(scored.labels) != meta.splits[EVAL_SPLIT].num_examples:
+        return None
+    return scored
