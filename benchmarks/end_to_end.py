@@ -9,9 +9,11 @@ files (kfdist keeps a source's own split):
 * kfdist: the README's main command with one training process,
   `kfdist run mnist --workers 1 --strategy mirrored` (kfp.local: shard →
   train → evaluate → export, each step a process, the training replica one
-  more); wall time per step from kfp.local's log;
-* plain: one Python process that reads the IDX files with numpy, trains,
-  evaluates and saves a SavedModel. Like kfdist's training, it scores the
+  more); wall time per step from kfp.local's log. Its training runs 16
+  steps per call of the train function (the `steps_per_execution`
+  default): the same updates, in the same order;
+* plain: one Python process that reads the IDX files with numpy, trains
+  with `fit`'s defaults (a call per step), evaluates and saves a SavedModel. Like kfdist's training, it scores the
   held-out split after every epoch (in batches of 256, as kfdist does). Its
   first epoch also traces the training function (AutoGraph); that one-off
   cost (first epoch minus the mean of the others) is reported apart, and

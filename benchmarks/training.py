@@ -6,7 +6,8 @@ Same model (`mnist_mlp`), data (the train split of a kfdist dataset), batch
 * plain Keras: the split decoded into numpy arrays, `model.fit(x, y)` in one process;
 * kfdist local backend, 1 worker and 2 workers (MultiWorkerMirrored): the
   training step as the pipeline runs it (replica processes, TF_CONFIG,
-  sharded tf.data input, backups and checkpoints every epoch).
+  sharded tf.data input, backups and checkpoints every epoch, 16 steps per
+  call of the train function: `steps_per_execution`'s default).
 
 Steady state is the mean over the epochs after the first (which traces
 functions and fills caches); the first epoch and the whole job are reported

@@ -124,6 +124,8 @@ def test_defaults_are_valid():
     ({"success_policy": "AllWorkers"}, "unknown training settings ['success_policy']"),
     ({"input_sharding": "by_file"}, "input_sharding must be one of ['auto', 'file', 'record'], "
                                     "got 'by_file'"),
+    ({"steps_per_execution": 0}, "steps_per_execution must be an integer >= 1, got 0"),
+    ({"steps_per_execution": 2.5}, "steps_per_execution must be an integer >= 1, got 2.5"),
     ({"gpus": 2}, "unknown training settings ['gpus']"),
     ({"model_name": "resnet"}, "unknown model 'resnet'"),
     ({"model_name": "no_such_pkg_xyz.models:build"}, "module 'no_such_pkg_xyz.models' does not import"),

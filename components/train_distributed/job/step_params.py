@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.train_distributed.job import strategy_rules
+from kfdist.components.train_distributed.job import config, strategy_rules
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +76,9 @@ TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
     Param("active_deadline_seconds", 0, "the job fails once it has run this long; 0: no deadline"),
     Param("input_sharding", "auto", "how workers split the training files",
           choices=strategy_rules.INPUT_SHARDINGS),
+    Param("steps_per_execution", config.STEPS_PER_EXECUTION, "training steps per call of the "
+          "compiled train function (one TensorFlow loop, not a Python round trip per step); "
+          "1: a call per step"),
     Param("image", "", "replica image with a pinned tag; empty: kfdist's image for the backend",
           cluster=True),
     Param("namespace", "", "namespace of the job; empty: the step's own", cluster=True),

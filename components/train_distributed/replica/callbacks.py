@@ -141,7 +141,8 @@ def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_
     history = HistoryWriter(os.path.join(job.model_dir, model_artifact.HISTORY_FILE), role.leader,
                             validation)
     # The history before the backups: its epoch time is the steps' time, before they are written.
-    callbacks: List[tf.keras.callbacks.Callback] = []
+    # The meter first: its epoch ends before any other callback validates or saves.
+    callbacks: List[tf.keras.callbacks.Callback] = [meter] if meter is not None else []
     if role.hvd is not None:
         # Broadcast first (identical start), average metrics before anything reads them. The
         # history after that: it records the averages, and its validation metrics (rank 0's
@@ -153,8 +154,6 @@ def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_
                           checkpoint]
     else:
         callbacks += [history, tf.keras.callbacks.BackupAndRestore(backup_dir), checkpoint]
-    if meter is not None:
-        callbacks.append(meter)
     callbacks.append(EpochLogger(training.epochs, steps * global_batch, role.leader, history))
     if job.state_uri and role.leader:
         from kfdist.components.train_distributed.replica import backup_sync

@@ -18,9 +18,9 @@ close to in-memory speed). Otherwise stream: interleave, shuffle through a bound
 buffer, repeat, batch, parse each batch at once, preprocess. Both prefetch.
 The stream is infinite; `steps_per_epoch` bounds an epoch.
 
-With an `InputWaitMeter`, each batch carries the moment it was ready across
-`prefetch`, so the replica can measure how long each step waited for its
-input (see `input_wait`).
+With an `InputWaitMeter`, a last stage after `prefetch` times how long each
+take of a batch blocks, so the replica can measure how long its steps waited
+for input (see `input_wait`).
 """
 
 from __future__ import annotations
@@ -209,11 +209,9 @@ def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_rep
         records = _records(plan, compression)
         batches = _in_memory_batches if cached else _streamed_batches
         dataset = batches(records, parse_batch, batch_size_per_replica, shuffle_seed)
-        if wait_meter is None:
-            dataset = dataset.prefetch(tf.data.AUTOTUNE)
-        else:  # each batch carries the time it was ready into the step's side of `prefetch`
-            dataset = (dataset.map(wait_meter.stamp_ready).prefetch(tf.data.AUTOTUNE)
-                       .map(wait_meter.record_ready))
+        dataset = dataset.prefetch(tf.data.AUTOTUNE)
+        if wait_meter is not None:  # on the step's side of `prefetch`: how long each take blocks
+            dataset = wait_meter.instrument(dataset)
         options = tf_features.pipeline_options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
         return dataset.with_options(options)

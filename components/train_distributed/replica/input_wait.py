@@ -1,23 +1,25 @@
-"""How much of each training step waits for its input: the input-bound fraction.
+"""How much of the training steps' time waits for input: the input-bound fraction.
 
 An accelerator that waits for the next batch is an idle accelerator. The
-meter measures that wait per step, from two clocks:
+meter measures that wait inside the input pipeline, on the side of the
+training step:
 
-* the input pipeline stamps every batch with the time it was ready (the
-  stage before `prefetch`, in the producer's thread) and carries the stamp
-  across `prefetch`; the stage after it (the step's side) stores the stamp
-  of the batch the step takes;
-* the Keras callback notes when each step began and ended.
+* the last stage of the pipeline (`instrument`) zips a clock with the
+  prefetched batches: asked for a batch, it first reads the time, then takes
+  the batch from the prefetch buffer, blocking while the producers have none
+  ready, then reads the time again; the difference is how long the step
+  waited, added to a counter in TensorFlow (no Python per step);
+* the Keras callback times the epochs' steps (it runs before the callbacks
+  that validate or save).
 
-A batch ready before its step began cost no wait; otherwise the step waited
-`ready - begin` (at most the step's time). The input-bound fraction is the
-total wait over the total step time of the steps measured: one in
-`SAMPLE_EVERY` (reading the stamp costs a little, which small steps would
-feel). The first measured step of a run is left out: it
-traces the step function and fills the pipeline, a one-off cost that shows in
-the first epoch's time instead. Where a distribution strategy buffers one
-more batch per device after the pipeline, the stored stamp can be one batch
-ahead, which only errs towards reporting a wait.
+The input-bound fraction is the total wait over the total time of the
+steps. The first batch is left out of both: it waits for the pipeline to
+fill (the whole split, when it is decoded once into memory) after the step
+function was traced, a one-off cost that shows in the first epoch's time
+instead. Because the clock is in the pipeline, it holds however many steps
+one call of the train function runs (`steps_per_execution`). Where a
+distribution strategy buffers batches per device after the pipeline, the
+wait is that buffer's, which only errs towards reporting one.
 """
 
 from __future__ import annotations
@@ -28,57 +30,55 @@ from typing import Optional
 import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
 
-#: Measure one step in this many.
-SAMPLE_EVERY = 4
-
 
 class InputWaitMeter(tf.keras.callbacks.Callback):
     """Measures the input-bound fraction of `fit`; create it outside any strategy scope."""
 
     def __init__(self):
         super().__init__()
-        self._supports_tf_logs = True  # never needs the step's logs as numpy (no extra sync)
-        self._sampled = False
-        self._ready = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="input_ready_time")
-        self._begin = 0.0
-        self._first = True
-        self._count = 0
-        self.wait_seconds = 0.0
-        self.step_seconds = 0.0
-        self.steps = 0
+        self._supports_tf_logs = True
+        self._waited = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="input_wait_seconds")
+        self._taken = tf.Variable(0, dtype=tf.int64, trainable=False, name="input_batches_taken")
+        self._first_taken_at = tf.Variable(0.0, dtype=tf.float64, trainable=False,
+                                           name="input_first_taken_at")
+        self._epoch_began = 0.0
+        self._train_began: Optional[float] = None
+        self._epochs_seconds = 0.0
 
-    @staticmethod
-    def stamp_ready(features, labels):
-        """Pipeline stage before `prefetch`: adds the time the batch is ready."""
-        return features, labels, tf.timestamp()
+    def instrument(self, batches: tf.data.Dataset) -> tf.data.Dataset:
+        """The pipeline's last stage (after `prefetch`): counts how long each take blocks."""
+        asked = tf.data.Dataset.range(1 << 62).map(lambda _: tf.timestamp())
+        return tf.data.Dataset.zip((asked, batches)).map(self._record)
 
-    def record_ready(self, features, labels, ready):
-        """Pipeline stage after `prefetch`: stores the stamp of the batch being taken."""
-        with tf.control_dependencies([self._ready.assign(ready)]):
-            return tf.identity(features), tf.identity(labels)
+    def _record(self, asked, batch):
+        taken = tf.timestamp()
+        first = tf.equal(self._taken.assign_add(1), 1)
+        zero = tf.constant(0.0, tf.float64)
+        updates = [self._waited.assign_add(tf.where(first, zero, taken - asked)),
+                   self._first_taken_at.assign(tf.where(first, taken, self._first_taken_at))]
+        with tf.control_dependencies(updates):
+            return tf.nest.map_structure(tf.identity, batch)
 
-    def on_train_batch_begin(self, batch, logs=None):
-        self._count += 1
-        self._sampled = self._count % SAMPLE_EVERY == 1  # the first step is sampled (and skipped)
-        if self._sampled:
-            self._begin = time.time()
+    def on_train_begin(self, logs=None):
+        self._train_began = time.time()
 
-    def on_train_batch_end(self, batch, logs=None):
-        if not self._sampled:
-            return
-        end = time.time()
-        if self._first:
-            self._first = False
-            return
-        ready = float(self._ready.numpy())
-        step = max(end - self._begin, 1e-9)
-        self.wait_seconds += min(max(0.0, ready - self._begin), step)
-        self.step_seconds += step
-        self.steps += 1
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_began = time.time()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._epochs_seconds += time.time() - self._epoch_began
+
+    @property
+    def wait_seconds(self) -> float:
+        """Seconds the steps waited for a batch, the first batch left out."""
+        return float(self._waited.numpy())
 
     @property
     def fraction(self) -> Optional[float]:
-        """Waiting time over step time (None before two steps have run)."""
-        if self.steps == 0:
+        """Waiting time over step time (None before two batches were taken)."""
+        if int(self._taken.numpy()) < 2 or self._train_began is None:
             return None
-        return self.wait_seconds / self.step_seconds
+        # The first batch's take, and the tracing before it, are no step's time.
+        before_first = max(0.0, float(self._first_taken_at.numpy()) - self._train_began)
+        steps = self._epochs_seconds - before_first
+        return min(1.0, self.wait_seconds / steps) if steps > 0 else None

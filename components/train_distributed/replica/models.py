@@ -206,17 +206,19 @@ def build_model(name: str, meta: DatasetMetadata):
     return model
 
 
-def compile_model(model, learning_rate: float, wrap_optimizer=None) -> None:
+def compile_model(model, learning_rate: float, wrap_optimizer=None,
+                  steps_per_execution: int = 1) -> None:
     """Compiles with Adam, sparse categorical cross-entropy and accuracy.
 
     Args:
       model: The tf-keras model.
       learning_rate: Adam's learning rate.
       wrap_optimizer: Wraps the optimizer, e.g. Horovod's `DistributedOptimizer`.
+      steps_per_execution: Training steps per call of the compiled train function.
     """
     import tensorflow as tf
 
     optimizer = tf.keras.optimizers.Adam(learning_rate=learning_rate)
     model.compile(optimizer=wrap_optimizer(optimizer) if wrap_optimizer else optimizer,
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(),
-                  metrics=["accuracy"])
+                  metrics=["accuracy"], steps_per_execution=steps_per_execution)

@@ -108,7 +108,8 @@ def _build_model(job: config.JobConfig, role: Role, meta) -> "tuple[tf.keras.Mod
         if role.hvd is not None:
             learning_rate *= role.replicas  # the global batch is `replicas` times larger
         models.compile_model(model, learning_rate,
-                             wrap_optimizer=role.hvd.DistributedOptimizer if role.hvd else None)
+                             wrap_optimizer=role.hvd.DistributedOptimizer if role.hvd else None,
+                             steps_per_execution=training.steps_per_execution)
         if role.hvd is not None:
             # Horovod's broadcast pairs variables across ranks by name. Built lazily (tf-keras
             # 2.21), the optimizer's slots are named `Adam/m/...` on rank 0, which also runs
