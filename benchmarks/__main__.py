@@ -83,7 +83,8 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
             ("end_to_end", lambda: end_to_end.measure(digits, size["e2e_train_examples"],
                                                       size["e2e_epochs"])),
             ("time_to_accuracy", lambda: time_to_accuracy.measure(
-                digits, size["e2e_train_examples"], size["tta_epochs"], size["tta_target"])),
+                digits, size["e2e_train_examples"], size["tta_epochs"], size["tta_target"],
+                measures.get("end_to_end"))),
         ]
         for name, fn in steps:
             if name not in only:

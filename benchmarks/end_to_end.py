@@ -115,6 +115,16 @@ def _logs_of(run_dir: str) -> str:
     return "\n".join(texts)
 
 
+def _train_history(run_dir: str) -> List[Dict[str, float]]:
+    """The training step's `history.json` epochs (seconds, validation, accuracies)."""
+    import glob
+
+    [path] = glob.glob(os.path.join(run_dir, "pipeline_root", "*", "train-distributed", "model",
+                                    "history.json"))
+    with open(path) as f:
+        return json.load(f)["epochs"]
+
+
 def write_mnist_like(root: str, train_examples: int) -> str:
     """`train-*` with `train_examples` digits and `t10k-*` with a sixth of that, as MNIST's."""
     data = os.path.join(root, "mnist")
@@ -148,6 +158,7 @@ def measure(data: str, train_examples: int, epochs: int) -> Dict[str, Any]:
             raise RuntimeError(f"kfdist run mnist failed:\n{done.stderr[-3000:]}")
         logs = _logs_of(os.path.join(root, "run"))
         steps = step_seconds(logs)
+        history = _train_history(os.path.join(root, "run"))
         with open(os.path.join(root, "run", SUMMARY_FILE)) as f:
             accuracy = json.load(f)["eval"]["accuracy"]
         started = time.perf_counter()
@@ -157,6 +168,7 @@ def measure(data: str, train_examples: int, epochs: int) -> Dict[str, Any]:
               "workers": 1, "strategy": "mirrored", "epochs": epochs, "batch_size": 64,
               "kfdist_seconds": round(kfdist_wall, 2), "kfdist_steps": steps,
               "kfdist_epoch_seconds": epoch_seconds(logs),
+              "kfdist_train_history": history,
               "kfdist_accuracy": accuracy,
               **_plain_figures(plain, plain_wall)}
     result["kfdist_over_plain"] = round(kfdist_wall / plain_wall, 2)

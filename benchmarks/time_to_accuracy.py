@@ -11,6 +11,11 @@ Time to accuracy = start-up + the epochs (training and validation) up to the
 first whose `val_accuracy` reaches the target. Start-up is the job's wall
 time less every epoch's, so it holds process start, reading the dataset and
 the final save.
+
+When the same run also measured `end_to_end`, the `mirrored` row is read from
+its training step instead of training again: the same data, strategy (one
+worker), model and batch, sharded by the pipeline's own step; its start-up is
+that step's wall time less all its epochs (a KFP step's, so a little more).
 """
 
 from __future__ import annotations
@@ -37,9 +42,25 @@ def time_to_target(epochs: List[Dict[str, float]], job_seconds: float,
             "seconds_to_target": None}
 
 
-def measure(data: str, train_examples: int, epochs: int, target: float) -> Dict[str, Any]:
+def _row_of_end_to_end(run: Dict[str, Any], train_examples: int, epochs: int,
+                       target: float) -> Dict[str, Any]:
+    """The `mirrored` row from an `end_to_end` measure's training step (all its epochs ran)."""
+    history = run["kfdist_train_history"]
+    job = run["kfdist_steps"]["train-distributed"]
+    spent = [e["seconds"] + e.get("validation_seconds", 0.0) for e in history]
+    # Its later epochs are no part of the first `epochs`: neither start-up nor time to target.
+    row = time_to_target(history[:epochs], job - sum(spent[epochs:]), target)
+    return {"strategy": "mirrored", "workers": 1, "job_seconds": job,
+            "examples_per_second": round(train_examples * len(history) / sum(spent)),
+            "val_accuracy": [round(e["val_accuracy"], 4) for e in history[:epochs]],
+            "from_end_to_end": True, **row}
+
+
+def measure(data: str, train_examples: int, epochs: int, target: float,
+            end_to_end: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Trains with every strategy on `data` (`end_to_end.write_mnist_like`, `train_examples`
-    digits); returns, per strategy, the time to `target` and the curve."""
+    digits); returns, per strategy, the time to `target` and the curve. With the
+    `end_to_end` measure of the same data, its training step gives the `mirrored` row."""
     from kfdist.components.shard_dataset.runtime import shard
     from kfdist.components.train_distributed import runtime
 
@@ -48,6 +69,9 @@ def measure(data: str, train_examples: int, epochs: int, target: float) -> Dict[
         dataset = os.path.join(root, "dataset")
         shard(data, dataset, num_shards=4, log=lambda line: None)
         for strategy, settings in STRATEGY_RUNS.items():
+            if strategy == "mirrored" and end_to_end is not None:
+                rows.append(_row_of_end_to_end(end_to_end, train_examples, epochs, target))
+                continue
             model_dir = os.path.join(root, strategy)
             started = time.perf_counter()
             report = runtime.train(dataset, model_dir, strategy=strategy, epochs=epochs,

@@ -78,6 +78,20 @@ def test_time_to_accuracy_counts_start_up_and_the_epochs_up_to_the_target():
     assert time_to_target(epochs, 26.0, 0.995)["seconds_to_target"] is None
 
 
+def test_the_mirrored_time_to_accuracy_comes_from_the_end_to_end_training_step():
+    from benchmarks.time_to_accuracy import _row_of_end_to_end
+
+    run = {"kfdist_steps": {"train-distributed": 20.0},
+           "kfdist_train_history": [
+               {"seconds": 5.0, "validation_seconds": 1.0, "val_accuracy": 0.97},
+               {"seconds": 4.0, "validation_seconds": 1.0, "val_accuracy": 0.98}]}
+    row = _row_of_end_to_end(run, 1100, 1, 0.96)
+    # Start-up: the step's 20 s less both epochs' 11 s; the target is reached after the first.
+    assert (row["startup_seconds"], row["epochs_to_target"], row["seconds_to_target"]) == (9.0, 1, 15.0)
+    assert row["val_accuracy"] == [0.97] and row["examples_per_second"] == 200
+    assert _row_of_end_to_end(run, 1100, 1, 0.975)["seconds_to_target"] is None
+
+
 def test_the_sharding_benchmark_compares_every_writer_on_generated_data(tmp_path):
     done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", "sharding",
                            "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=600,
