@@ -24,7 +24,7 @@ from benchmarks.common import machine, write_synthetic_mnist
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = {
     "full": dict(mnist_examples=70_000, csv_bytes=10 ** 9, dataset_examples=10_000, train_epochs=2,
-                 launcher_jobs=5, polls=(15.0,), e2e_train_examples=60_000, e2e_epochs=10,
+                 launcher_jobs=5, polls=(15.0,), e2e_train_examples=60_000, e2e_epochs=6,
                  tta_epochs=1, tta_target=0.96),
     "quick": dict(mnist_examples=3_000, csv_bytes=5 * 10 ** 6, dataset_examples=3_000,
                   train_epochs=2, launcher_jobs=2, polls=(), e2e_train_examples=3_000,
