@@ -404,3 +404,18 @@ def test_export_of_a_model_on_gcs(gcs_emulator, trained_model, evaluation, digit
         export("gs://evaluate-export-artifacts/run-2/model", str(tmp_path / "serving"),
                blessed=True, **QUIET)
     assert os.listdir(tmp_path / "serving" / "mnist") == ["2"]
+
+
+def test_a_model_that_does_not_load_back_leaves_the_prediction_to_evaluate_model(
+        digits_dataset, tmp_path, capsys):
+    import types
+
+    from kfdist.components.train_distributed.replica import train
+
+    model_dir = tmp_path / "model"
+    (model_dir / ma.SAVED_MODEL_DIR).mkdir(parents=True)
+    (model_dir / ma.SAVED_MODEL_DIR / "fingerprint.pb").write_bytes(b"not a model")
+    job = types.SimpleNamespace(model_dir=str(model_dir), dataset_dir=digits_dataset)
+    train._keep_eval_predictions(job, ds.load_metadata(digits_dataset))  # logs, does not raise
+    assert "did not keep eval-split predictions" in capsys.readouterr().out
+    assert not (model_dir / ma.EVAL_PREDICTIONS_FILE).exists()

@@ -157,9 +157,18 @@ def _fit_and_report(job: config.JobConfig, role: Role) -> ReplicaOutcome:
 
 
 def _keep_eval_predictions(job: config.JobConfig, meta) -> None:
-    """Scores the saved SavedModel on the eval split into the artifact (`eval_predictions`)."""
+    """Scores the saved SavedModel on the eval split into the artifact (`eval_predictions`).
+
+    Best effort: the predictions only spare `evaluate_model` a prediction of its own, so a
+    failure here (a model that does not load back, say) is logged and leaves evaluate_model
+    to predict, and to report the failure, itself.
+    """
     started = time.perf_counter()
-    accuracy = eval_predictions.record(job.model_dir, job.dataset_dir, meta)
+    try:
+        accuracy = eval_predictions.record(job.model_dir, job.dataset_dir, meta)
+    except Exception as error:  # noqa: BLE001  (any failure leaves the evaluation to its step)
+        log(f"did not keep eval-split predictions for evaluate_model: {error!r}")
+        return
     if accuracy is not None:
         log(f"scored the SavedModel on the eval split: accuracy {accuracy:.4f} "
             f"({time.perf_counter() - started:.1f}s), kept for evaluate_model")
