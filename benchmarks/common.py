@@ -19,6 +19,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD_ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
 
 
+def epoch_wall_seconds(history: List[Dict[str, float]]) -> List[float]:
+    """Each epoch's wall time in a `history.json`: its steps and its validation."""
+    return [e["seconds"] + e.get("validation_seconds", 0.0) for e in history]
+
+
 def machine() -> Dict[str, Any]:
     """What the numbers were measured on."""
     try:

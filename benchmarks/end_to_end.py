@@ -11,10 +11,12 @@ files (kfdist keeps a source's own split):
   train → evaluate → export, each step a process, the training replica one
   more); wall time per step from kfp.local's log. Its training runs 16
   steps per call of the train function (the `steps_per_execution`
-  default): the same updates, in the same order;
+  default): the same updates, in the same order. Its epochs' times (steps
+  and validation, as the plain script's) come from the model's history;
 * plain: one Python process that reads the IDX files with numpy, trains
-  with `fit`'s defaults (a call per step), evaluates and saves a SavedModel. Like kfdist's training, it scores the
-  held-out split after every epoch (in batches of 256, as kfdist does). Its
+  with `fit`'s defaults (a call per step), evaluates and saves a
+  SavedModel. Like kfdist's training, it scores the held-out split after
+  every epoch (in batches of 256, as kfdist does). Its
   first epoch also traces the training function (AutoGraph); that one-off
   cost (first epoch minus the mean of the others) is reported apart, and
   so is the time `fit` takes to return after its last epoch (usually
@@ -35,7 +37,8 @@ from typing import Any, Dict, List
 
 from kfdist.local_run import SUMMARY_FILE
 
-from benchmarks.common import CHILD_ENV, REPO_ROOT, run_child, write_synthetic_mnist
+from benchmarks.common import (CHILD_ENV, REPO_ROOT, epoch_wall_seconds, run_child,
+                               write_synthetic_mnist)
 
 PLAIN = """
 import gzip, os, sys, time
@@ -94,14 +97,6 @@ def step_seconds(log: str) -> Dict[str, float]:
         elif task and text.startswith("Task ") and "finished" in text and task.group(1) in started:
             out[task.group(1)] = round((when - started[task.group(1)]).total_seconds() % 86400, 2)
     return out
-
-
-_EPOCH = re.compile(r"\] epoch \d+/\d+: .*\((\d+(?:\.\d+)?)s\)$")
-
-
-def epoch_seconds(log: str) -> List[float]:
-    """Each epoch's seconds (training and validation), from the leader's `epoch i/n` lines."""
-    return [float(m.group(1)) for m in map(_EPOCH.search, log.splitlines()) if m]
 
 
 def _logs_of(run_dir: str) -> str:
@@ -167,7 +162,7 @@ def measure(data: str, train_examples: int, epochs: int) -> Dict[str, Any]:
     result = {"train_examples": train_examples, "eval_examples": train_examples // 6,
               "workers": 1, "strategy": "mirrored", "epochs": epochs, "batch_size": 64,
               "kfdist_seconds": round(kfdist_wall, 2), "kfdist_steps": steps,
-              "kfdist_epoch_seconds": epoch_seconds(logs),
+              "kfdist_epoch_seconds": [round(e, 2) for e in epoch_wall_seconds(history)],
               "kfdist_train_history": history,
               "kfdist_accuracy": accuracy,
               **_plain_figures(plain, plain_wall)}

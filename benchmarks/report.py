@@ -59,7 +59,8 @@ def end_to_end_lines(m: Dict[str, Any]) -> List[str]:
 def time_to_accuracy_lines(m: Dict[str, Any]) -> List[str]:
     """Per strategy: time to the target, start-up, examples/s, the validation curve."""
     rows = [[r["strategy"] + (" (the end-to-end run's training step)"
-                              if r.get("from_end_to_end") else ""), r.get("workers"), r["seconds_to_target"] or "not reached",
+                              if r.get("from_end_to_end") else ""), r.get("workers"),
+             r["seconds_to_target"] or "not reached",
              r["epochs_to_target"] or "", r["startup_seconds"], f"{r['examples_per_second']:,}",
              " ".join(str(v) for v in r["val_accuracy"])] for r in m["strategies"]]
     return [f"## Time to {m['target_accuracy']} held-out accuracy "

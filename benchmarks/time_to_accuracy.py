@@ -26,13 +26,14 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
+from benchmarks.common import epoch_wall_seconds
 from benchmarks.strategies import STRATEGY_RUNS
 
 
 def time_to_target(epochs: List[Dict[str, float]], job_seconds: float,
                    target: float) -> Dict[str, Optional[float]]:
     """Start-up, and seconds and epochs until `val_accuracy` first reaches `target` (None if never)."""
-    spent = [e["seconds"] + e.get("validation_seconds", 0.0) for e in epochs]
+    spent = epoch_wall_seconds(epochs)
     startup = max(0.0, job_seconds - sum(spent))
     for index, epoch in enumerate(epochs):
         if epoch.get("val_accuracy", 0.0) >= target:
@@ -47,7 +48,7 @@ def _row_of_end_to_end(run: Dict[str, Any], train_examples: int, epochs: int,
     """The `mirrored` row from an `end_to_end` measure's training step (all its epochs ran)."""
     history = run["kfdist_train_history"]
     job = run["kfdist_steps"]["train-distributed"]
-    spent = [e["seconds"] + e.get("validation_seconds", 0.0) for e in history]
+    spent = epoch_wall_seconds(history)
     # Its later epochs are no part of the first `epochs`: neither start-up nor time to target.
     row = time_to_target(history[:epochs], job - sum(spent[epochs:]), target)
     return {"strategy": "mirrored", "workers": 1, "job_seconds": job,

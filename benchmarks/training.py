@@ -56,15 +56,15 @@ KFDIST = """
 import json, os, sys, time
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.train_distributed import runtime
-root, epochs, batch, workers, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+root, epochs, batch, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 started = time.perf_counter()
-report = runtime.train(root, out, workers=workers, epochs=epochs, batch_size_per_replica=batch,
+report = runtime.train(root, out, workers=1, epochs=epochs, batch_size_per_replica=batch,
                        log=lambda line: None)
 job = time.perf_counter() - started
 with open(os.path.join(out, "history.json")) as f:
     times = [e[model_artifact.EPOCH_SECONDS] for e in json.load(f)["epochs"]]
 meta = dataset_spec.load_metadata(root)
-_RESULT = {"epoch_seconds": times, "steps_per_epoch": meta.splits["train"].num_examples // (batch * workers),
+_RESULT = {"epoch_seconds": times, "steps_per_epoch": meta.splits["train"].num_examples // batch,
            "fit_seconds": report.wall_seconds, "job_seconds": job,
            "input_bound_fraction": report.input_bound_fraction}
 """
@@ -88,7 +88,7 @@ def measure(dataset_dir: str, epochs: int, batch: int = 64) -> Dict[str, Any]:
     result: Dict[str, Any] = {"epochs": epochs, "batch_size_per_replica": batch,
                               "plain_keras": plain}
     with tempfile.TemporaryDirectory(prefix="kfdist-bench-train-") as root:
-        r = run_child(KFDIST, dataset_dir, str(epochs), str(batch), "1", os.path.join(root, "model"))
+        r = run_child(KFDIST, dataset_dir, str(epochs), str(batch), os.path.join(root, "model"))
     rates = _rates(r, batch)
     rates["steady_examples_per_second"] = round(rates["steady_steps_per_second"] * batch)
     result["kfdist_1_worker"] = rates

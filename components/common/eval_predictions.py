@@ -31,8 +31,8 @@ from kfdist.components.common import model_artifact as ma
 from kfdist.components.common.errors import require
 
 EVAL_SPLIT = "eval"
-#: Examples per prediction batch, unless the caller says otherwise.
-PREDICT_BATCH = 256
+#: Examples per batch when the eval split is scored (here, in validation, by the evaluator).
+EVAL_BATCH = 256
 _FINGERPRINT_FILE = "fingerprint.pb"
 _READ_CHUNK = 1 << 22
 
@@ -81,7 +81,7 @@ def _fingerprints(model_dir: str, dataset_dir: str,
 
 
 def predict(model, model_meta: ds.DatasetMetadata, data_meta: ds.DatasetMetadata,
-            dataset_dir: str, batch_size: int = PREDICT_BATCH) -> EvalPredictions:
+            dataset_dir: str, batch_size: int = EVAL_BATCH) -> EvalPredictions:
     """Scores a Keras model on the eval split (needs TensorFlow).
 
     Args:
@@ -100,12 +100,8 @@ def predict(model, model_meta: ds.DatasetMetadata, data_meta: ds.DatasetMetadata
     from kfdist.components.common import tf_features
     from kfdist.components.common.serving_model import outputs_are_logits
 
-    parse = tf_features.parse_fn(data_meta)
-    preprocess = tf_features.preprocess_fn(model_meta)
-    files = data_meta.shard_paths(dataset_dir, EVAL_SPLIT)
-    data = (tf.data.TFRecordDataset(files, compression_type=tf_features.compression_type(data_meta))
-            .batch(batch_size).map(parse).map(lambda x, y: (preprocess(x), y))
-            .prefetch(tf.data.AUTOTUNE))
+    data = tf_features.split_batches(data_meta, dataset_dir, EVAL_SPLIT, batch_size,
+                                     preprocessing=model_meta).prefetch(tf.data.AUTOTUNE)
     logits = outputs_are_logits(model)
     labels, probs = [], []
     for x, y in data:

@@ -7,7 +7,7 @@ differently from how it was trained.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
@@ -134,6 +134,34 @@ def raw_from_serving(meta: DatasetMetadata) -> Callable[[Dict[str, tf.Tensor]], 
 def compression_type(meta: DatasetMetadata) -> str:
     """The `compression_type` argument for `tf.data.TFRecordDataset`."""
     return meta.compression or ""
+
+
+def split_batches(meta: DatasetMetadata, dataset_dir: str, split: str, batch_size: int,
+                  preprocessing: Optional[DatasetMetadata] = None) -> tf.data.Dataset:
+    """One pass over a split's shards, parsed and preprocessed, in batches, in shard order.
+
+    Args:
+      meta: The dataset's metadata (its shards and feature spec are read).
+      dataset_dir: The dataset directory (local).
+      split: The split to read.
+      batch_size: Examples per batch (the last batch may hold fewer).
+      preprocessing: Whose recorded preprocessing to apply (a model's training
+        metadata); default: `meta`'s own.
+
+    Returns:
+      Batches `(preprocessed float32 inputs, int64 labels)`, with `pipeline_options`.
+    """
+    parse = parse_fn(meta)
+    preprocess = preprocess_fn(preprocessing or meta)
+
+    def parse_batch(serialized):
+        raw, label = parse(serialized)
+        return preprocess(raw), label
+
+    files = meta.shard_paths(dataset_dir, split)
+    return (tf.data.TFRecordDataset(files, compression_type=compression_type(meta))
+            .batch(batch_size).map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
+            .with_options(pipeline_options()))
 
 
 def pipeline_options() -> tf.data.Options:

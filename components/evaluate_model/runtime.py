@@ -123,7 +123,7 @@ def _predictions(model_dir: str, dataset_dir: str, batch_size: int,
 
 
 def predict_classes(model_dir: str, dataset_dir: str, *,
-                    batch_size: int = ep.PREDICT_BATCH) -> np.ndarray:
+                    batch_size: int = ep.EVAL_BATCH) -> np.ndarray:
     """Returns the predicted class ids (int64 `[N]`) over the eval split, in shard order."""
     with tempfile.TemporaryDirectory(prefix="kfdist-eval-") as work:
         model_dir = _stage(model_dir, work, "model_dir")
@@ -140,7 +140,8 @@ def _fmt_pair(a: float, b: float) -> Tuple[str, str]:
     return repr(a), repr(b)
 
 
-def validate_evaluation_args(*, accuracy_threshold: float = 0.9, batch_size: int = ep.PREDICT_BATCH) -> None:
+def validate_evaluation_args(*, accuracy_threshold: float = 0.9,
+                             batch_size: int = ep.EVAL_BATCH) -> None:
     """Checks evaluation parameters before any work is done.
 
     Raises:
@@ -154,7 +155,8 @@ def validate_evaluation_args(*, accuracy_threshold: float = 0.9, batch_size: int
 
 
 def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.9,
-             batch_size: int = ep.PREDICT_BATCH, log: Callable[[str], None] = print) -> EvaluationResult:
+             batch_size: int = ep.EVAL_BATCH,
+             log: Callable[[str], None] = print) -> EvaluationResult:
     """Evaluates a model artifact on a dataset's eval split and decides its blessing.
 
     Args:

@@ -24,11 +24,11 @@ def test_step_times_come_from_kfp_local_log_lines():
                                                       "train-distributed": 5.94}
 
 
-def test_epoch_times_come_from_the_leaders_epoch_lines():
-    log = ("    [worker-0] epoch 1/2: accuracy=0.9 loss=0.2 val_accuracy=0.97 examples/s=9378 (6.4s)\n"
-           "    [worker-0] epoch 2/2: accuracy=0.9 loss=0.1 val_accuracy=0.98 examples/s=9400 (12s)\n"
-           "    [worker-1] input pipeline 0 of 1: sharded by file (3.0s)\n")
-    assert end_to_end.epoch_seconds(log) == [6.4, 12.0]
+def test_an_epochs_wall_time_holds_its_steps_and_its_validation():
+    from benchmarks.common import epoch_wall_seconds
+
+    history = [{"seconds": 6.0, "validation_seconds": 0.5}, {"seconds": 4.0}]
+    assert epoch_wall_seconds(history) == [6.5, 4.0]
 
 
 def test_targets_are_judged_from_the_measures():

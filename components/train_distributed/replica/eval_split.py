@@ -11,9 +11,7 @@ import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
 
 from kfdist.components.common import dataset_spec, tf_features
-
-EVAL_SPLIT = "eval"
-EVAL_BATCH = 256
+from kfdist.components.common.eval_predictions import EVAL_BATCH, EVAL_SPLIT
 
 
 def eval_batches(meta: dataset_spec.DatasetMetadata, dataset_dir: str) -> tf.data.Dataset:
@@ -29,17 +27,7 @@ def eval_batches(meta: dataset_spec.DatasetMetadata, dataset_dir: str) -> tf.dat
     Returns:
       Batches `(features, labels)` in shard order.
     """
-    parse = tf_features.parse_fn(meta)
-    preprocess = tf_features.preprocess_fn(meta)
-
-    def parse_batch(serialized):
-        raw, label = parse(serialized)
-        return preprocess(raw), label
-
-    files = meta.shard_paths(dataset_dir, EVAL_SPLIT)
-    return (tf.data.TFRecordDataset(files, compression_type=tf_features.compression_type(meta))
-            .batch(EVAL_BATCH).map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
-            .cache().with_options(tf_features.pipeline_options()))
+    return tf_features.split_batches(meta, dataset_dir, EVAL_SPLIT, EVAL_BATCH).cache()
 
 
 def eval_dataset(meta: dataset_spec.DatasetMetadata, dataset_dir: str) -> tf.data.Dataset:

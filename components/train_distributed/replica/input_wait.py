@@ -14,8 +14,9 @@ training step:
 
 A take of a batch that is ready still costs the clocks and the hand-over
 (tens of microseconds, a few per cent of a millisecond step): the meter
-measures that cost once, as it is created, on batches that are always ready (the median of
-`_PROBE_TAKES` takes), and only the time above it counts as waiting. The
+measures that cost once, as it is created, on batches that are always
+ready (the median of `_PROBE_TAKES` takes), and only the time above it
+counts as waiting. The
 input-bound fraction is the total wait over the total time of the steps.
 The first batch is left out of both: it waits for the pipeline to
 fill (the whole split, when it is decoded once into memory) after the step
@@ -58,7 +59,6 @@ class InputWaitMeter(tf.keras.callbacks.Callback):
 
     def __init__(self):
         super().__init__()
-        self._supports_tf_logs = True
         self._waited = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="input_wait_seconds")
         self._taken = tf.Variable(0, dtype=tf.int64, trainable=False, name="input_batches_taken")
         self._first_taken_at = tf.Variable(0.0, dtype=tf.float64, trainable=False,
