@@ -36,23 +36,6 @@ from kfdist.components.train_distributed.replica.outputs import (ReplicaOutcome,
 from kfdist.components.train_distributed.replica.strategies import Role, make_role, serve_forever, wait_for_all_workers
 
 
-def skip_autograph_for_tf_keras() -> None:
-    """Stops AutoGraph from converting tf-keras's own code (the first `fit` drops from ~15 s to ~1 s).
-
-    TensorFlow's AutoGraph rules exempt the `keras` package but not its
-    legacy fork `tf_keras`, so every first `fit` re-transpiles hundreds of
-    tf-keras functions written to run without AutoGraph. Model code outside
-    tf_keras (user models) is still converted. A no-op if TensorFlow's
-    (private) rule table ever moves.
-    """
-    try:
-        from tensorflow.python.autograph.core import config as autograph_config
-    except ImportError:
-        return
-    rules = tuple(getattr(autograph_config, "CONVERSION_RULES", ()))
-    autograph_config.CONVERSION_RULES = (autograph_config.DoNotConvert("tf_keras"),) + rules
-
-
 def _input(job: config.JobConfig, role: Role, meta, meter) -> object:
     training = job.training
     input_fn = input_pipeline.make_input_fn(
@@ -77,7 +60,6 @@ def train_replica(job: config.JobConfig) -> Optional[ReplicaOutcome]:
       The outcome of a training replica; None for a server or the evaluator.
     """
     training = job.training
-    skip_autograph_for_tf_keras()
     tf.keras.utils.set_random_seed(training.seed)
     cluster_config = tf_config.parse_env(os.environ)
     task = tf_config.current_task(cluster_config)
