@@ -9,11 +9,14 @@ predicted class and the probability given to the label. That is all the
 evaluation's metrics need, and reading it back needs no TensorFlow.
 
 The file is keyed by two fingerprints: the SHA-256 of the eval split's shard
-files, in shard order, and the SHA-256 of the SavedModel's `fingerprint.pb`
-(TensorFlow's digest of its graph, signatures and variables). The evaluation
-uses it only when both match the dataset and model it was given, and
-predicts afresh otherwise (another dataset, a rewritten shard, a replaced
-model, an artifact from an older trainer).
+files, in shard order, and the SHA-256 of every file of the SavedModel
+(graph, `variables/`, assets, `fingerprint.pb`; by relative path and
+content). `fingerprint.pb` alone is not enough: it is written at save time,
+so a SavedModel whose `variables/` were replaced afterwards keeps the old
+one. The evaluation uses the file only when both keys match the dataset and
+model it was given, and predicts afresh otherwise (another dataset, a
+rewritten shard, a replaced model or variables, an artifact from an older
+trainer).
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from kfdist.components.common.errors import require
 EVAL_SPLIT = "eval"
 #: Examples per batch when the eval split is scored (here, in validation, by the evaluator).
 EVAL_BATCH = 256
-_FINGERPRINT_FILE = "fingerprint.pb"
 _READ_CHUNK = 1 << 22
 
 
@@ -60,24 +62,33 @@ class EvalPredictions:
                    .astype(np.float32))
 
 
-def _files_sha256(paths: List[str]) -> str:
+def _files_sha256(paths: List[str], root: Optional[str] = None) -> str:
+    """SHA-256 over each file's name (relative to `root`, else its base name) and content."""
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(os.path.basename(path).encode() + b"\0")
+        name = os.path.relpath(path, root) if root else os.path.basename(path)
+        digest.update(name.replace(os.sep, "/").encode() + b"\0")
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(_READ_CHUNK), b""):
                 digest.update(chunk)
     return digest.hexdigest()
 
 
+def _saved_model_files(saved_model: str) -> List[str]:
+    """Every file under the SavedModel directory, in a fixed (sorted) order."""
+    return sorted(os.path.join(folder, name) for folder, _, names in os.walk(saved_model)
+                  for name in names)
+
+
 def _fingerprints(model_dir: str, dataset_dir: str,
                   meta: ds.DatasetMetadata) -> Optional[dict]:
-    """The two keys of the predictions, or None when the SavedModel has no fingerprint."""
-    fingerprint = os.path.join(model_dir, ma.SAVED_MODEL_DIR, _FINGERPRINT_FILE)
-    if not os.path.isfile(fingerprint):
+    """The two keys of the predictions, or None when the artifact has no SavedModel."""
+    saved_model = os.path.join(model_dir, ma.SAVED_MODEL_DIR)
+    files = _saved_model_files(saved_model)
+    if not files:
         return None
     return {"eval_shards_sha256": _files_sha256(meta.shard_paths(dataset_dir, EVAL_SPLIT)),
-            "saved_model_fingerprint_sha256": _files_sha256([fingerprint])}
+            "saved_model_sha256": _files_sha256(files, root=saved_model)}
 
 
 def predict(model, model_meta: ds.DatasetMetadata, data_meta: ds.DatasetMetadata,
@@ -133,7 +144,7 @@ def record(model_dir: str, dataset_dir: str, meta: ds.DatasetMetadata) -> Option
       meta: Its metadata.
 
     Returns:
-      The accuracy, or None when there is nothing to keep (no eval examples, no fingerprint).
+      The accuracy, or None when there is nothing to keep (no eval examples, no SavedModel).
     """
     if meta.splits.get(EVAL_SPLIT) is None or meta.splits[EVAL_SPLIT].num_examples <= 0:
         return None

@@ -205,6 +205,29 @@ def test_kept_predictions_are_used_only_for_their_model_and_shards(
     assert evaluate(kept_model, digits_dataset, **QUIET).accuracy == evaluation.accuracy
 
 
+def test_kept_predictions_are_not_used_once_the_variables_are_replaced(
+        kept_model, trained_model, digits_dataset, tmp_path):
+    """Other weights in `variables/`, the old `fingerprint.pb` kept: predicted afresh."""
+    import tensorflow as tf
+
+    _tampered(kept_model)  # the kept predictions now say class 0 throughout
+    other = str(tmp_path / "other")
+    shutil.copytree(trained_model, other)
+    model = tf.keras.models.load_model(os.path.join(other, ma.SAVED_MODEL_DIR))
+    model.optimizer.build(model.trainable_variables)  # saved with every variable the original has
+    weights = model.get_weights()
+    model.set_weights(weights[:-2] + [w[..., ::-1] for w in weights[-2:]])  # classes reversed
+    tf.keras.models.save_model(model, os.path.join(other, ma.SAVED_MODEL_DIR))
+    variables = os.path.join(kept_model, ma.SAVED_MODEL_DIR, "variables")
+    shutil.rmtree(variables)
+    shutil.copytree(os.path.join(other, ma.SAVED_MODEL_DIR, "variables"), variables)
+    expected = evaluate(other, digits_dataset, **QUIET)
+    swapped = evaluate(kept_model, digits_dataset, **QUIET)
+    assert swapped.confusion_matrix == expected.confusion_matrix
+    assert swapped.accuracy == expected.accuracy
+    assert any(any(row[1:]) for row in swapped.confusion_matrix)  # not the kept all-class-0
+
+
 def test_html_report_embeds_pngs(evaluation, trained_model, tmp_path):
     from PIL import Image
 
