@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import warnings
 from typing import List, Optional
@@ -140,8 +141,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*non-Python base image.*")
+    from kfdist.components.train_distributed.kubernetes.lifecycle.step_signals import StepCancelled
+    from kfdist.stopping import stop_on_signals
+
     try:
-        return args.func(args)
+        with stop_on_signals():
+            return args.func(args)
+    except StepCancelled as cancelled:
+        print(f"kfdist: stopped by {signal.Signals(cancelled.signum).name}: {args.command} and "
+              "every process it had started have ended; what was already written is kept",
+              file=sys.stderr)
+        return cancelled.exit_code
     except InvalidInputError as err:
         print(f"kfdist: invalid input: {err}", file=sys.stderr)
         return 2

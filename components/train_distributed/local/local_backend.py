@@ -9,8 +9,9 @@ in the replicas as in the launcher.
 Every output line of a replica goes to `log` as it arrives, prefixed with
 `[worker-i] `. When a replica fails, the others are terminated and
 `TrainingFailedError` names the replica, its exit code and its last lines.
-Whatever happens (failure, an exception in `log`, KeyboardInterrupt), no
-replica outlives `run_job`; a replica also exits if its launcher is killed.
+Whatever happens (failure, an exception in `log`, SIGTERM, Ctrl-C), no
+replica outlives `run_job`; the kernel also ends a replica whose launcher is
+killed (see `supervisor`).
 """
 
 from __future__ import annotations
@@ -112,12 +113,9 @@ def run_processes(replicas: Sequence[Tuple[tf_config.Task, Sequence[str], Dict[s
 
     Raises:
       TrainingFailedError: If the job failed (every replica is stopped first).
+      StepCancelled: On SIGTERM or SIGINT (every replica is stopped first).
     """
     supervisor = Supervisor(log, spec, strategy)
     for task, argv, env in replicas:
         supervisor.add(task, argv, env)
-    try:
-        supervisor.start_all()
-        return supervisor.wait()
-    finally:
-        supervisor.stop_all()
+    return supervisor.run()

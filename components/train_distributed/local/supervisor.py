@@ -5,6 +5,12 @@ Every output line of a replica goes to `log` as it arrives, prefixed with
 per the restart policy (`job.exit_codes`) and backoff limit; when the job
 fails, the others are terminated and `TrainingFailedError` names the
 replica, its exit code and its last lines.
+
+Nothing outlives the supervisor: `run` stops every replica's process group
+before it returns or raises, SIGTERM and SIGINT included (on the main
+thread), and every replica is started with a parent-death signal, so the
+kernel ends it should the supervisor's process be killed outright, even
+while TensorFlow holds the replica's GIL.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ import threading
 import time
 from typing import Callable, Deque, Dict, List, Optional, Sequence
 
+from kfdist.components.common import parent_death
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed.job import config, exit_codes, strategy_rules, tf_config
+from kfdist.components.train_distributed.kubernetes.lifecycle import step_signals
 
 LAUNCHER = "launcher"
 #: `mpirun --tag-output` prefix of a rank's line: `[<job>,<rank>]<stdout>:`.
@@ -30,6 +38,8 @@ MPI_TAG_AT_END = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:$")
 TAIL_LINES = 30
 POLL_SECONDS = 0.1
 TERMINATE_GRACE_SECONDS = 5.0
+#: The signals that stop a supervised job: a terminated run's SIGTERM, a person's Ctrl-C.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 @dataclasses.dataclass
@@ -74,13 +84,51 @@ class Supervisor:
         self.replicas.append(_Replica(task, list(argv), env, collections.deque(maxlen=TAIL_LINES)))
 
     def _start(self, replica: _Replica) -> None:
+        # mpirun stops its ranks on SIGTERM; a replica has nothing to clean up.
+        death_signal = signal.SIGTERM if replica.task.type == LAUNCHER else signal.SIGKILL
         replica.process = subprocess.Popen(
-            list(replica.argv), env=replica.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace",
-            start_new_session=True)
+            parent_death.with_parent_death_signal(replica.argv, death_signal,
+                                                  exit_codes.LAUNCHER_GONE), env=replica.env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            bufsize=1, errors="replace", start_new_session=True)
         replica.reader = threading.Thread(target=self._stream, args=(replica, replica.process),
                                           name=f"log-{replica.task.label}", daemon=True)
         replica.reader.start()
+
+    def run(self) -> LocalJobResult:
+        """Starts every replica and waits for the job; no replica is left running after.
+
+        SIGTERM and SIGINT (Ctrl-C) stop every replica first. Where a caller
+        already turned them into `StepCancelled` (`step_signals`), that is
+        raised; otherwise, on the main thread, the process then exits with
+        143 or 130 (as it would have without the replicas), after a log line.
+
+        Returns:
+          The restarts made and the replicas ended at the end.
+
+        Raises:
+          TrainingFailedError: If the job failed.
+          StepCancelled: If the process was asked to stop inside a caller's block.
+        """
+        if step_signals.active() or threading.current_thread() is not threading.main_thread():
+            return self._run()
+        try:
+            with step_signals.cancel_on_sigterm(exit_code=None, signums=STOP_SIGNALS):
+                return self._run()
+        except step_signals.StepCancelled as stopped:
+            try:
+                self.log(f"{stopped}; every replica was stopped")
+            except OSError:  # the output went with whoever stopped this process
+                pass
+            raise SystemExit(stopped.exit_code) from None
+
+    def _run(self) -> LocalJobResult:
+        try:
+            self.start_all()
+            return self.wait()
+        finally:
+            with step_signals.shielded():
+                self.stop_all()
 
     def start_all(self) -> None:
         for replica in self.replicas:

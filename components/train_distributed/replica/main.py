@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import threading
-import time
 import traceback
 from typing import Callable, Optional, Sequence
 
@@ -24,31 +22,11 @@ import tensorflow as tf
 
 from kfdist.components.common import process_exit
 from kfdist.components.train_distributed.job import config, exit_codes, tf_config
-from kfdist.components.train_distributed.job import work_files
 from kfdist.components.train_distributed.replica.outputs import log
 
 #: Errors a replica gets when another replica of its cluster died or restarted.
 PEER_LOST_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
                     tf.errors.DeadlineExceededError)
-
-
-def exit_when_launcher_dies(launcher_pid: Optional[int]) -> None:
-    """Starts a daemon thread that ends this process once its parent has gone.
-
-    The parent is the local backend (`launcher_pid`) or, under Horovod, the
-    `mpirun` daemon the local backend started; either way, when it dies the
-    replica is re-parented and exits.
-    """
-    if not launcher_pid:
-        return
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(exit_codes.LAUNCHER_GONE)
-
-    threading.Thread(target=watch, name="launcher-watchdog", daemon=True).start()
 
 
 def _task_of_this_process() -> tf_config.Task:
@@ -90,8 +68,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     where.add_argument("--work-uri", help="a cluster job's work location (gs:// or a PVC path)")
     args = parser.parse_args(argv)
     process_exit.skip_final_collection()
-    launcher = os.environ.get(work_files.LAUNCHER_PID_ENV)
-    exit_when_launcher_dies(int(launcher) if launcher else None)
     if args.config:
         from kfdist.components.train_distributed.replica.train import train_replica
 

@@ -6,6 +6,10 @@ kubelet sends SIGTERM and, after the grace period, SIGKILL. Inside
 thread is, even blocked reading a watch stream; code that must finish (deleting
 the job) runs inside `shielded()`, where a SIGTERM is only noted and raised
 once the shielded block is done. Later SIGTERMs are ignored.
+
+The same block serves the local supervisor and the `kfdist` command, which
+also stop on SIGINT (Ctrl-C): `signums` names the signals, and a block
+entered while another is active leaves the outer one in charge.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import signal
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 #: The exit status of a process ended by SIGTERM, as shells report it.
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
@@ -30,6 +34,11 @@ class StepCancelled(BaseException):
         super().__init__(f"received {signal.Signals(signum).name}: the run was terminated")
         self.signum = signum
 
+    @property
+    def exit_code(self) -> int:
+        """The status of a process ended by the signal, as shells report it (143, 130)."""
+        return 128 + self.signum
+
 
 @dataclasses.dataclass
 class _State:
@@ -37,6 +46,7 @@ class _State:
     signum: Optional[int] = None
     raised: bool = False
     shield_depth: int = 0
+    on_signal: Optional[Callable[[int], None]] = None
 
 
 _STATE = _State()
@@ -47,26 +57,45 @@ def _on_sigterm(signum, frame) -> None:
     if _STATE.signum is not None:
         return  # already stopping
     _STATE.signum = signum
+    if _STATE.on_signal is not None:
+        _STATE.on_signal(signum)
     if _STATE.shield_depth == 0:
         _STATE.raised = True
         raise StepCancelled(signum)
 
 
-@contextlib.contextmanager
-def cancel_on_sigterm(exit_code: Optional[int] = SIGTERM_EXIT_CODE) -> Iterator[None]:
-    """Turns SIGTERM into `StepCancelled` inside the block; restores the old handler after.
+def active() -> bool:
+    """Whether this process is inside a `cancel_on_sigterm` block."""
+    return _STATE.active
 
-    Must be entered on the main thread (Python delivers signals there).
+
+@contextlib.contextmanager
+def cancel_on_sigterm(exit_code: Optional[int] = SIGTERM_EXIT_CODE,
+                      signums: Sequence[int] = (signal.SIGTERM,),
+                      on_signal: Optional[Callable[[int], None]] = None) -> Iterator[None]:
+    """Turns SIGTERM into `StepCancelled` inside the block; restores the old handlers after.
+
+    Must be entered on the main thread (Python delivers signals there). Inside
+    an active block (of this process's outer caller), it only runs the body:
+    the outer block's signals, callback and exit apply.
 
     Args:
       exit_code: When the block ends in `StepCancelled`, exit the process with this
         status (`SystemExit`); None lets `StepCancelled` propagate instead.
+      signums: The signals that cancel (SIGTERM; also SIGINT for a command a
+        person stops with Ctrl-C). Only the first one received counts.
+      on_signal: Called with the first signal's number before `StepCancelled`
+        is raised (for example to pass the signal on to child processes).
 
     Yields:
       Nothing; run the launcher inside.
     """
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    if _STATE.active:
+        yield
+        return
+    previous = {signum: signal.signal(signum, _on_sigterm) for signum in signums}
     _STATE.active, _STATE.signum, _STATE.raised, _STATE.shield_depth = True, None, False, 0
+    _STATE.on_signal = on_signal
     try:
         yield
     except StepCancelled:
@@ -74,8 +103,9 @@ def cancel_on_sigterm(exit_code: Optional[int] = SIGTERM_EXIT_CODE) -> Iterator[
             raise
         raise SystemExit(exit_code) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        _STATE.active = False
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _STATE.active, _STATE.on_signal = False, None
 
 
 @contextlib.contextmanager

@@ -1,0 +1,186 @@
+"""Stopping `kfdist train` / `kfdist run` (SIGTERM, Ctrl-C, a killed launcher) leaves no process.
+
+Every process a test starts carries an environment marker, so the descendants
+still alive afterwards (re-parented to init or not) are found by it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tests.fakes.process_state import is_running
+
+MARKER = "KFDIST_STOP_TEST_MARKER"
+STARTED = re.compile(r"started \d+ local replica process")
+TRAINING = re.compile(r"\] epoch 1/")
+#: SIGTERM/Ctrl-C must stop everything within 10 s; the loaded test machine gets a margin.
+STOP_SECONDS = 30.0
+
+
+def _marked(marker: str) -> list:
+    """Pids of the live processes whose environment holds `marker`."""
+    needle = f"{MARKER}={marker}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if needle in f.read().split(b"\0") and is_running(int(name)):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class _Command:
+    """`python -m kfdist ARGS` in its own session, as a terminal runs a foreground job."""
+
+    def __init__(self, args, tmp_path):
+        self.marker = uuid.uuid4().hex
+        self.log_path = tmp_path / "output.log"
+        env = dict(os.environ, **{MARKER: self.marker})
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kfdist", *args], stdout=self._log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=env, cwd=str(tmp_path), start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+    def text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for(self, pattern: re.Pattern, timeout: float = 420.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not pattern.search(self.text()):
+            assert self.proc.poll() is None, f"ended before {pattern.pattern}:\n{self.text()}"
+            assert time.monotonic() < deadline, f"no {pattern.pattern} in:\n{self.text()}"
+            time.sleep(0.2)
+
+    def wait_for_process(self, program: str, timeout: float = 120.0) -> None:
+        """Waits until a process this command started runs `program`."""
+        deadline = time.monotonic() + timeout
+        while not any(program in _cmdline(pid) for pid in _marked(self.marker)):
+            assert self.proc.poll() is None, f"ended before {program} ran:\n{self.text()}"
+            assert time.monotonic() < deadline, f"{program} never ran:\n{self.text()}"
+            time.sleep(0.05)
+
+    def stop(self, sig: int, group: bool) -> int:
+        """Sends `sig` (to the process group, as a terminal's Ctrl-C does, or the pid) and waits."""
+        (os.killpg if group else os.kill)(self.proc.pid, sig)
+        try:
+            return self.proc.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running {STOP_SECONDS:g}s after {signal.Signals(sig).name}:\n"
+                        f"{self.text()}")
+
+    def left_over(self, within: float = 10.0) -> list:
+        deadline = time.monotonic() + within
+        while _marked(self.marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return _marked(self.marker)
+
+    def close(self) -> None:
+        for pid in _marked(self.marker):
+            os.kill(pid, signal.SIGKILL)
+        self._log.close()
+
+
+@pytest.fixture
+def command(tmp_path):
+    started = []
+
+    def start(*args):
+        started.append(_Command(args, tmp_path))
+        return started[-1]
+
+    yield start
+    for c in started:
+        c.close()
+
+
+TRAIN_PS = ("train", "--strategy", "parameter_server", "--workers", "2", "--ps", "1",
+            "--epochs", "2", "--output", "run")
+
+
+def _assert_stopped(cmd: _Command, code: int, sig: int) -> None:
+    text = cmd.text()
+    assert code == 128 + sig, text
+    assert "Traceback" not in text, text
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("kfdist: stopped by " + signal.Signals(sig).name), text
+    assert cmd.left_over() == [], f"processes left after {signal.Signals(sig).name}:\n{text}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("moment", ["start-up", "training"])
+def test_train_stops_every_replica(command, moment, sig):
+    cmd = command(*TRAIN_PS)
+    cmd.wait_for(STARTED if moment == "start-up" else TRAINING)
+    if moment == "start-up":
+        time.sleep(1.0)  # the replicas are importing TensorFlow
+    _assert_stopped(cmd, cmd.stop(sig, group=True), sig)
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_run_process_alone_stops_its_steps_and_replicas(command):
+    cmd = command("run", "mnist", "--strategy", "parameter_server", "--workers", "2", "--ps", "1",
+                  "--epochs", "2", "--no-cache", "--verbose", "--output", "run")
+    cmd.wait_for(STARTED)
+    time.sleep(1.0)
+    _assert_stopped(cmd, cmd.stop(signal.SIGTERM, group=False), signal.SIGTERM)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["shard", "evaluation"])
+def test_sigterm_to_a_run_stops_each_step(command, moment):
+    """The shard step with its Beam worker processes, and the evaluation after training."""
+    cmd = command("run", "mnist", "--strategy", "multi_worker_mirrored", "--workers", "2",
+                  "--epochs", "1", "--shard-runner", "beam" if moment == "shard" else "local",
+                  "--no-cache", "--verbose", "--output", "run")
+    if moment == "shard":
+        cmd.wait_for_process("apache_beam.runners.worker.sdk_worker_main")
+    else:
+        cmd.wait_for(re.compile("Executing task 'evaluate-model'"))  # the step takes ~1 s
+    _assert_stopped(cmd, cmd.stop(signal.SIGTERM, group=True), signal.SIGTERM)
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_a_run_ends_in_one_line_not_a_traceback(command):
+    cmd = command("run", "mnist", "--strategy", "mirrored", "--epochs", "2", "--no-cache",
+                  "--verbose", "--output", "run")
+    cmd.wait_for(TRAINING)
+    _assert_stopped(cmd, cmd.stop(signal.SIGINT, group=True), signal.SIGINT)
+
+
+@pytest.mark.slow
+def test_replicas_of_a_killed_launcher_end_while_tensorflow_holds_them(command):
+    cmd = command(*TRAIN_PS)
+    cmd.wait_for(STARTED)
+    time.sleep(1.0)  # no Python thread can run yet: the replicas are importing TensorFlow
+    assert cmd.stop(signal.SIGKILL, group=False) == -signal.SIGKILL
+    assert cmd.left_over() == [], cmd.text()
+
+
+@pytest.mark.slow
+def test_horovod_training_stops_mpirun_and_every_rank(command):
+    cmd = command("train", "--strategy", "horovod", "--workers", "2", "--epochs", "2",
+                  "--output", "run")
+    cmd.wait_for(TRAINING)
+    _assert_stopped(cmd, cmd.stop(signal.SIGTERM, group=True), signal.SIGTERM)
