@@ -184,3 +184,17 @@ def test_horovod_training_stops_mpirun_and_every_rank(command):
                   "--output", "run")
     cmd.wait_for(TRAINING)
     _assert_stopped(cmd, cmd.stop(signal.SIGTERM, group=True), signal.SIGTERM)
+
+
+def test_sigint_cancels_once_and_an_inner_block_leaves_the_outer_in_charge():
+    from kfdist.components.train_distributed.kubernetes.lifecycle import step_signals
+
+    seen = []
+    with pytest.raises(step_signals.StepCancelled) as cancelled:
+        with step_signals.cancel_on_sigterm(exit_code=None, signums=(signal.SIGTERM, signal.SIGINT),
+                                            on_signal=seen.append):
+            with step_signals.cancel_on_sigterm():  # nested: no handler of its own, no exit
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)
+    assert cancelled.value.exit_code == 130 and seen == [signal.SIGINT]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
