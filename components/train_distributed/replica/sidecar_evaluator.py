@@ -6,7 +6,12 @@ cluster) builds the same model without a strategy, and whenever the
 checkpoint changes loads it and evaluates the whole eval split, logging one
 line and appending the result to `evaluations.json` in the job's work
 directory. Like the operator's Evaluator replica, it runs until the job ends
-it; it never holds up or fails training.
+it; it never holds up training.
+
+A checkpoint caught mid-write (or mid-upload) fails to load or fetch for a
+moment: such failures are retried. A failure that lasts `RETRY_SECONDS`
+with nothing new published (a corrupt checkpoint, a missing bucket), or one
+no retry cures (denied access), ends the evaluator with the error in its log.
 """
 
 from __future__ import annotations
@@ -26,7 +31,52 @@ from kfdist.components.train_distributed.replica import models
 from kfdist.components.train_distributed.replica.eval_split import eval_dataset, eval_steps
 
 POLL_SECONDS = 1.0
+#: How long one checkpoint may keep failing to fetch or load before the evaluator gives up.
+RETRY_SECONDS = 60.0
 EVALUATIONS_FILE = "evaluations.json"
+
+
+class EvaluatorFailedError(RuntimeError):
+    """The evaluator cannot go on: the checkpoints cannot be fetched or loaded."""
+
+
+def _never_cured(error: BaseException) -> bool:
+    """Errors no retry cures: missing or refused credentials, denied access."""
+    from google.api_core import exceptions as api_errors
+    from google.auth import exceptions as auth_errors
+
+    return isinstance(error, (api_errors.Unauthorized, api_errors.Forbidden,
+                              auth_errors.DefaultCredentialsError, auth_errors.RefreshError,
+                              tf.errors.PermissionDeniedError, tf.errors.UnauthenticatedError,
+                              PermissionError))
+
+
+class _Failures:
+    """Times how long the current failure has lasted; raises once it is taken as permanent."""
+
+    def __init__(self, retry_seconds: float, log: Callable[[str], None]):
+        self.retry_seconds = retry_seconds
+        self.log = log
+        self.since: Optional[float] = None
+        self.version: Optional[str] = None
+
+    def clear(self) -> None:
+        self.since = None
+
+    def failed(self, what: str, error: BaseException, version: Optional[str] = None) -> None:
+        """Logs a retry, or raises `EvaluatorFailedError` for a permanent failure.
+
+        A failure on another checkpoint `version` than the last one starts a new count.
+        """
+        now = time.monotonic()
+        if self.since is None or version != self.version:
+            self.since, self.version = now, version
+        lasted = now - self.since
+        if _never_cured(error) or lasted >= self.retry_seconds:
+            why = "cannot succeed" if _never_cured(error) else f"kept failing for {lasted:.0f}s"
+            raise EvaluatorFailedError(
+                f"evaluator: {what} {why}: {type(error).__name__}: {error}") from error
+        self.log(f"evaluator: {what} failed ({type(error).__name__}); retrying")
 
 
 def _checkpoint_version(prefix: str) -> Optional[str]:
@@ -61,11 +111,22 @@ def _fetch_checkpoints(state_uri: str, local_dir: str) -> None:
 
 
 def run(job: config.JobConfig, log: Callable[[str], None],
-        should_stop: Callable[[], bool] = lambda: False) -> List[Dict[str, float]]:
+        should_stop: Callable[[], bool] = lambda: False,
+        retry_seconds: float = RETRY_SECONDS) -> List[Dict[str, float]]:
     """Evaluates checkpoints as they appear until `should_stop()` (or the process is ended).
+
+    Args:
+      job: The job's configuration (model, dataset, where the checkpoints are).
+      log: Where progress lines go.
+      should_stop: Polled between checkpoints; True ends the loop.
+      retry_seconds: How long a checkpoint may keep failing to fetch or load.
 
     Returns:
       The evaluations made, each `{"evaluation": n, "loss": ..., "accuracy": ...}`.
+
+    Raises:
+      EvaluatorFailedError: When the checkpoints cannot be fetched or loaded
+        (denied access, or a failure lasting `retry_seconds`).
     """
     meta = dataset_spec.load_metadata(job.dataset_dir)
     model = models.build_model(job.training.model_name, meta)
@@ -75,28 +136,31 @@ def run(job: config.JobConfig, log: Callable[[str], None],
                           model_artifact.CHECKPOINT_PREFIX)
     out = os.path.join(job.work_dir, EVALUATIONS_FILE)
     log(f"evaluator pid={os.getpid()}: evaluating each new checkpoint {prefix} on the eval split")
+    failures = _Failures(retry_seconds, log)
     seen = None
     results: List[Dict[str, float]] = []
     while not should_stop():
         if job.state_uri:  # a cluster job: the chief publishes its checkpoints there
             try:
                 _fetch_checkpoints(job.state_uri, os.path.dirname(prefix))
-            except Exception as e:  # noqa: BLE001 -- mid-upload or overwritten: try again later
-                log(f"evaluator: checkpoints not fetched yet ({type(e).__name__}); retrying")
+            except Exception as e:  # noqa: BLE001 -- mid-upload or overwritten: retried a while
+                failures.failed("fetching the checkpoint", e)
                 time.sleep(POLL_SECONDS)
                 continue
         version = _checkpoint_version(prefix)
         if version is None or version == seen:
+            if version is None:
+                failures.clear()  # nothing published yet: nothing is failing
             time.sleep(POLL_SECONDS)
             continue
-        seen = version
         try:
             model.load_weights(prefix).expect_partial()
         except (tf.errors.OpError, ValueError, OSError) as e:  # a checkpoint being (up)loaded
-            seen = None  # caught mid-write: read it again
-            log(f"evaluator: checkpoint not readable yet ({type(e).__name__}); retrying")
-            time.sleep(POLL_SECONDS)
+            failures.failed("loading the checkpoint", e, version)
+            time.sleep(POLL_SECONDS)  # `seen` is left as it was: the same version is read again
             continue
+        seen = version
+        failures.clear()
         metrics = model.evaluate(data, steps=eval_steps(meta), verbose=0, return_dict=True)
         results.append({"evaluation": len(results) + 1, **{k: float(v) for k, v in metrics.items()}})
         log(f"evaluator: evaluation {len(results)}: " +
