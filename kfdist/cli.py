@@ -125,12 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     """Returns the argument parser of the `kfdist` command."""
     parser = argparse.ArgumentParser(prog="kfdist", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    from kfdist.launch_cmd import add_launch_parser
     from kfdist.render_cmd import add_render_parser
     from kfdist.submit import add_submit_parser
     from kfdist.train_cmd import add_train_parser
 
     for add in (_add_sample_data, _add_run, add_train_parser, _add_compile, add_render_parser,
-                add_submit_parser):
+                add_submit_parser, add_launch_parser):
         add(sub)
     return parser
 

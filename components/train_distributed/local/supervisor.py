@@ -31,6 +31,8 @@ from kfdist.components.train_distributed.job import config, exit_codes, strategy
 from kfdist.components.train_distributed.kubernetes.lifecycle import step_signals
 
 LAUNCHER = "launcher"
+#: A PyTorchJob's leader: the job succeeds when it does.
+MASTER = "master"
 #: `mpirun --tag-output` prefix of a rank's line: `[<job>,<rank>]<stdout>:`.
 MPI_TAG = re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?")
 #: A tag `mpirun` leaves at the end of a line when a rank's output arrives split.
@@ -159,8 +161,9 @@ class Supervisor:
         by_type = lambda t: [r for r in self.replicas if r.task.type == t]  # noqa: E731
         if self._strategy == strategy_rules.HOROVOD:
             return by_type(LAUNCHER)
-        if by_type(tf_config.CHIEF):
-            return by_type(tf_config.CHIEF)
+        for leader in (tf_config.CHIEF, MASTER):
+            if by_type(leader):
+                return by_type(leader)
         workers = by_type(tf_config.WORKER)
         if self._spec.effective_success_policy(self._strategy) == "AllWorkers":
             return workers

@@ -1,0 +1,1 @@
+"""Runs a user's own training program with the environment a Kubeflow operator injects."""

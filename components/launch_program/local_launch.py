@@ -1,0 +1,60 @@
+"""Runs a program job's replicas as processes on this machine, as the operators would.
+
+Each replica runs the user's command unchanged, in the caller's environment
+less anything an operator injects (no stray TF_CONFIG or RANK from the
+shell), plus exactly what the operator injects with localhost addresses
+(`operator_env`). The local supervisor streams every line as `[worker-i]`,
+applies the restart policy and backoff limit, decides success as the
+operators do (chief, else master, else worker 0) and leaves no process
+behind on failure, SIGTERM or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from kfdist.components.launch_program import operator_env
+from kfdist.components.launch_program.program_job import ProgramJob, check_local_command
+from kfdist.components.train_distributed.job import config, strategy_rules
+from kfdist.components.train_distributed.local.local_backend import run_processes
+from kfdist.components.train_distributed.local.ports import PortReservation
+from kfdist.components.train_distributed.local.supervisor import LocalJobResult
+
+
+def base_env() -> dict:
+    """The caller's environment without any variable an operator or kfdist injects."""
+    return {k: v for k, v in os.environ.items() if k not in operator_env.INJECTED}
+
+
+def run_local(job: ProgramJob, log: Callable[[str], None]) -> LocalJobResult:
+    """Runs `job` locally until it succeeds or fails.
+
+    Args:
+      job: The job; validated here, and its command checked, before anything starts.
+      log: Receives every replica line, prefixed `[worker-i] ` (`[master-0] `).
+
+    Returns:
+      The restarts made and the replicas ended at the end (PS, evaluator).
+
+    Raises:
+      InvalidInputError: On a bad field or a command that does not exist here.
+      TrainingFailedError: If the job failed (naming the replica and its last lines).
+    """
+    job.validate()
+    check_local_command(job.command)
+    os.makedirs(job.model_dir, exist_ok=True)
+    os.makedirs(job.checkpoint_dir, exist_ok=True)
+    spec = config.JobSpec(backend=strategy_rules.LOCAL_BACKEND, workers=job.workers,
+                          restart_policy=job.restart_policy, backoff_limit=job.backoff_limit,
+                          active_deadline_seconds=job.active_deadline_seconds,
+                          success_policy="")
+    reservation = PortReservation(job.replica_count)
+    try:
+        addresses = [f"localhost:{port}" for port in reservation.ports]
+        base = base_env()
+        replicas = [(task, list(job.command), {**base, **env})
+                    for task, env in operator_env.replica_envs(job, addresses)]
+        return run_processes(replicas, spec, strategy_rules.MULTI_WORKER_MIRRORED, log)
+    finally:
+        reservation.release()

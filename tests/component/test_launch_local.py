@@ -1,0 +1,90 @@
+"""`kfdist launch --backend local`: a user's program gets exactly the operator's environment."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from kfdist.components.train_distributed.job import tf_config
+
+# Writes the variables an operator or kfdist injects to <KFDIST_MODEL_DIR>/<rank or task>.json.
+DUMP = """
+import json, os
+keys = [k for k in os.environ if k in {names} or k.startswith("PET_")]
+tag = os.environ.get("RANK") or json.loads(os.environ["TF_CONFIG"])["task"]["type"] + "-" + \
+    str(json.loads(os.environ["TF_CONFIG"])["task"]["index"])
+with open(os.path.join(os.environ["KFDIST_MODEL_DIR"], tag + ".json"), "w") as f:
+    json.dump({{k: os.environ[k] for k in keys}}, f)
+print("wrote", tag)
+""".format(names=repr({"TF_CONFIG", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
+                       "KFDIST_MODEL_DIR", "KFDIST_DATA_DIR", "KFDIST_CHECKPOINT_DIR"}))
+
+
+def _launch(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "kfdist", "launch", *args], capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+def _dumps(model_dir):
+    return {name[:-5]: json.load(open(os.path.join(model_dir, name)))
+            for name in os.listdir(model_dir) if name.endswith(".json")}
+
+
+def test_tensorflow_replicas_get_the_operators_tf_config(tmp_path):
+    env = {**os.environ, "RANK": "7", "TF_CONFIG": "{}"}  # the shell's own values never leak in
+    done = _launch("--framework", "tensorflow", "--workers", "2", "--ps", "1", "--output",
+                   str(tmp_path / "out"), "--dataset", str(tmp_path), "--",
+                   sys.executable, "-c", DUMP, env=env)
+    assert done.returncode == 0, done.stderr
+    dumps = _dumps(tmp_path / "out" / "model")
+    assert sorted(dumps) == ["ps-0", "worker-0", "worker-1"]
+    cluster = json.loads(dumps["worker-0"]["TF_CONFIG"])["cluster"]
+    assert sorted(cluster) == ["ps", "worker"] and len(cluster["worker"]) == 2
+    for label, got in dumps.items():
+        task = tf_config.Task(*label.split("-")[:1], int(label.split("-")[1]))
+        assert got["TF_CONFIG"] == tf_config.to_env_value(tf_config.tf_config_for(cluster, task))
+        assert "RANK" not in got
+        assert got["KFDIST_DATA_DIR"] == str(tmp_path)
+        assert got["KFDIST_CHECKPOINT_DIR"] == str(tmp_path / "out" / "checkpoints")
+    assert "[worker-1] wrote worker-1" in done.stdout
+
+
+def test_pytorch_replicas_get_master_rank_and_pet_variables(tmp_path):
+    done = _launch("--framework", "pytorch", "--workers", "3", "--procs-per-worker", "2",
+                   "--output", str(tmp_path), "--", sys.executable, "-c", DUMP)
+    assert done.returncode == 0, done.stderr
+    dumps = _dumps(tmp_path / "model")
+    assert sorted(dumps) == ["0", "1", "2"]
+    port = dumps["0"]["MASTER_PORT"]
+    for rank, got in dumps.items():
+        assert got == {"MASTER_ADDR": "localhost", "MASTER_PORT": port, "PET_MASTER_ADDR": "localhost",
+                       "PET_MASTER_PORT": port, "WORLD_SIZE": "6", "RANK": rank,
+                       "PET_NODE_RANK": rank, "PET_NNODES": "3", "PET_NPROC_PER_NODE": "2",
+                       "KFDIST_MODEL_DIR": str(tmp_path / "model"),
+                       "KFDIST_CHECKPOINT_DIR": str(tmp_path / "checkpoints")}
+    assert "[master-0] wrote 0" in done.stdout and "[worker-1] wrote 2" in done.stdout
+
+
+def test_program_that_exits_1_fails_with_its_last_lines(tmp_path):
+    program = "import sys; print('loading shards'); print('bad shard 3', file=sys.stderr); sys.exit(1)"
+    done = _launch("--framework", "tensorflow", "--workers", "2", "--output", str(tmp_path),
+                   "--", sys.executable, "-c", program)
+    assert done.returncode == 1
+    assert "kfdist: error: training failed" in done.stderr and "bad shard 3" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_missing_command_is_refused_within_seconds_naming_it(tmp_path):
+    started = time.monotonic()
+    done = _launch("--framework", "pytorch", "--output", str(tmp_path / "out"), "--",
+                   "no-such-trainer", "--epochs", "1")
+    assert done.returncode == 2
+    assert "kfdist: invalid input: command 'no-such-trainer' was not found" in done.stderr
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_tensorflow_only_layout_is_refused_for_pytorch(tmp_path):
+    done = _launch("--framework", "pytorch", "--ps", "1", "--output", str(tmp_path), "--", "true")
+    assert done.returncode == 2 and "--ps" in done.stderr
