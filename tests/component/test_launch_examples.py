@@ -1,0 +1,52 @@
+"""The examples/ programs run unchanged under `kfdist launch --backend local`."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples")
+
+
+def _launch(output, layout, program, *program_args):
+    return subprocess.run(
+        [sys.executable, "-m", "kfdist", "launch", "--framework", "tensorflow", *layout,
+         "--output", str(output), "--timeout", "300", "--",
+         sys.executable, os.path.join(EXAMPLES, program), *program_args],
+        capture_output=True, text=True, timeout=400)
+
+
+def _saved_model_predicts(model_dir, x):
+    import tensorflow as tf
+
+    model = tf.saved_model.load(str(model_dir))
+    return float(model.signatures["serving_default"](tf.constant([[x]]))
+                 [next(iter(model.signatures["serving_default"].structured_outputs))][0][0])
+
+
+@pytest.mark.slow
+def test_tf1_between_graph_parameter_server_program(tmp_path):
+    done = _launch(tmp_path, ["--workers", "2", "--ps", "1"], "tf1_parameter_server.py",
+                   "--steps", "200")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    weights = json.load(open(tmp_path / "model" / "weights.json"))
+    assert abs(weights["w"] - 3) < 0.3 and abs(weights["b"] - 2) < 0.3, weights
+    assert any(name.startswith("model.ckpt") for name in os.listdir(tmp_path / "checkpoints"))
+    assert "[worker-1] " in done.stdout and "ending the replicas still running: ps-0" in done.stdout
+
+
+@pytest.mark.slow
+def test_tf2_multi_worker_custom_loop_saves_a_saved_model(tmp_path):
+    done = _launch(tmp_path, ["--workers", "2"], "tf2_multi_worker_custom_loop.py", "--steps", "60")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert abs(_saved_model_predicts(tmp_path / "model", 1.0) - 5.0) < 0.5
+
+
+@pytest.mark.slow
+def test_keras_fit_with_backup_and_restore_saves_a_saved_model(tmp_path):
+    done = _launch(tmp_path, ["--workers", "2"], "keras_fit_backup_restore.py", "--epochs", "3")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert abs(_saved_model_predicts(tmp_path / "model", 1.0) - 5.0) < 0.5
+    assert "[worker-1] Epoch 3/3" in done.stdout
