@@ -2,12 +2,15 @@
 
 A worker that is killed mid-epoch is restarted by the operator (restartPolicy
 ExitCode) and `fit` resumes from the last backup, shared by every replica.
+The workers that lose that peer mid-collective exit with 138, a code
+ExitCode treats as retryable, so the whole cluster re-forms and resumes.
 The chief saves the trained model as a SavedModel into `KFDIST_MODEL_DIR`.
 """
 
 import argparse
 import json
 import os
+import sys
 import tempfile
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -39,5 +42,17 @@ def main() -> None:
     print(f"saved SavedModel to {target}", flush=True)
 
 
+#: Errors a worker gets when a peer died or restarted mid-collective.
+PEER_LOST_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
+                    tf.errors.DeadlineExceededError)
+#: A retryable exit code (128-255) under the ExitCode restart policy.
+PEER_LOST_EXIT_CODE = 138
+
+
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except PEER_LOST_ERRORS as lost:
+        print(f"lost a peer ({type(lost).__name__}); exiting with {PEER_LOST_EXIT_CODE} "
+              "to be restarted", flush=True)
+        sys.exit(PEER_LOST_EXIT_CODE)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -50,3 +51,44 @@ def test_keras_fit_with_backup_and_restore_saves_a_saved_model(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert abs(_saved_model_predicts(tmp_path / "model", 1.0) - 5.0) < 0.5
     assert "[worker-1] Epoch 3/3" in done.stdout
+
+
+@pytest.mark.slow
+def test_killed_keras_worker_restarts_and_resumes_from_the_checkpoint_dir(tmp_path):
+    argv = [sys.executable, "-m", "kfdist", "launch", "--framework", "tensorflow", "--workers", "2",
+            "--restart-policy", "ExitCode", "--output", str(tmp_path), "--timeout", "300", "--",
+            sys.executable, os.path.join(EXAMPLES, "keras_fit_backup_restore.py"),
+            "--epochs", "4", "--steps-per-epoch", "300"]
+    lines = []
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as job:
+        killed = False
+        for line in job.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("started ") and "worker-1 pid " in line:
+                worker_1 = int(line.split("worker-1 pid ")[1].split(",")[0])
+            if not killed and line.startswith("[worker-1] Epoch 2/4"):
+                os.kill(worker_1, signal.SIGKILL)
+                killed = True
+        assert job.wait(timeout=400) == 0, "\n".join(lines[-60:])
+    output = "\n".join(lines)
+    assert killed and "worker-1 exited with code 137; restarting it (restartPolicy ExitCode" in output
+    after_kill = output[output.index("worker-1 exited with code 137"):]
+    assert "[worker-1] Epoch 1/4" not in after_kill, output  # resumed from the backup, not epoch 1
+    assert "[worker-1] Epoch 4/4" in after_kill
+    assert abs(_saved_model_predicts(tmp_path / "model", 1.0) - 5.0) < 0.5
+
+
+@pytest.mark.slow
+def test_pytorch_ddp_program_trains_on_a_master_and_two_workers(tmp_path):
+    import torch
+
+    done = subprocess.run(
+        [sys.executable, "-m", "kfdist", "launch", "--framework", "pytorch", "--workers", "3",
+         "--output", str(tmp_path), "--timeout", "300", "--",
+         sys.executable, os.path.join(EXAMPLES, "pytorch_ddp.py"), "--steps", "100"],
+        capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "[master-0] saved model.pt (world size 3)" in done.stdout
+    assert "[worker-1] rank 2 step 100" in done.stdout
+    weights = torch.load(tmp_path / "model" / "model.pt")
+    assert abs(float(weights["weight"]) - 3) < 0.3 and abs(float(weights["bias"]) - 2) < 0.3
