@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -88,3 +89,24 @@ def test_missing_command_is_refused_within_seconds_naming_it(tmp_path):
 def test_tensorflow_only_layout_is_refused_for_pytorch(tmp_path):
     done = _launch("--framework", "pytorch", "--ps", "1", "--output", str(tmp_path), "--", "true")
     assert done.returncode == 2 and "--ps" in done.stderr
+
+
+def test_sigterm_stops_every_replica_of_a_user_program(tmp_path):
+    program = "import time; print('up', flush=True); time.sleep(120)"
+    argv = [sys.executable, "-m", "kfdist", "launch", "--framework", "tensorflow", "--workers", "2",
+            "--ps", "1", "--output", str(tmp_path), "--", sys.executable, "-c", program]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as job:
+        pids, up = [], set()
+        for line in job.stdout:
+            if line.startswith("started "):
+                pids = [int(part.split(" pid ")[1]) for part in line.split(": ", 1)[1].split(", ")]
+            if line.endswith("] up\n"):
+                up.add(line.split("]")[0])
+            if len(up) == 3:
+                break
+        job.send_signal(signal.SIGTERM)
+        assert job.wait(timeout=60) == 143
+        assert "kfdist: stopped by SIGTERM" in job.stderr.read()
+    assert len(pids) == 3
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
