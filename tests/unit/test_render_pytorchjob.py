@@ -1,0 +1,58 @@
+"""`render_pytorchjob`: launch's PyTorchJob, validated against the Training Operator v1.9 CRD."""
+
+import pytest
+
+from fakes import crd_schema
+from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.launch_program.program_job import ProgramJob
+from kfdist.components.launch_program.render_pytorchjob import (ProgramPlacement,
+                                                                 render_pytorchjob)
+
+CRD = "pytorchjobs.kubeflow.org.v1.training-operator-v1.9.yaml"
+PLACEMENT = ProgramPlacement("ddp-run", "team-a", "registry.example/ddp@sha256:" + "0" * 64)
+
+
+def _job(**changes):
+    fields = dict(framework="pytorch", command=("torchrun", "train.py"), workers=3,
+                  procs_per_worker=2, model_dir="gs://b/run/model", checkpoint_dir="gs://b/run/ckpt",
+                  data_dir="gs://b/data", backoff_limit=2, active_deadline_seconds=600.0)
+    fields.update(changes)
+    return ProgramJob(**fields)
+
+
+def test_pytorchjob_has_zero_schema_errors_and_the_operators_layout():
+    rendered = render_pytorchjob(_job(), PLACEMENT)
+    assert crd_schema.load_crd(crd_schema.crd_path(CRD)).validate(rendered.body) == []
+    spec = rendered.body["spec"]
+    assert {t: r["replicas"] for t, r in spec["pytorchReplicaSpecs"].items()} == {"Master": 1, "Worker": 2}
+    assert spec["nprocPerNode"] == "2"
+    assert spec["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 2,
+                                 "activeDeadlineSeconds": 600}
+    container = spec["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert container["name"] == "pytorch" and container["command"] == ["torchrun", "train.py"]
+    assert container["ports"][0]["name"] == "pytorchjob-port"
+    assert {e["name"]: e["value"] for e in container["env"]} == {
+        "KFDIST_MODEL_DIR": "gs://b/run/model", "KFDIST_CHECKPOINT_DIR": "gs://b/run/ckpt",
+        "KFDIST_DATA_DIR": "gs://b/data"}
+    assert rendered.label_selector().endswith("replica-index=0,training.kubeflow.org/replica-type=master")
+
+
+def test_a_single_node_job_is_a_master_alone():
+    spec = render_pytorchjob(_job(workers=1), PLACEMENT).body["spec"]
+    assert list(spec["pytorchReplicaSpecs"]) == ["Master"]
+
+
+def test_misplaced_field_is_caught_by_the_schema():
+    body = render_pytorchjob(_job(), PLACEMENT).body
+    body["spec"]["backoffLimit"] = body["spec"]["runPolicy"].pop("backoffLimit")  # pruned there
+    assert crd_schema.load_crd(crd_schema.crd_path(CRD)).validate(body)
+
+
+@pytest.mark.parametrize("job, placement, expected", [
+    (_job(framework="tensorflow", procs_per_worker=1), PLACEMENT, "framework 'pytorch'"),
+    (_job(), ProgramPlacement("DDP_run", "team-a", "img"), "'DDP_run' is not a DNS-1035 label"),
+    (_job(ps=1), PLACEMENT, "--ps"),
+])
+def test_bad_input_is_refused_naming_the_value(job, placement, expected):
+    with pytest.raises(InvalidInputError, match=expected):
+        render_pytorchjob(job, placement)
