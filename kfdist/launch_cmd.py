@@ -9,7 +9,9 @@ import sys
 from kfdist.components.launch_program import program_job
 from kfdist.components.train_distributed.job import strategy_rules
 
-BACKENDS = ("local",)
+BACKENDS = ("local", "tfjob", "pytorchjob")
+#: The cluster kind each framework's job renders as.
+CLUSTER_BACKEND_OF = {"tensorflow": "tfjob", "pytorch": "pytorchjob"}
 
 
 def add_launch_parser(sub) -> None:
@@ -34,15 +36,21 @@ def add_launch_parser(sub) -> None:
     p.add_argument("--restart-policy", choices=strategy_rules.RESTART_POLICIES, default="ExitCode")
     p.add_argument("--backoff-limit", type=int, default=6)
     p.add_argument("--timeout", type=float, help="seconds before the job fails (no limit by default)")
+    p.add_argument("--image", help="cluster backends: the image holding the program")
+    p.add_argument("--namespace", default="default", help="cluster backends: the job's namespace")
+    p.add_argument("--name", help="cluster backends: the job's name (a DNS-1035 label)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="cluster backends: print the job as YAML instead of creating it")
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     p.set_defaults(func=_cmd_launch)
 
 
 def _cmd_launch(args) -> int:
+    from kfdist.components.common.errors import InvalidInputError
     from kfdist.components.launch_program.local_launch import run_local
 
     command = tuple(args.program[1:] if args.program[:1] == ["--"] else args.program)
-    output = os.path.abspath(args.output)
+    output = args.output if "://" in args.output else os.path.abspath(args.output)
     data_dir = args.dataset
     if data_dir is not None and "://" not in data_dir:
         data_dir = os.path.abspath(data_dir)
@@ -52,7 +60,35 @@ def _cmd_launch(args) -> int:
         model_dir=os.path.join(output, "model"), checkpoint_dir=os.path.join(output, "checkpoints"),
         data_dir=data_dir, restart_policy=args.restart_policy, backoff_limit=args.backoff_limit,
         active_deadline_seconds=args.timeout)
+    if args.backend != "local":
+        return _render(job, args)
+    if "://" in args.output:
+        raise InvalidInputError(f"--output {args.output!r} is a URI; the local backend writes to "
+                                "a directory on this machine")
     result = run_local(job, lambda line: print(line, flush=True))
     print(f"kfdist: job succeeded ({result.restarts} restart(s)); model directory: "
           f"{job.model_dir}", file=sys.stderr)
+    return 0
+
+
+def _render(job, args) -> int:
+    import yaml
+
+    from kfdist.components.common.errors import InvalidInputError
+    from kfdist.components.launch_program.program_pod import ProgramPlacement
+    from kfdist.components.launch_program.render_program_tfjob import render_program_tfjob
+    from kfdist.components.launch_program.render_pytorchjob import render_pytorchjob
+
+    expected = CLUSTER_BACKEND_OF[job.framework]
+    if args.backend != expected:
+        raise InvalidInputError(f"backend {args.backend!r} does not run framework "
+                                f"{job.framework!r}; valid: 'local' or {expected!r}")
+    if not (args.image and args.name):
+        raise InvalidInputError(f"backend {args.backend!r} needs --image and --name")
+    if not args.dry_run:
+        raise InvalidInputError(f"creating a {args.backend} for a user program is not available "
+                                "yet; add --dry-run to print the job, then `kubectl apply -f -`")
+    render = render_program_tfjob if job.framework == "tensorflow" else render_pytorchjob
+    rendered = render(job, ProgramPlacement(args.name, args.namespace, args.image))
+    print(yaml.safe_dump(rendered.body, sort_keys=False), end="")
     return 0

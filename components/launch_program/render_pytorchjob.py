@@ -11,13 +11,13 @@ master succeeds. `runPolicy` holds backoffLimit and activeDeadlineSeconds.
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 from typing import Any, Dict
 
 from kfdist.components.common.errors import require
-from kfdist.components.launch_program import operator_env
+from kfdist.components.launch_program import program_pod
 from kfdist.components.launch_program.program_job import PYTORCH, ProgramJob
-from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
+from kfdist.components.launch_program.program_pod import ProgramPlacement
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, TRAINING_OPERATOR_INSTALL, JobKind,
     RenderedJob)
@@ -29,21 +29,6 @@ PYTORCH_CONTAINER_NAME = "pytorch"
 #: The port the operator reads for MASTER_PORT (its default, 23456).
 PYTORCH_PORT_NAME = "pytorchjob-port"
 PYTORCH_PORT = 23456
-
-
-@dataclasses.dataclass(frozen=True)
-class ProgramPlacement:
-    """Where a program job runs on a cluster.
-
-    Attributes:
-      name: The job's name (a DNS-1035 label).
-      namespace: Its namespace.
-      image: The image holding the program (the user's, or kfdist's runtime).
-    """
-
-    name: str
-    namespace: str
-    image: str
 
 
 def render_pytorchjob(job: ProgramJob, placement: ProgramPlacement) -> RenderedJob:
@@ -61,28 +46,18 @@ def render_pytorchjob(job: ProgramJob, placement: ProgramPlacement) -> RenderedJ
     """
     job.validate()
     require(job.framework == PYTORCH, f"a PyTorchJob runs framework 'pytorch', got {job.framework!r}")
-    require(k8s.is_dns1035_label(placement.name),
-            f"job name {placement.name!r} is not a DNS-1035 label (lower-case letters, digits, '-')")
-    container = {
-        "name": PYTORCH_CONTAINER_NAME, "image": placement.image, "command": list(job.command),
-        "env": [{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()],
-        "ports": [{"name": PYTORCH_PORT_NAME, "containerPort": PYTORCH_PORT, "protocol": "TCP"}],
-    }
+    placement.validate()
+    container = program_pod.container(job, placement, PYTORCH_CONTAINER_NAME, PYTORCH_PORT_NAME,
+                                      PYTORCH_PORT)
     replica_specs: Dict[str, Any] = {}
     for replica_type, replicas in (("Master", 1), ("Worker", job.workers - 1)):
         if replicas:
             replica_specs[replica_type] = {
                 "replicas": replicas, "restartPolicy": job.restart_policy,
-                "template": {"spec": {"containers": [container]}}}
-    run_policy: Dict[str, Any] = {"cleanPodPolicy": "Running"}
-    if job.backoff_limit is not None:
-        run_policy["backoffLimit"] = job.backoff_limit
-    if job.active_deadline_seconds is not None:
-        run_policy["activeDeadlineSeconds"] = int(job.active_deadline_seconds)
-    body = {"apiVersion": PYTORCHJOB_V1.api_version, "kind": PYTORCHJOB_V1.kind,
-            "metadata": {"name": placement.name, "namespace": placement.namespace},
-            "spec": {"runPolicy": run_policy, "nprocPerNode": str(job.procs_per_worker),
-                     "pytorchReplicaSpecs": replica_specs}}
+                "template": {"spec": {"containers": [copy.deepcopy(container)]}}}
+    body = program_pod.body(PYTORCHJOB_V1, placement, {
+        "runPolicy": program_pod.run_policy(job), "nprocPerNode": str(job.procs_per_worker),
+        "pytorchReplicaSpecs": replica_specs})
     selector = {JOB_NAME_LABEL: placement.name, REPLICA_TYPE_LABEL: "master",
                 REPLICA_INDEX_LABEL: "0"}
     return RenderedJob(PYTORCHJOB_V1, placement.name, placement.namespace, body, selector)

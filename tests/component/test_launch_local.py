@@ -110,3 +110,24 @@ def test_sigterm_stops_every_replica_of_a_user_program(tmp_path):
     assert len(pids) == 3
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
+
+
+def test_dry_run_prints_the_pytorchjob_valid_against_the_crd(tmp_path):
+    import yaml
+
+    from fakes import crd_schema
+
+    done = _launch("--framework", "pytorch", "--workers", "3", "--backend", "pytorchjob",
+                   "--image", "registry.example/ddp:1", "--name", "ddp-run", "--output", "gs://b/run",
+                   "--dry-run", "--", "python", "train.py")
+    assert done.returncode == 0, done.stderr
+    body = yaml.safe_load(done.stdout)
+    crd = crd_schema.load_crd(crd_schema.crd_path("pytorchjobs.kubeflow.org.v1.training-operator-v1.9.yaml"))
+    assert crd.validate(body) == [] and "&id" not in done.stdout
+    env = body["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "KFDIST_MODEL_DIR", "value": "gs://b/run/model"} in env
+
+
+def test_local_backend_refuses_a_uri_output():
+    done = _launch("--framework", "tensorflow", "--output", "gs://b/run", "--", "true")
+    assert done.returncode == 2 and "'gs://b/run' is a URI" in done.stderr

@@ -1,12 +1,14 @@
-"""`render_pytorchjob`: launch's PyTorchJob, validated against the Training Operator v1.9 CRD."""
+"""Launch's PyTorchJob and TFJob, validated against the Training Operator v1.9 CRDs."""
 
 import pytest
 
 from fakes import crd_schema
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import TFJOB_V1
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.launch_program.program_job import ProgramJob
-from kfdist.components.launch_program.render_pytorchjob import (ProgramPlacement,
-                                                                 render_pytorchjob)
+from kfdist.components.launch_program.program_pod import ProgramPlacement
+from kfdist.components.launch_program.render_program_tfjob import render_program_tfjob
+from kfdist.components.launch_program.render_pytorchjob import render_pytorchjob
 
 CRD = "pytorchjobs.kubeflow.org.v1.training-operator-v1.9.yaml"
 PLACEMENT = ProgramPlacement("ddp-run", "team-a", "registry.example/ddp@sha256:" + "0" * 64)
@@ -56,3 +58,18 @@ def test_misplaced_field_is_caught_by_the_schema():
 def test_bad_input_is_refused_naming_the_value(job, placement, expected):
     with pytest.raises(InvalidInputError, match=expected):
         render_pytorchjob(job, placement)
+
+
+def test_program_tfjob_has_zero_schema_errors_and_the_layout_asked():
+    job = _job(framework="tensorflow", procs_per_worker=1, workers=2, ps=1, chief=True,
+               command=("python", "train.py"))
+    rendered = render_program_tfjob(job, PLACEMENT)
+    assert crd_schema.load_crd(crd_schema.crd_path_for(TFJOB_V1)).validate(rendered.body) == []
+    specs = rendered.body["spec"]["tfReplicaSpecs"]
+    assert {t: r["replicas"] for t, r in specs.items()} == {"Chief": 1, "Worker": 2, "PS": 1}
+    container = specs["PS"]["template"]["spec"]["containers"][0]
+    assert container["name"] == "tensorflow" and container["command"] == ["python", "train.py"]
+    assert container["ports"][0]["name"] == "tfjob-port"
+    assert rendered.log_pod_selector["training.kubeflow.org/replica-type"] == "chief"
+    with pytest.raises(InvalidInputError, match="framework 'tensorflow'"):
+        render_program_tfjob(_job(), PLACEMENT)
