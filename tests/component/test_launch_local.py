@@ -131,3 +131,15 @@ def test_dry_run_prints_the_pytorchjob_valid_against_the_crd(tmp_path):
 def test_local_backend_refuses_a_uri_output():
     done = _launch("--framework", "tensorflow", "--output", "gs://b/run", "--", "true")
     assert done.returncode == 2 and "'gs://b/run' is a URI" in done.stderr
+
+
+def test_pytorch_job_succeeds_when_the_master_does(tmp_path):
+    # The Training Operator's PyTorchJob succeeds on its master; the workers still running are ended.
+    program = ("import os, time\nif os.environ['RANK'] != '0':\n    time.sleep(120)\n"
+               "print('master done', flush=True)")
+    started = time.monotonic()
+    done = _launch("--framework", "pytorch", "--workers", "3", "--output", str(tmp_path), "--timeout",
+                   "60", "--", sys.executable, "-c", program)
+    assert done.returncode == 0, done.stderr
+    assert "ending the replicas still running: worker-0, worker-1" in done.stdout
+    assert time.monotonic() - started < 50
