@@ -28,6 +28,7 @@ from kfdist.components.common.dataset_spec import FEATURES_KEY, FeatureSpec
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.common.serving_inputs import check_input_names
 from kfdist.components.shard_dataset import csv_columnar
+from kfdist.components.shard_dataset.scan import SourceChangedError
 from kfdist.components.shard_dataset.csv_columns import (
     MISSING_VALUES, ColumnLayout, profile_columns)
 from kfdist.components.shard_dataset.source import (
@@ -135,8 +136,13 @@ def _parse_block(path: str, first_line: int, rows: List[List[str]], layout: Colu
     if layout.categorical_index:
         categorical = np.array([[row[i].strip() for i in layout.categorical_index] for row in rows],
                                dtype=object).reshape(len(rows), len(layout.categorical_index))
-    labels = np.array([layout.label_to_id(row[layout.label_index].strip()) for row in rows],
-                      dtype=np.int64)
+    try:
+        labels = np.array([layout.label_to_id(row[layout.label_index].strip()) for row in rows],
+                          dtype=np.int64)
+    except (KeyError, ValueError, OverflowError) as e:
+        raise SourceChangedError(
+            f"CSV file {path!r} near line {first_line}: label {e.args[0]!r} is not one the scan "
+            f"of the source found; the file changed after it was scanned, run again") from None
     return ExampleBatch(inputs=features, labels=labels, origin=path, categorical=categorical)
 
 

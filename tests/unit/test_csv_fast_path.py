@@ -214,7 +214,9 @@ def test_too_many_classes_fail_as_in_the_python_path(tmp_path, monkeypatch):
 
 def test_an_unknown_label_fails_as_in_the_python_path(tmp_path):
     """Labels are mapped with the profile's classes; one that is not among them (the file
-    changed since) raises the mapping's own error, in the same block."""
+    changed since) raises SourceChangedError naming the file and the label, in the same block."""
+    from kfdist.components.shard_dataset.scan import SourceChangedError
+
     path = write(tmp_path / "t.csv", "".join(
         ["x,label\n"] + [f"{i},{'cat' if i != 1500 else 'emu'}\n" for i in range(2000)]))
     layout = ColumnLayout(columns=("x", "label"), label_index=1, numeric_index=[0],
@@ -225,13 +227,14 @@ def test_an_unknown_label_fails_as_in_the_python_path(tmp_path):
         try:
             for b in batches:
                 out.append((b.inputs.tobytes(), b.labels.tolist()))
-        except KeyError as e:
-            out.append(("KeyError", str(e)))
+        except SourceChangedError as e:
+            out.append(("SourceChangedError", str(e)))
         return out
 
     want = read(csv_reader._parse_block(path, line, rows, layout)
                 for line, rows in csv_reader._iter_row_blocks(path, 2))
-    assert want[-1] == ("KeyError", "'emu'") and len(want) == 2
+    assert want[-1][0] == "SourceChangedError" and len(want) == 2
+    assert "t.csv" in want[-1][1] and "'emu'" in want[-1][1] and "run again" in want[-1][1]
     assert read(csv_columnar.read_batches(path, layout, 2, csv_reader._parse_block,
                                           csv_reader._iter_row_blocks)) == want
 
