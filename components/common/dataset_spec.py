@@ -231,5 +231,16 @@ def load_metadata(root: str) -> DatasetMetadata:
         raise InvalidInputError(
             f"{root!r} is not a kfdist dataset: {METADATA_FILE} is missing "
             "(create one with shard_dataset)")
-    with open(path) as f:
-        return DatasetMetadata.from_json(f.read())
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    try:
+        return DatasetMetadata.from_json(text)
+    except InvalidInputError:
+        raise
+    except json.JSONDecodeError as e:
+        raise InvalidInputError(f"{path!r} is not a kfdist dataset's metadata: it is not JSON "
+                                f"({e}); create the dataset with shard_dataset") from None
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise InvalidInputError(f"{path!r} is not a kfdist dataset's metadata: "
+                                f"{type(e).__name__} {e} (a field is missing or of the wrong "
+                                "type); create the dataset with shard_dataset") from None
