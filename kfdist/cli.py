@@ -89,8 +89,9 @@ def _add_compile(sub) -> None:
 
 
 def _cmd_sample_data(args) -> int:
-    from kfdist.sample_data import SAMPLES
+    from kfdist.sample_data import SAMPLES, check_out_dir
 
+    check_out_dir(args.out)
     written = SAMPLES[args.name](args.out)
     print(json.dumps(written))
     return 0

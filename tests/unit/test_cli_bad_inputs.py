@@ -1,5 +1,6 @@
-"""`kfdist train --dataset` refuses a directory that is not a kfdist dataset with one
-`kfdist: invalid input:` line (exit 2) naming it, never a traceback, and writes nothing."""
+"""Bad input to `kfdist` ends in one `kfdist: invalid input:` line (exit 2) naming the bad
+value, never a traceback, and nothing is written over: `train --dataset` that is not a kfdist
+dataset, `sample-data --out` that cannot be a writable directory."""
 
 from __future__ import annotations
 
@@ -47,3 +48,22 @@ def test_train_refuses_a_bad_dataset_in_one_line(tmp_path, case):
     assert len(lines) == 1 and lines[0].startswith("kfdist: invalid input:"), proc.stderr
     assert str(root) in lines[0]
     assert not os.path.exists(out)
+
+
+def _one_line(proc, value):
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("kfdist:")]
+    assert len(lines) == 1 and lines[0].startswith("kfdist: invalid input:"), proc.stderr
+    assert value in lines[0]
+
+
+@pytest.mark.parametrize("out", ["file.txt", "file.txt/sub", "/proc/kfdist-none/sub"])
+def test_sample_data_refuses_an_out_that_cannot_be_a_directory(tmp_path, out):
+    """A regular file, a path under one, or a path under /proc (not writable, even for root)."""
+    (tmp_path / "file.txt").write_bytes(b"keep me")
+    proc = subprocess.run([sys.executable, "-m", "kfdist", "sample-data", "tabular", "--out", out],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    _one_line(proc, repr(out))
+    assert (tmp_path / "file.txt").read_bytes() == b"keep me"
+    assert sorted(os.listdir(tmp_path)) == ["file.txt"]
