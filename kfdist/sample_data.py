@@ -205,6 +205,24 @@ def write_tabular_sample(out_dir: str) -> dict:
     return {"rows": rows, "path": path, "label_column": TABULAR_LABEL_COLUMN, "dir": out_dir}
 
 
+def check_dir_path(value: str, flag: str) -> None:
+    """Refuses a directory path that is a file or lies under one; creates nothing.
+
+    Args:
+      value: The directory path given.
+      flag: The command-line option that gave it, for the message.
+
+    Raises:
+      InvalidInputError: If `value` or one of its parents is not a directory.
+    """
+    path = os.path.abspath(value)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    require(os.path.isdir(path),
+            f"{flag} {value!r} cannot be a directory: {path!r} is a file; pass a new or "
+            "existing directory")
+
+
 def check_out_dir(out_dir: str) -> None:
     """Creates `--out`, or refuses one that cannot be a writable directory.
 
@@ -214,12 +232,7 @@ def check_out_dir(out_dir: str) -> None:
     Raises:
       InvalidInputError: If `out_dir` or one of its parents is a file, or it cannot be written.
     """
-    path = os.path.abspath(out_dir)
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    require(os.path.isdir(path),
-            f"--out {out_dir!r} cannot be a directory: {path!r} is a file; pass a new or "
-            "existing directory")
+    check_dir_path(out_dir, "--out")
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:

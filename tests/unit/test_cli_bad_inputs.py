@@ -67,3 +67,14 @@ def test_sample_data_refuses_an_out_that_cannot_be_a_directory(tmp_path, out):
     _one_line(proc, repr(out))
     assert (tmp_path / "file.txt").read_bytes() == b"keep me"
     assert sorted(os.listdir(tmp_path)) == ["file.txt"]
+
+
+@pytest.mark.parametrize("command", [["train", "--epochs", "1"], ["run", "tabular"]])
+@pytest.mark.parametrize("output", ["file.txt", "file.txt/sub"])
+def test_run_and_train_refuse_an_output_under_a_file(tmp_path, command, output):
+    (tmp_path / "file.txt").write_bytes(b"keep me")
+    proc = subprocess.run([sys.executable, "-m", "kfdist", *command, "--output", output],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    _one_line(proc, repr(output))
+    assert (tmp_path / "file.txt").read_bytes() == b"keep me"
+    assert sorted(os.listdir(tmp_path)) == ["file.txt"]
