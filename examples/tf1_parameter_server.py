@@ -41,6 +41,7 @@ def main() -> None:
         global_step = tf1.train.get_or_create_global_step()
         train_op = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
     rng = np.random.default_rng(index)
+    print(f"worker {index} of {len(cluster.as_dict()['worker'])} training", flush=True)
     session_config = tf1.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{index}"])
     hooks = [tf1.train.StopAtStepHook(last_step=args.steps)]
     with tf1.train.MonitoredTrainingSession(
