@@ -8,11 +8,11 @@ directory, work locally, then upload: TensorFlow only ever sees local paths.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import shutil
 from typing import List, Tuple
 
+from kfdist.components.common import gcs_access, listing
 from kfdist.components.common.errors import InvalidInputError
 
 GCS_PREFIX = "gs://"
@@ -38,79 +38,44 @@ def split_gcs(uri: str) -> Tuple[str, str]:
 
 
 def _client():
-    from google.cloud import storage  # imported lazily: only gs:// needs it
-
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
-        from google.auth.credentials import AnonymousCredentials
-
-        return storage.Client(project=os.environ.get("GOOGLE_CLOUD_PROJECT", "kfdist"),
-                              credentials=AnonymousCredentials())
-    return storage.Client()
+    return gcs_access.client()
 
 
 def list_uris(uri: str) -> List[str]:
     """Lists the files under a directory URI, or the one file it names, sorted.
 
-    A local path may contain glob wildcards in its last component; a `gs://`
-    URI may too (matched with fnmatch against object names).
+    A local path may contain glob wildcards in its last components; a `gs://`
+    URI may too (matched level by level, as the shell's glob). A `gs://` name
+    that is not an object is a prefix: the objects below `name/`.
 
     Args:
       uri: A local file or directory, or a `gs://` object or prefix.
 
     Returns:
       The matching files' URIs, sorted; empty if nothing matches.
+
+    Raises:
+      InvalidInputError: If a `gs://` URI is malformed, or its bucket does not
+        exist or may not be read.
+      GcsAccessError: If there are no usable Google credentials.
     """
     if is_gcs(uri):
-        bucket, key = split_gcs(uri)
-        wildcard = any(ch in key for ch in "*?[")
-        prefix = key.split("*")[0].split("?")[0].split("[")[0] if wildcard else key
-        names = [b.name for b in _client().list_blobs(bucket, prefix=prefix)]
-        if wildcard:
-            names = [n for n in names if fnmatch.fnmatch(n, key)]
-        elif key and key in names:
-            names = [key]
-        else:
-            base = key.rstrip("/") + "/" if key else ""
-            names = [n for n in names if n.startswith(base) and not n.endswith("/")]
-        return sorted(f"{GCS_PREFIX}{bucket}/{n}" for n in names)
-    import glob
-
-    if any(ch in uri for ch in "*?["):
-        return sorted(p for p in glob.glob(uri) if os.path.isfile(p))
-    if os.path.isdir(uri):
-        out = []
-        for root, _, files in os.walk(uri):
-            out.extend(os.path.join(root, f) for f in files)
-        return sorted(out)
-    return [uri] if os.path.isfile(uri) else []
+        split_gcs(uri)
+    return [listed.uri for listed in listing.list_files(uri)]
 
 
 def content_version(uri: str) -> str:
-    """A short digest that changes when the files under `uri` change.
+    """A short digest that changes whenever a file the source at `uri` reads may have.
 
-    It covers each file's name, size and modification (local: mtime in ns;
-    `gs://`: the object's generation and MD5), not the bytes themselves, so it
-    costs one listing whatever the data's size.
-
-    Args:
-      uri: A local file or directory, or a `gs://` object or prefix.
+    See `listing.content_version`: names plus `gs://` generation and checksums,
+    or local size, mtime, ctime and inode; one listing, no data read.
 
     Returns:
       16 hex digits; the same for an unchanged source.
     """
-    import hashlib
-
-    digest = hashlib.sha256()
     if is_gcs(uri):
-        bucket, key = split_gcs(uri)
-        for blob in sorted(_client().list_blobs(bucket, prefix=key), key=lambda b: b.name):
-            digest.update(f"{blob.name}\0{blob.size}\0{blob.generation}\0{blob.md5_hash}\n".encode())
-    else:
-        for path in list_uris(uri):
-            stat = os.stat(path)
-            relative = os.path.relpath(path, uri) if os.path.isdir(uri) else os.path.basename(path)
-            digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()[:16]
+        split_gcs(uri)
+    return listing.content_version(uri)
 
 
 def exists(uri: str) -> bool:

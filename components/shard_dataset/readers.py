@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Callable, Dict, List, Sequence
 
-from kfdist.components.common import storage
+from kfdist.components.common import listing, storage
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.shard_dataset.csv_reader import is_csv_file, open_csv_source
 from kfdist.components.shard_dataset.idx_reader import is_idx_file, open_idx_source
@@ -56,8 +56,7 @@ def list_source_files(local_path: str) -> List[str]:
     Raises:
       InvalidInputError: If nothing exists there.
     """
-    files = [f for f in storage.list_uris(local_path)
-             if not os.path.basename(f).startswith(".")]
+    files = [listed.uri for listed in listing.source_files(local_path)]
     require(bool(files), f"no such file or directory, or it is empty: {local_path!r}")
     return files
 
