@@ -3,7 +3,7 @@
     kfdist sample-data mnist|images|tabular --out DIR   write a bundled sample
     kfdist run mnist|tabular|images [--data D] ...     run a pipeline on this machine (kfp.local)
     kfdist train --strategy S --output DIR ...   run the training step alone, then evaluate
-    kfdist compile [--out-dir DIR]        compile every pipeline to YAML
+    kfdist compile [--out-dir DIR]        compile every pipeline to YAML (default: .)
     kfdist render --backend tfjob|mpijob ...  print the training job a step would create
     kfdist submit PIPELINE.yaml --host URL [--param k=v]... [--wait]   run it on a KFP cluster
 """
@@ -83,15 +83,17 @@ def _add_run(sub) -> None:
 
 def _add_compile(sub) -> None:
     p = sub.add_parser("compile", help="compile every pipeline to YAML")
-    p.add_argument("--out-dir", default=None,
-                   help="directory for <pipeline>.yaml (default: beside the pipeline sources)")
+    p.add_argument("--out-dir", default=".",
+                   help="directory for <pipeline>.yaml, created when missing (default: the "
+                        "current directory)")
     p.set_defaults(func=_cmd_compile)
 
 
 def _cmd_sample_data(args) -> int:
-    from kfdist.sample_data import SAMPLES, check_out_dir
+    from kfdist.out_dirs import make_out_dir
+    from kfdist.sample_data import SAMPLES
 
-    check_out_dir(args.out)
+    make_out_dir(args.out, "--out")
     written = SAMPLES[args.name](args.out)
     print(json.dumps(written))
     return 0
@@ -115,16 +117,27 @@ def _cmd_run(args) -> int:
 
 def _cmd_compile(args) -> int:
     from kfdist.pipelines import registry
+    from kfdist.out_dirs import make_out_dir
 
-    out_dir = args.out_dir or registry.PIPELINES_DIR
+    out_dir = args.out_dir
+    make_out_dir(out_dir, "--out-dir")
     for name in sorted(registry.pipelines()):
         print(registry.compile_pipeline(name, out_dir))
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors read as every other bad input does."""
+
+    def error(self, message: str):
+        """Prints the usage and `kfdist: invalid input: ...` naming the option, then exits 2."""
+        self.print_usage(sys.stderr)
+        self.exit(2, f"kfdist: invalid input: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Returns the argument parser of the `kfdist` command."""
-    parser = argparse.ArgumentParser(prog="kfdist", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="kfdist", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     from kfdist.launch_cmd import add_launch_parser
     from kfdist.render_cmd import add_render_parser

@@ -106,7 +106,7 @@ def validate_run_options(opts: RunOptions) -> None:
     from kfdist.components.export_saved_model.runtime import validate_export_args
     from kfdist.components.train_distributed.runtime import validate_training_args
 
-    from kfdist.sample_data import check_dir_path
+    from kfdist.out_dirs import check_dir_path
 
     check_dir_path(opts.output_dir, "--output")
     definition = opts.definition  # an unknown pipeline is named here

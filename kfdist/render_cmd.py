@@ -81,6 +81,10 @@ def render_from_args(args: argparse.Namespace):
             f"kfdist render prints a cluster job: pass --backend "
             f"{' or '.join(strategy_rules.CLUSTER_BACKENDS)}, not {values['backend']!r}")
     step = runtime.build_job(**values)
+    if args.dataset:
+        from kfdist.components.common.dataset_spec import load_metadata
+
+        load_metadata(args.dataset)  # refuses a directory that is not a kfdist dataset
     dataset_uri = args.dataset_uri or (os.path.abspath(args.dataset) if args.dataset else None)
     job = config.JobConfig(dataset_dir=os.path.abspath(args.dataset or "dataset"),
                            model_dir="model", work_dir="reports", training=step.training,

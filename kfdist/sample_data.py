@@ -205,43 +205,6 @@ def write_tabular_sample(out_dir: str) -> dict:
     return {"rows": rows, "path": path, "label_column": TABULAR_LABEL_COLUMN, "dir": out_dir}
 
 
-def check_dir_path(value: str, flag: str) -> None:
-    """Refuses a directory path that is a file or lies under one; creates nothing.
-
-    Args:
-      value: The directory path given.
-      flag: The command-line option that gave it, for the message.
-
-    Raises:
-      InvalidInputError: If `value` or one of its parents is not a directory.
-    """
-    path = os.path.abspath(value)
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    require(os.path.isdir(path),
-            f"{flag} {value!r} cannot be a directory: {path!r} is a file; pass a new or "
-            "existing directory")
-
-
-def check_out_dir(out_dir: str) -> None:
-    """Creates `--out`, or refuses one that cannot be a writable directory.
-
-    Args:
-      out_dir: The directory a sample is written into (created when missing).
-
-    Raises:
-      InvalidInputError: If `out_dir` or one of its parents is a file, or it cannot be written.
-    """
-    check_dir_path(out_dir, "--out")
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-    except OSError as e:
-        require(False, f"--out {out_dir!r} cannot be created: {e.strerror}; pass a writable "
-                       "directory")
-    require(os.access(out_dir, os.W_OK | os.X_OK),
-            f"--out {out_dir!r} cannot be written: it is not writable; pass a writable directory")
-
-
 TABULAR_LABEL_COLUMN = "species"
 SAMPLES = {"mnist": write_mnist_sample, "images": write_images_sample,
            "tabular": write_tabular_sample}

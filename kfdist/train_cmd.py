@@ -42,7 +42,7 @@ def run_train_command(args: argparse.Namespace) -> int:
 
     kwargs = step_values(args)
     runtime.validate_training_args(**kwargs)
-    from kfdist.sample_data import check_dir_path
+    from kfdist.out_dirs import check_dir_path
 
     check_dir_path(args.output, "--output")
     if args.dataset is not None and not os.path.isfile(os.path.join(args.dataset, "metadata.json")):

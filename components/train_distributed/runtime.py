@@ -86,6 +86,7 @@ def build_job(**values) -> StepJob:
                                 for p in step_params.TRAIN_STEP_PARAMS if p.cluster})
     training.validate()
     spec.validate(strategy)
+    cluster.validate()
     if training.model_name:
         models.resolve_model(training.model_name)
     return StepJob(training, spec, cluster)

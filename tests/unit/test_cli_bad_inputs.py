@@ -1,9 +1,13 @@
-"""Bad input to `kfdist` ends in one `kfdist: invalid input:` line (exit 2) naming the bad
-value, never a traceback, and nothing is written over: `train --dataset` that is not a kfdist
-dataset, `sample-data --out` that cannot be a writable directory."""
+"""Bad input to every `kfdist` command ends in one `kfdist:` line naming the bad value (exit 2 for
+invalid input, 1 for an error), never a traceback, and nothing is written or written over.
+
+The table runs each command as a subprocess in a directory holding a file, a YAML file that is
+not a pipeline and a directory that is not a dataset, and compares the directory's content
+before and after."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -50,31 +54,93 @@ def test_train_refuses_a_bad_dataset_in_one_line(tmp_path, case):
     assert not os.path.exists(out)
 
 
-def _one_line(proc, value):
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
+MNIST_YAML = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "pipelines", "mnist.yaml")
+KFP = ["--host", "http://127.0.0.1:9"]  # nothing listens: a request would fail differently
+RENDER = ["render", "--backend", "tfjob", "--namespace", "ns", "--work-uri", "gs://b/w"]
+LAUNCH = ["launch", "--output", "launched"]
+NO_CREDENTIALS = {"GOOGLE_APPLICATION_CREDENTIALS": "missing-key.json"}
+
+BAD_INPUTS = {
+    # id: (argv, exit status, text the one `kfdist:` line holds, extra environment)
+    "run: --epochs 0": (["run", "mnist", "--epochs", "0"], 2, "got 0", {}),
+    "run: unknown strategy": (["run", "mnist", "--strategy", "nope"], 2, "'nope'", {}),
+    "run: missing --data": (["run", "tabular", "--data", "missing.csv"], 2, "'missing.csv'", {}),
+    "run: --output is a file": (["run", "mnist", "--output", "file.txt"], 2, "'file.txt'", {}),
+    "run: --output not writable": (["run", "mnist", "--output", "/proc/kfdist-none"], 2,
+                                   "'/proc/kfdist-none'", {}),
+    "run: bad CPU quantity": (["run", "mnist", "--backend", "tfjob", "--cpu-per-worker", "abc"], 2,
+                              "'abc'", {}),
+    "run: unknown model": (["run", "mnist", "--model", "nosuch_model"], 2, "'nosuch_model'", {}),
+    "run: threshold above 1": (["run", "mnist", "--accuracy-threshold", "2"], 2,
+                               "accuracy_threshold=2.0", {}),
+    "run: unknown option": (["run", "mnist", "--param", "x"], 2, "--param", {}),
+    "run: gs:// without credentials": (["run", "tabular", "--data", "gs://kfdist-none/x.csv"], 1,
+                                       "'gs://kfdist-none/x.csv'", NO_CREDENTIALS),
+    "train: not a dataset": (["train", "--dataset", "notdataset", "--output", "trained"], 2,
+                             "notdataset", {}),
+    "train: --output under a file": (["train", "--output", "file.txt/sub"], 2, "'file.txt/sub'", {}),
+    "train: negative epochs": (["train", "--epochs", "-1", "--output", "trained"], 2, "got -1",
+                               {}),
+    "train: batch of 0": (["train", "--batch-size", "0", "--output", "trained"], 2, "got 0", {}),
+    "render: local backend": (["render", "--backend", "local"], 2, "'local'", {}),
+    "render: bad memory quantity": ([*RENDER, "--memory-per-worker", "8GB"], 2, "'8GB'", {}),
+    "render: bad image": ([*RENDER, "--image", "UPPER CASE:1"], 2, "'UPPER CASE:1'", {}),
+    "render: bad namespace": ([*RENDER, "--namespace", "Bad_NS"], 2, "'Bad_NS'", {}),
+    "render: node selector without =": ([*RENDER, "--node-selector", "foo"], 2, "'foo'", {}),
+    "render: not a dataset": ([*RENDER, "--dataset", "notdataset"], 2, "notdataset", {}),
+    "render: evaluator with horovod": (["render", "--backend", "mpijob", "--strategy", "horovod",
+                                        "--evaluator"], 2, "horovod", {}),
+    "render: s3 work location": ([*RENDER, "--work-uri", "s3://x"], 2, "'s3://x'", {}),
+    "render: bad CPU before the missing namespace": (
+        ["render", "--backend", "tfjob", "--cpu-per-worker", "abc"], 2, "'abc'", {}),
+    "compile: --out-dir is a file": (["compile", "--out-dir", "file.txt"], 2, "'file.txt'", {}),
+    "compile: --out-dir not writable": (["compile", "--out-dir", "/proc/kfdist-none"], 2,
+                                        "'/proc/kfdist-none'", {}),
+    "submit: not a pipeline": (["submit", "notpipe.yaml", *KFP], 2, "'notpipe.yaml'", {}),
+    "submit: missing file": (["submit", "missing.yaml", *KFP], 2, "'missing.yaml'", {}),
+    "submit: --param without =": (["submit", MNIST_YAML, *KFP, "--param", "epochs"], 2,
+                                  "'epochs'", {}),
+    "submit: --param of the wrong type": (["submit", MNIST_YAML, *KFP, "--param", "epochs=ten"],
+                                          2, "'ten'", {}),
+    "submit: unknown parameter": (["submit", MNIST_YAML, *KFP, "--param", "nosuch=1"], 2,
+                                  "'nosuch'", {}),
+    "submit: host not a URL": (["submit", MNIST_YAML, "--host", "notaurl"], 2, "'notaurl'", {}),
+    "sample-data: unknown sample": (["sample-data", "nosuch", "--out", "x"], 2, "'nosuch'", {}),
+    "sample-data: --out is a file": (["sample-data", "tabular", "--out", "file.txt"], 2,
+                                     "'file.txt'", {}),
+    "launch: PS for PyTorch": ([*LAUNCH, "--framework", "pytorch", "--ps", "1", "--", "python",
+                                "-c", "1"], 2, "--ps", {}),
+    "launch: missing program": ([*LAUNCH, "--framework", "tensorflow", "--",
+                                 "/nonexistent/prog"], 2, "'/nonexistent/prog'", {}),
+}
+
+
+def _content(root) -> dict:
+    found = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                found[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+        if not files:
+            found[os.path.relpath(folder, root) + "/"] = ""
+    return found
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_ends_in_one_line_naming_it(tmp_path, case):
+    argv, status, named, env = BAD_INPUTS[case]
+    (tmp_path / "file.txt").write_bytes(b"keep me")
+    (tmp_path / "notpipe.yaml").write_text("a: 1\n")
+    _dataset(tmp_path, "{not json").rename(tmp_path / "notdataset")
+    before = _content(tmp_path)
+    environment = {k: v for k, v in os.environ.items() if k != "STORAGE_EMULATOR_HOST"}
+    proc = subprocess.run([sys.executable, "-m", "kfdist", *argv], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env={**environment, **env})
+    assert proc.returncode == status, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr
     lines = [l for l in proc.stderr.splitlines() if l.startswith("kfdist:")]
-    assert len(lines) == 1 and lines[0].startswith("kfdist: invalid input:"), proc.stderr
-    assert value in lines[0]
-
-
-@pytest.mark.parametrize("out", ["file.txt", "file.txt/sub", "/proc/kfdist-none/sub"])
-def test_sample_data_refuses_an_out_that_cannot_be_a_directory(tmp_path, out):
-    """A regular file, a path under one, or a path under /proc (not writable, even for root)."""
-    (tmp_path / "file.txt").write_bytes(b"keep me")
-    proc = subprocess.run([sys.executable, "-m", "kfdist", "sample-data", "tabular", "--out", out],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    _one_line(proc, repr(out))
-    assert (tmp_path / "file.txt").read_bytes() == b"keep me"
-    assert sorted(os.listdir(tmp_path)) == ["file.txt"]
-
-
-@pytest.mark.parametrize("command", [["train", "--epochs", "1"], ["run", "tabular"]])
-@pytest.mark.parametrize("output", ["file.txt", "file.txt/sub"])
-def test_run_and_train_refuse_an_output_under_a_file(tmp_path, command, output):
-    (tmp_path / "file.txt").write_bytes(b"keep me")
-    proc = subprocess.run([sys.executable, "-m", "kfdist", *command, "--output", output],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    _one_line(proc, repr(output))
-    assert (tmp_path / "file.txt").read_bytes() == b"keep me"
-    assert sorted(os.listdir(tmp_path)) == ["file.txt"]
+    prefix = "kfdist: invalid input: " if status == 2 else "kfdist: error: "
+    assert len(lines) == 1 and lines[0].startswith(prefix), proc.stderr
+    assert named in lines[0], lines[0]
+    assert _content(tmp_path) == before

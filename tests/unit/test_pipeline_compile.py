@@ -24,7 +24,7 @@ def test_committed_yaml_matches_python(name, tmp_path):
     with open(fresh) as f:
         fresh_text = f.read()
     assert _normalise(committed_text) == _normalise(fresh_text), (
-        f"{committed} is out of date: run `kfdist compile` and commit the result")
+        f"{committed} is out of date: run `kfdist compile --out-dir pipelines` and commit the result")
 
 
 def test_normalisation_only_hides_sdk_version():

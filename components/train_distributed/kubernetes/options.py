@@ -63,6 +63,41 @@ class ClusterOptions:
         require(self.timeout_from in TIMEOUT_FROM, f"timeout_from {self.timeout_from!r} is not "
                 f"valid; valid: {list(TIMEOUT_FROM)}")
 
+    def validate(self) -> None:
+        """Checks every setting that needs no cluster: names, image, quantities, labels, paths.
+
+        Runs with the other parameters' checks, before anything is staged or
+        created, so a bad value is named before the namespace or the work
+        location is looked up.
+
+        Raises:
+          InvalidInputError: Naming the first bad value and what would be valid.
+        """
+        from kfdist.components.train_distributed.kubernetes.build import job_validation as check
+        from kfdist.components.train_distributed.kubernetes.build.job_parts import (
+            PvcMount, Resources, check_labels)
+        from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import (
+            QUEUE_NAME_LABEL)
+
+        if self.image is not None:
+            check.check_image(self.image)
+        if self.namespace is not None:
+            check.check_namespace(self.namespace)
+        check.check_object_name("service_account", self.service_account)
+        Resources(cpu=self.cpu_per_worker, memory=self.memory_per_worker,
+                  gpus=self.gpus_per_worker).validate("Worker resources")
+        check_labels("node_selector", self.node_selector)
+        if self.queue_name is not None:
+            check_labels("labels", {QUEUE_NAME_LABEL: self.queue_name})
+        if self.pvc_name is not None:
+            PvcMount(claim_name=self.pvc_name, mount_path=self.pvc_mount_path).validate()
+        require(self.work_uri is None or self.work_uri.startswith("gs://")
+                or self.work_uri.startswith("/"),
+                f"work_uri {self.work_uri!r} is neither a gs:// prefix nor an absolute path on "
+                "the PVC (pvc_name)")
+        require(self.timeout_seconds is None or self.timeout_seconds >= 0,
+                f"timeout_seconds must be >= 0 (0: no deadline), got {self.timeout_seconds!r}")
+
     def image_for(self, strategy: str) -> str:
         """The replicas' image: the option, else kfdist's image for `strategy`."""
         if self.image:

@@ -9,6 +9,8 @@ storage, scheduling and run policy.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from kfdist.components.common.errors import require
 from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
 from kfdist.components.train_distributed.kubernetes.build.job_parts import (
@@ -64,20 +66,35 @@ def _check_names(spec: ClusterJobSpec) -> None:
             f"job name {spec.name!r} is too long: the operator would name a pod {longest!r} "
             f"({len(longest)} characters, more than {k8s.DNS_LABEL_MAX}); shorten it by "
             f"{len(longest) - k8s.DNS_LABEL_MAX}")
-    require(k8s.is_dns1123_label(spec.namespace), f"namespace {spec.namespace!r} is not a "
-            "DNS-1123 label: at most 63 lower-case letters, digits or '-', starting and ending alphanumeric")
+    check_namespace(spec.namespace)
     for what, value in [("service_account", spec.service_account)] + [
             ("image_pull_secrets entry", s) for s in spec.image_pull_secrets]:
-        require(value is None or k8s.is_dns1123_subdomain(value),
-                f"{what} {value!r} is not a valid name (DNS-1123 subdomain: lower-case letters, "
-                "digits, '-' and '.')")
+        check_object_name(what, value)
     check_labels("labels", spec.labels)
     check_string_map("annotations", spec.annotations, values_are_labels=False)
 
 
+def check_namespace(namespace: str) -> None:
+    """Raises `InvalidInputError` unless `namespace` is a DNS-1123 label."""
+    require(k8s.is_dns1123_label(namespace), f"namespace {namespace!r} is not a DNS-1123 label: "
+            "at most 63 lower-case letters, digits or '-', starting and ending alphanumeric")
+
+
+def check_object_name(what: str, value: Optional[str]) -> None:
+    """Raises `InvalidInputError` unless `value` is None or a DNS-1123 subdomain (an object's name)."""
+    require(value is None or k8s.is_dns1123_subdomain(value),
+            f"{what} {value!r} is not a valid name (DNS-1123 subdomain: lower-case letters, "
+            "digits, '-' and '.')")
+
+
+def check_image(image: str) -> None:
+    """Raises `InvalidInputError` unless `image` is a pinned image reference."""
+    error = k8s.image_error(image)
+    require(error is None, f"image {image!r} {error}")
+
+
 def _check_containers(spec: ClusterJobSpec) -> None:
-    error = k8s.image_error(spec.image)
-    require(error is None, f"image {spec.image!r} {error}")
+    check_image(spec.image)
     for what, seq in (("command", spec.command), ("args", spec.args)):
         require(isinstance(seq, tuple) and all(isinstance(s, str) for s in seq),
                 f"{what} must be a tuple of strings, got {seq!r}")
