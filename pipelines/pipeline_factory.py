@@ -55,7 +55,8 @@ def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
         ("source_version", str, "",
          "Identifies the content of `source_uri` (a dataset version or a hash); it only takes "
          "part in the shard task's cache key, so a cached dataset is reused only for the same "
-         "data. `kfdist run` sets it from the files' names, sizes and times."),
+         "data. `kfdist run` sets it from what identifies the files' content (local: size, "
+         "mtime, ctime, inode; gs://: generation and checksums)."),
     )
 
 
