@@ -1,44 +1,46 @@
 """A Keras `fit` program that survives restarts with BackupAndRestore in KFDIST_CHECKPOINT_DIR.
 
-A worker that is killed mid-epoch is restarted by the operator (restartPolicy
-ExitCode) and `fit` resumes from the last backup, shared by every replica.
-The workers that lose that peer mid-collective exit with 138, a code
-ExitCode treats as retryable, so the whole cluster re-forms and resumes.
-The chief saves the trained model as a SavedModel into `KFDIST_MODEL_DIR`.
+It classifies the kfdist dataset in `KFDIST_DATA_DIR` (read with
+`kfdist.program`, the same input the pipeline's evaluate and export steps
+feed the model) with MultiWorkerMirroredStrategy. A worker that is killed
+mid-epoch is restarted by the operator (restartPolicy ExitCode) and `fit`
+resumes from the last backup, shared by every replica. The workers that lose
+that peer mid-collective exit with 138, a code ExitCode treats as retryable,
+so the whole cluster re-forms and resumes. The leader saves the trained
+model as a SavedModel into `KFDIST_MODEL_DIR`, where the pipeline's
+`train_program` step hands it to evaluate and export.
 """
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+from kfdist import program  # first: it selects tf-keras, which MultiWorkerMirrored needs
 import tensorflow as tf  # noqa: E402
-
-
-def _is_chief() -> bool:
-    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
-    return task.get("type", "worker") in ("chief", "worker") and task.get("index", 0) == 0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--steps-per-epoch", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    xs = tf.random.stateless_uniform([2048, 1], seed=[1, 2], minval=-1, maxval=1)
-    data = tf.data.Dataset.from_tensor_slices((xs, 3 * xs + 2)).repeat().batch(64)
+    data = program.dataset("train", batch_size=args.batch_size).repeat()
     with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.Input(shape=(1,)), tf.keras.layers.Dense(1)])
-        model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse")
-    backup = tf.keras.callbacks.BackupAndRestore(
-        os.path.join(os.environ["KFDIST_CHECKPOINT_DIR"], "backup"))
+        model = tf.keras.Sequential([
+            tf.keras.Input(shape=program.input_shape()),
+            tf.keras.layers.Flatten(),
+            tf.keras.layers.Dense(64, activation="relu"),
+            tf.keras.layers.Dense(program.num_classes(), activation="softmax")])
+        model.compile(optimizer=tf.keras.optimizers.Adam(0.003),
+                      loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    backup = tf.keras.callbacks.BackupAndRestore(os.path.join(program.checkpoint_dir(), "backup"))
     model.fit(data, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
               callbacks=[backup], verbose=2)
-    target = os.environ["KFDIST_MODEL_DIR"] if _is_chief() else tempfile.mkdtemp()
-    model.save(target)
+    target = program.model_dir() if program.is_leader() else tempfile.mkdtemp()
+    model.save(target)  # every replica saves (a collective); only the leader's copy is kept
     print(f"saved SavedModel to {target}", flush=True)
 
 

@@ -17,6 +17,7 @@ from kfp import dsl
 
 from kfdist.components.evaluate_model.component import evaluate_model
 from kfdist.components.export_saved_model.component import export_saved_model
+from kfdist.components.launch_program.component import train_program
 from kfdist.components.shard_dataset.component import shard_dataset
 from kfdist.components.train_distributed.component import train_distributed
 from kfdist.components.train_distributed.job.step_params import TRAIN_STEP_PARAMS
@@ -31,6 +32,27 @@ OwnParam = Tuple[str, type, Any, str]
 _OUTPUTS = (("blessed", bool), ("evaluation_metrics", dsl.Metrics),
             ("training_metrics", dsl.Metrics))
 _SHARD_PARAMS = frozenset(inspect.signature(shard_dataset.python_func).parameters)
+#: The training steps a pipeline can have: kfdist's own models, or the user's program.
+DISTRIBUTED = "train_distributed"
+PROGRAM = "train_program"
+_ARTIFACTS = ("dataset", "model", "metrics")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainParam:
+    """A training parameter as the pipeline exposes it.
+
+    Attributes:
+      name: The step's parameter name.
+      annotation: Its type.
+      default: The pipeline's default.
+      help: What it means (the pipeline's docstring).
+    """
+
+    name: str
+    annotation: Any
+    default: Any
+    help: str
 
 
 def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
@@ -73,6 +95,8 @@ class PipelineDefinition:
       serving_model_name: The default model name in the serving layout.
       train_defaults: The pipeline's own defaults of training parameters
         (e.g. a smaller batch for small tables); the others keep the step's.
+      trainer: The training step: `train_distributed` (kfdist's models) or
+        `train_program` (the user's program, given as the `command` parameter).
     """
 
     name: str
@@ -82,6 +106,7 @@ class PipelineDefinition:
     shard_settings: Dict[str, Any]
     serving_model_name: str
     train_defaults: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    trainer: str = DISTRIBUTED
 
     @property
     def own_params(self) -> Tuple[OwnParam, ...]:
@@ -98,15 +123,37 @@ def train_default(definition: PipelineDefinition, param) -> Any:
     return param.default if param.pipeline_default is None else param.pipeline_default
 
 
+def train_params(definition: PipelineDefinition) -> Tuple[TrainParam, ...]:
+    """The training step's parameters the pipeline passes through, with its defaults.
+
+    `train_distributed`'s come from `job.step_params`; `train_program`'s from
+    the component itself (its signature and docstring), so each is defined once.
+    """
+    if definition.trainer == PROGRAM:
+        signature = inspect.signature(train_program.python_func).parameters
+        inputs = train_program.component_spec.inputs
+        return tuple(TrainParam(name, p.annotation, definition.train_defaults.get(name, p.default),
+                                " ".join(inputs[name].description.split()).rstrip("."))
+                     for name, p in signature.items() if name not in _ARTIFACTS)
+    return tuple(TrainParam(p.name, Dict[str, str] if isinstance(p.default, dict) else type(p.default),
+                            train_default(definition, p),
+                            p.help + (" (cluster backends)" if p.cluster else ""))
+                 for p in TRAIN_PARAMS)
+
+
 def _signature(definition: PipelineDefinition) -> inspect.Signature:
     own = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kind,
                              default=default) for name, kind, default, _ in definition.own_params]
+    required = [p for p in train_params(definition) if p.default is inspect.Parameter.empty]
+    optional = [p for p in train_params(definition) if p.default is not inspect.Parameter.empty]
     train = [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                               annotation=Dict[str, str] if isinstance(p.default, dict)
-                               else type(p.default),
-                               default=train_default(definition, p))
-             for p in TRAIN_PARAMS]
-    return inspect.Signature(own + train,
+                               annotation=p.annotation, default=p.default)
+             for p in required + optional]
+    own_required = [p for p in own if p.default is inspect.Parameter.empty]
+    own_optional = [p for p in own if p.default is not inspect.Parameter.empty]
+    return inspect.Signature(own_required + [p for p in train if p.default is inspect.Parameter.empty]
+                             + own_optional + [p for p in train
+                                               if p.default is not inspect.Parameter.empty],
                              return_annotation=NamedTuple("PipelineOutputs", list(_OUTPUTS)))
 
 
@@ -118,20 +165,23 @@ def _docstring(definition: PipelineDefinition) -> str:
              "parameters set to 0 or empty mean \"not set\" (the strategy's or the cluster's",
              "default): kfp's local runner cannot pass None.", "", "Args:"]
     lines += [f"    {name}: {meaning}" for name, _, _, meaning in definition.own_params]
-    lines += [f"    {p.name}: {p.help}" + (" (cluster backends)." if p.cluster else ".")
-              for p in TRAIN_PARAMS]
+    lines += [f"    {p.name}: {p.help}." for p in train_params(definition)]
     return "\n".join(lines)
 
 
 def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
     """The pipeline's DAG, given every parameter as a pipeline channel."""
-    train_params = {p.name: values[p.name] for p in TRAIN_PARAMS}
-    shard_args = {k: v for k, v in values.items() if k in _SHARD_PARAMS and k not in train_params}
+    train_args = {p.name: values[p.name] for p in train_params(definition)}
+    shard_args = {k: v for k, v in values.items() if k in _SHARD_PARAMS and k not in train_args}
     shard_args["runner"] = values["shard_runner"]
-    shard = shard_dataset(**shard_args, **definition.shard_settings, seed=train_params["seed"])
-    train = train_distributed(dataset=shard.outputs["dataset"], **train_params,
-                              run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-                              task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
+    if definition.trainer == PROGRAM:
+        shard = shard_dataset(**shard_args, **definition.shard_settings)
+        train = train_program(dataset=shard.outputs["dataset"], **train_args)
+    else:
+        shard = shard_dataset(**shard_args, **definition.shard_settings, seed=train_args["seed"])
+        train = train_distributed(dataset=shard.outputs["dataset"], **train_args,
+                                  run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                                  task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
     evaluate = evaluate_model(model=train.outputs["model"], dataset=shard.outputs["dataset"],
                               accuracy_threshold=values["accuracy_threshold"])
     with dsl.If(evaluate.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a DSL condition)

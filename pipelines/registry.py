@@ -6,15 +6,18 @@ from typing import Callable, Dict
 from kfdist.components.common.errors import InvalidInputError
 
 PIPELINES_DIR = os.path.dirname(os.path.abspath(__file__))
-#: The shipped pipelines' short names (modules `pipelines/<name>.py`).
+#: The pipelines `kfdist run` runs (each has a bundled sample and kfdist's own models).
 PIPELINE_NAMES = ("mnist", "tabular", "images")
+#: Every shipped pipeline's short name (modules `pipelines/<name>.py`, compiled to YAML); `program`
+#: trains with the user's own program (`train_program`).
+SHIPPED_PIPELINES = PIPELINE_NAMES + ("program",)
 
 
 def pipelines() -> Dict[str, Callable]:
     """Returns every shipped pipeline function by its short name."""
     import importlib
 
-    modules = [importlib.import_module(f"kfdist.pipelines.{name}") for name in PIPELINE_NAMES]
+    modules = [importlib.import_module(f"kfdist.pipelines.{name}") for name in SHIPPED_PIPELINES]
     return {m.PIPELINE_NAME: getattr(m, f"{m.PIPELINE_NAME}_pipeline") for m in modules}
 
 

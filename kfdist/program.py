@@ -1,0 +1,111 @@
+"""What your own training program imports to read a kfdist dataset and hand over its model.
+
+`kfdist launch` (and the `train_program` pipeline step) runs your program in
+every replica with the operator's environment and three kfdist variables:
+`KFDIST_DATA_DIR` (the dataset), `KFDIST_MODEL_DIR` (where the leader writes
+its model) and `KFDIST_CHECKPOINT_DIR` (shared, kept across restarts). These
+helpers read them. A program that trains on a kfdist dataset with
+`dataset()` and saves a Keras SavedModel into `model_dir()` gets its model
+evaluated and exported by the pipeline's next steps, exactly as a model of
+kfdist's own::
+
+    from kfdist import program
+    train = program.dataset("train", batch_size=64).repeat()
+    model = build(program.input_shape(), program.num_classes())
+    model.fit(train, ...)
+    if program.is_leader():
+        model.save(program.model_dir())
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional, Tuple
+
+from kfdist.components.common import dataset_spec
+from kfdist.components.common.errors import InvalidInputError
+
+DATA_DIR_VAR = "KFDIST_DATA_DIR"
+MODEL_DIR_VAR = "KFDIST_MODEL_DIR"
+CHECKPOINT_DIR_VAR = "KFDIST_CHECKPOINT_DIR"
+
+
+def _variable(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise InvalidInputError(f"{name} is not set: run the program with `kfdist launch` (or "
+                                "the train_program step), which sets it in every replica")
+    return value
+
+
+def data_dir() -> str:
+    """The dataset's directory (`KFDIST_DATA_DIR`)."""
+    return _variable(DATA_DIR_VAR)
+
+
+def model_dir() -> str:
+    """Where the leader writes its model (`KFDIST_MODEL_DIR`)."""
+    return _variable(MODEL_DIR_VAR)
+
+
+def checkpoint_dir() -> str:
+    """A directory every replica shares, kept across restarts (`KFDIST_CHECKPOINT_DIR`)."""
+    return _variable(CHECKPOINT_DIR_VAR)
+
+
+def is_leader() -> bool:
+    """Whether this replica writes the model: the chief, else worker 0 (TF_CONFIG), else rank 0."""
+    config = os.environ.get("TF_CONFIG")
+    if config:
+        task = json.loads(config).get("task", {})
+        cluster = json.loads(config).get("cluster", {})
+        leader = "chief" if "chief" in cluster else "worker"
+        return task.get("type") == leader and int(task.get("index", 0)) == 0
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def metadata(directory: Optional[str] = None) -> dataset_spec.DatasetMetadata:
+    """The kfdist dataset's metadata: its splits, classes, feature spec and preprocessing.
+
+    Args:
+      directory: The dataset; default `KFDIST_DATA_DIR`.
+
+    Raises:
+      InvalidInputError: If it is not a kfdist dataset.
+    """
+    return dataset_spec.load_metadata(directory or data_dir())
+
+
+def input_shape(directory: Optional[str] = None) -> Tuple[int, ...]:
+    """The shape of one example as `dataset()` yields it (after the recorded preprocessing)."""
+    return tuple(dataset_spec.model_input_shape(metadata(directory)))
+
+
+def num_classes(directory: Optional[str] = None) -> int:
+    """The number of classes of the dataset's label."""
+    return int(metadata(directory).num_classes)
+
+
+def dataset(split: str = "train", batch_size: int = 64, directory: Optional[str] = None):
+    """One pass over a split as `tf.data` batches of (float32 inputs, int64 labels).
+
+    The inputs are preprocessed as the dataset records (scaling, one-hot
+    vocabularies), the same way the evaluate and export steps feed the model.
+
+    Args:
+      split: `train` or `eval`.
+      batch_size: Examples per batch.
+      directory: The dataset; default `KFDIST_DATA_DIR`.
+
+    Raises:
+      InvalidInputError: If it is not a kfdist dataset or has no such split.
+    """
+    from kfdist.components.common import tf_features
+
+    directory = directory or data_dir()
+    meta = metadata(directory)
+    if split not in meta.splits:
+        raise InvalidInputError(f"dataset {directory!r} has no split {split!r}; it has "
+                                f"{sorted(meta.splits)}")
+    return tf_features.split_batches(meta, directory, split, batch_size)
