@@ -56,7 +56,8 @@ def test_a_corrupt_checkpoint_ends_the_evaluator_with_the_error(digits_dataset, 
 def test_a_missing_bucket_ends_the_evaluator_with_the_error(gcs_emulator, digits_dataset, tmp_path):
     job = _job(digits_dataset, tmp_path, state_uri="gs://kfdist-no-such-bucket/jobs/1/state")
     with pytest.raises(sidecar_evaluator.EvaluatorFailedError,
-                       match=r"fetching the checkpoint kept failing for \d+s: NotFound"):
+                       match=r"fetching the checkpoint kept failing for \d+s: InvalidInputError: "
+                             r"the bucket .kfdist-no-such-bucket. of .* does not exist"):
         _run_bounded(job, [])
 
 
