@@ -148,8 +148,9 @@ def test_sigterm_to_the_run_process_alone_stops_its_steps_and_replicas(command):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("moment", ["shard", "evaluation"])
-def test_sigterm_to_a_run_stops_each_step(command, moment):
+def test_a_signal_to_a_run_stops_each_step(command, moment, sig):
     """The shard step with its Beam worker processes, and the evaluation after training."""
     cmd = command("run", "mnist", "--strategy", "multi_worker_mirrored", "--workers", "2",
                   "--epochs", "1", "--shard-runner", "beam" if moment == "shard" else "local",
@@ -158,7 +159,7 @@ def test_sigterm_to_a_run_stops_each_step(command, moment):
         cmd.wait_for_process("apache_beam.runners.worker.sdk_worker_main")
     else:
         cmd.wait_for(re.compile("Executing task 'evaluate-model'"))  # the step takes ~1 s
-    _assert_stopped(cmd, cmd.stop(signal.SIGTERM, group=True), signal.SIGTERM)
+    _assert_stopped(cmd, cmd.stop(sig, group=True), sig)
 
 
 @pytest.mark.slow
