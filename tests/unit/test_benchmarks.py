@@ -160,3 +160,35 @@ def test_the_generated_table_has_distinct_rows_of_every_column(tmp_path):
     assert [int(row[0]) for row in rows] == list(range(len(rows)))
     missing = sum(cell == "" for row in rows for cell in row[1:-3]) / (len(rows) * CSV_NUMERIC_COLUMNS)
     assert 0.01 < missing < 0.03
+
+
+def test_the_library_paths_produce_what_kfdist_writes_and_reads(tmp_path):
+    """Each hand-written part and its library path give the same bytes, records and rows."""
+    import tensorflow as tf
+
+    from benchmarks import library_paths
+
+    encoding = library_paths.measure_encoding(tf, 300)  # asserts the bytes are equal
+    assert encoding["images_kfdist_over_proto"] > 0 and encoding["rows_kfdist_over_proto"] > 0
+    records = [b"record %d" % i * (i % 7 + 1) for i in range(300)]
+    framing = library_paths.measure_framing(tf, records, str(tmp_path))
+    assert framing["none"]["same_records"] and framing["gzip"]["same_records"]
+    csv = library_paths.measure_csv(300_000, str(tmp_path))  # asserts equal row counts
+    assert csv["rows"] > 100 and set(csv["seconds"]) == {
+        "kfdist_columnar", "kfdist_csv_module", "pyarrow_open_csv", "pandas_chunks"}
+
+
+def test_an_only_run_keeps_the_other_measures_with_their_dates(tmp_path):
+    from benchmarks.__main__ import _keep_earlier_measures
+
+    earlier = {"mode": "full", "date": "day 1", "measures": {"sharding": {"a": 1},
+                                                             "library_paths": {"b": 2}}}
+    (tmp_path / "results.json").write_text(json.dumps(earlier))
+    result = {"mode": "full", "date": "day 2", "measures": {"library_paths": {"b": 3}},
+              "measured": {"library_paths": "day 2"}}
+    _keep_earlier_measures(result, str(tmp_path / "results.json"))
+    assert result["measures"] == {"library_paths": {"b": 3}, "sharding": {"a": 1}}
+    assert result["measured"] == {"library_paths": "day 2", "sharding": "day 1"}
+    quick = dict(result, mode="quick", measures={}, measured={})
+    _keep_earlier_measures(quick, str(tmp_path / "results.json"))
+    assert quick["measures"] == {}  # another mode's figures are never mixed in

@@ -1,0 +1,249 @@
+"""kfdist's hand-written parts against the library path that would replace them.
+
+The shard step writes TFRecord files of `tf.train.Example`s and reads CSV
+tables. Three of its parts are written by hand; each is timed here against
+what a library does, on the same input, in one process, best of `REPEATS`
+(alternating, so a noisy neighbour hurts both alike), and the outputs are
+checked equal:
+
+* Example encoding: `example_encoding.CanonicalExampleEncoder` (precomputed
+  protobuf framing per label) against building a `tf.train.Example` per row
+  and `SerializeToString(deterministic=True)`, for MNIST-shaped images and
+  for table rows (120 floats and 2 strings, as `common.write_synthetic_csv`);
+* TFRecord framing: `tfrecord_framing.TFRecordFileWriter` (framing with
+  google-crc32c, SHA-256 while writing) against `tf.io.TFRecordWriter` plus
+  reading the file back for its SHA-256, which the dataset's metadata needs;
+  uncompressed and GZIP;
+* CSV reading: the shard step's columnar reader (`csv_columnar` on pyarrow)
+  and its `csv`-module reader against `pyarrow.csv.open_csv` streaming and
+  pandas `read_csv` in chunks, each producing the float32 feature matrix and
+  the string columns of every row.
+
+The library paths need TensorFlow in the shard step: importing it is timed
+too (a fresh interpreter, against one importing numpy and google-crc32c),
+because the shard step pays it on every run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Dict, List
+
+import numpy as np
+
+from benchmarks.common import write_synthetic_csv
+
+REPEATS = 3
+#: Rows of each block the encoders get (the shard step encodes a source batch at a time).
+BLOCK = 4096
+
+
+def _best(fns: Dict[str, Callable[[], Any]]) -> Dict[str, float]:
+    """Each function's best wall time over `REPEATS` alternating rounds."""
+    best = {name: float("inf") for name in fns}
+    for _ in range(REPEATS):
+        for name, fn in fns.items():
+            started = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - started)
+    return {name: round(seconds, 4) for name, seconds in best.items()}
+
+
+def _proto_images(tf, images: np.ndarray, labels: np.ndarray) -> List[bytes]:
+    feature, example = tf.train.Feature, tf.train.Example
+    return [example(features=tf.train.Features(feature={
+        "image": feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
+        "label": feature(int64_list=tf.train.Int64List(value=[label]))}))
+        .SerializeToString(deterministic=True) for image, label in zip(images, labels.tolist())]
+
+
+def _proto_rows(tf, numbers: np.ndarray, strings: np.ndarray, labels: np.ndarray) -> List[bytes]:
+    feature, example = tf.train.Feature, tf.train.Example
+    return [example(features=tf.train.Features(feature={
+        "features": feature(float_list=tf.train.FloatList(value=x)),
+        "categorical": feature(bytes_list=tf.train.BytesList(value=[v.encode() for v in s])),
+        "label": feature(int64_list=tf.train.Int64List(value=[y]))}))
+        .SerializeToString(deterministic=True)
+        for x, s, y in zip(numbers.tolist(), strings.tolist(), labels.tolist())]
+
+
+def _in_blocks(encode: Callable[[slice], List[bytes]], n: int) -> List[bytes]:
+    out: List[bytes] = []
+    for start in range(0, n, BLOCK):
+        out.extend(encode(slice(start, start + BLOCK)))
+    return out
+
+
+def measure_encoding(tf, examples: int) -> Dict[str, Any]:
+    """Example encoding, images and table rows: seconds, examples/s and the ratio."""
+    from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (examples, 28, 28), dtype=np.uint8)
+    numbers = rng.normal(size=(examples, 120)).astype(np.float32)
+    strings = rng.choice(np.array(["red", "green", "blue", "S", "M", "L"]), (examples, 2))
+    labels = rng.integers(0, 10, examples)
+    image_encoder = CanonicalExampleEncoder("image", 784)
+    row_encoder = CanonicalExampleEncoder("features", 4 * 120)
+    contenders = {
+        "images_kfdist": lambda: _in_blocks(lambda s: image_encoder.encode(images[s], labels[s]),
+                                            examples),
+        "images_proto": lambda: _proto_images(tf, images, labels),
+        "rows_kfdist": lambda: _in_blocks(lambda s: row_encoder.encode(
+            numbers[s], labels[s], strings[s]), examples),
+        "rows_proto": lambda: _proto_rows(tf, numbers, strings, labels),
+    }
+    assert contenders["images_kfdist"]() == contenders["images_proto"](), "image bytes differ"
+    assert contenders["rows_kfdist"]() == contenders["rows_proto"](), "row bytes differ"
+    seconds = _best(contenders)
+    return {"examples": examples, "seconds": seconds,
+            "images_kfdist_over_proto": round(seconds["images_proto"] / seconds["images_kfdist"], 1),
+            "rows_kfdist_over_proto": round(seconds["rows_proto"] / seconds["rows_kfdist"], 1)}
+
+
+def _sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def measure_framing(tf, records: List[bytes], root: str) -> Dict[str, Any]:
+    """TFRecord files of `records`: kfdist's writer against `tf.io.TFRecordWriter` + SHA-256."""
+    from kfdist.components.shard_dataset.tfrecord_framing import TFRecordFileWriter
+
+    result: Dict[str, Any] = {"records": len(records),
+                              "megabytes": round(sum(map(len, records)) / 1e6, 1)}
+    for compression in (None, "GZIP"):
+        ours, theirs = os.path.join(root, "kfdist.tfrecord"), os.path.join(root, "tf.tfrecord")
+
+        def kfdist_writer():
+            writer = TFRecordFileWriter(ours, compression)
+            for start in range(0, len(records), BLOCK):
+                writer.write_many(records[start:start + BLOCK])
+            writer.close()
+            return writer.sha256
+
+        def tf_writer():
+            options = tf.io.TFRecordOptions(compression_type=compression or "")
+            with tf.io.TFRecordWriter(theirs, options) as writer:
+                for record in records:
+                    writer.write(record)
+            return _sha256_of(theirs)
+
+        seconds = _best({"kfdist": kfdist_writer, "tf": tf_writer})
+        same = (_records_of(ours, compression) == _records_of(theirs, compression) == records)
+        key = (compression or "none").lower()
+        result[key] = {"seconds": seconds, "same_records": same,
+                       "kfdist_over_tf": round(seconds["tf"] / seconds["kfdist"], 2)}
+    return result
+
+
+def _records_of(path: str, compression) -> List[bytes]:
+    opener = gzip.open if compression else open
+    out, data = [], opener(path, "rb").read()
+    offset = 0
+    while offset < len(data):
+        length = int.from_bytes(data[offset:offset + 8], "little")
+        out.append(data[offset + 12:offset + 12 + length])
+        offset += 16 + length
+    return out
+
+
+def measure_import() -> Dict[str, float]:
+    """Seconds to import TensorFlow in a fresh interpreter, and the shard step's own imports."""
+    def import_seconds(module: str) -> float:
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
+        return time.perf_counter() - started
+    return _best({"tensorflow": lambda: import_seconds("tensorflow"),
+                  "numpy_crc32c_pyarrow": lambda: import_seconds(
+                      "numpy, google_crc32c, pyarrow.csv")})
+
+
+def _read_kfdist(files: List[str], columnar: bool) -> int:
+    from kfdist.components.shard_dataset.csv_reader import open_csv_source
+    from kfdist.components.shard_dataset.source import ReaderOptions
+
+    source = open_csv_source(files, ReaderOptions(label_column="label"), columnar=columnar)
+    return sum(len(batch.labels) for unit in range(len(source.units))
+               for batch in source.read_unit(unit))
+
+
+def _read_pyarrow(files: List[str]) -> int:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    rows = 0
+    for path in files:
+        reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=8 << 20))
+        for batch in reader:
+            table = pa.Table.from_batches([batch])
+            strings = [table.column(c).to_numpy(zero_copy_only=False) for c in ("color", "size")]
+            numbers = np.stack([table.column(c).to_numpy(zero_copy_only=False).astype(np.float32)
+                                for c in table.column_names if c.startswith("x")], axis=1)
+            rows += len(numbers) + 0 * len(strings)
+    return rows
+
+
+def _read_pandas(files: List[str]) -> int:
+    import pandas as pd
+
+    rows = 0
+    for path in files:
+        for frame in pd.read_csv(path, chunksize=100_000):
+            strings = frame[["color", "size"]].to_numpy().astype(str)
+            numbers = frame[[c for c in frame.columns if c.startswith("x")]].to_numpy(np.float32)
+            rows += len(numbers) + 0 * len(strings)
+    return rows
+
+
+def measure_csv(num_bytes: int, root: str) -> Dict[str, Any]:
+    """Every row of a generated CSV into float32 features and string columns, four ways."""
+    table = write_synthetic_csv(os.path.join(root, "csv"), num_bytes, parts=2)
+    files = sorted(os.path.join(root, "csv", name) for name in os.listdir(os.path.join(root, "csv")))
+    counts = {}
+
+    def run(name, fn):
+        def go():
+            counts[name] = fn()
+        return go
+
+    seconds = _best({"kfdist_columnar": run("kfdist_columnar", lambda: _read_kfdist(files, True)),
+                     "kfdist_csv_module": run("kfdist_csv_module",
+                                              lambda: _read_kfdist(files, False)),
+                     "pyarrow_open_csv": run("pyarrow_open_csv", lambda: _read_pyarrow(files)),
+                     "pandas_chunks": run("pandas_chunks", lambda: _read_pandas(files))})
+    assert len(set(counts.values())) == 1, f"row counts differ: {counts}"
+    return {"rows": table["rows"], "megabytes": round(table["bytes"] / 1e6, 1), "seconds": seconds,
+            "kfdist_columnar_over_pyarrow": round(
+                seconds["pyarrow_open_csv"] / seconds["kfdist_columnar"], 2),
+            "kfdist_columnar_over_pandas": round(
+                seconds["pandas_chunks"] / seconds["kfdist_columnar"], 2)}
+
+
+def measure(examples: int, csv_bytes: int, log: Callable[[str], None]) -> Dict[str, Any]:
+    """Every pair above; `examples` encoded and framed, a CSV of `csv_bytes` read."""
+    import tensorflow as tf
+
+    from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
+
+    with tempfile.TemporaryDirectory(prefix="kfdist-library-paths-") as root:
+        log("library paths: Example encoding")
+        encoding = measure_encoding(tf, examples)
+        rng = np.random.default_rng(1)
+        records = CanonicalExampleEncoder("image", 784).encode(
+            rng.integers(0, 256, (examples, 28, 28), dtype=np.uint8), rng.integers(0, 10, examples))
+        log("library paths: TFRecord framing")
+        framing = measure_framing(tf, records, root)
+        log("library paths: CSV reading")
+        csv = measure_csv(csv_bytes, root)
+    log("library paths: TensorFlow import")
+    return {"encoding": encoding, "framing": framing, "csv": csv, "import_seconds": measure_import()}
