@@ -180,6 +180,21 @@ def test_replicas_of_a_killed_launcher_end_while_tensorflow_holds_them(command):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("moment", ["shard", "training"])
+def test_steps_and_replicas_of_a_killed_run_end(command, moment):
+    """SIGKILL leaves `kfdist run` no chance to stop anything: its steps stop themselves."""
+    cmd = command("run", "mnist", "--strategy", "parameter_server", "--workers", "2", "--ps", "1",
+                  "--epochs", "3", "--shard-runner", "beam" if moment == "shard" else "local",
+                  "--no-cache", "--verbose", "--output", "run")
+    if moment == "shard":
+        cmd.wait_for_process("apache_beam.runners.worker.sdk_worker_main")
+    else:
+        cmd.wait_for(TRAINING)
+    assert cmd.stop(signal.SIGKILL, group=False) == -signal.SIGKILL
+    assert cmd.left_over(within=STOP_SECONDS) == [], cmd.text()
+
+
+@pytest.mark.slow
 def test_horovod_training_stops_mpirun_and_every_rank(command):
     cmd = command("train", "--strategy", "horovod", "--workers", "2", "--epochs", "2",
                   "--output", "run")
