@@ -20,16 +20,6 @@ def _launch(output, layout, program, *program_args):
         capture_output=True, text=True, timeout=400)
 
 
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory):
-    """The bundled digits as a kfdist dataset (`KFDIST_DATA_DIR` of the Keras example)."""
-    out = tmp_path_factory.mktemp("digits")
-    done = subprocess.run([sys.executable, "-c", "import sys; from kfdist.train_cmd import "
-                           "sample_dataset; print(sample_dataset(sys.argv[1]))", str(out)],
-                          capture_output=True, text=True, timeout=300, check=True)
-    return done.stdout.strip().splitlines()[-1]
-
-
 def _eval_accuracy(model_dir, dataset_dir):
     import tensorflow as tf
 
@@ -74,19 +64,20 @@ def test_tf2_multi_worker_custom_loop_saves_a_saved_model(tmp_path):
 
 
 @pytest.mark.slow
-def test_keras_fit_with_backup_and_restore_saves_a_saved_model(tmp_path, digits):
-    done = _launch(tmp_path, ["--workers", "2", "--dataset", digits], "keras_fit_backup_restore.py",
-                   "--epochs", "3")
+def test_keras_fit_with_backup_and_restore_saves_a_saved_model(tmp_path, digits_dataset):
+    done = _launch(tmp_path, ["--workers", "2", "--dataset", digits_dataset],
+                   "keras_fit_backup_restore.py", "--epochs", "3")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert _eval_accuracy(tmp_path / "model", digits) > 0.8
+    assert _eval_accuracy(tmp_path / "model", digits_dataset) > 0.8
     assert "[worker-1] Epoch 3/3" in done.stdout
 
 
 @pytest.mark.slow
-def test_killed_keras_worker_restarts_and_resumes_from_the_checkpoint_dir(tmp_path, digits):
+def test_killed_keras_worker_restarts_and_resumes_from_the_checkpoint_dir(tmp_path,
+                                                                         digits_dataset):
     argv = [sys.executable, "-m", "kfdist", "launch", "--framework", "tensorflow", "--workers", "2",
             "--restart-policy", "ExitCode", "--output", str(tmp_path), "--timeout", "300",
-            "--dataset", digits, "--",
+            "--dataset", digits_dataset, "--",
             sys.executable, os.path.join(EXAMPLES, "keras_fit_backup_restore.py"),
             "--epochs", "4", "--steps-per-epoch", "300"]
     lines = []
@@ -105,7 +96,7 @@ def test_killed_keras_worker_restarts_and_resumes_from_the_checkpoint_dir(tmp_pa
     after_kill = output[output.index("worker-1 exited with code 137"):]
     assert "[worker-1] Epoch 1/4" not in after_kill, output  # resumed from the backup, not epoch 1
     assert "[worker-1] Epoch 4/4" in after_kill
-    assert _eval_accuracy(tmp_path / "model", digits) > 0.8
+    assert _eval_accuracy(tmp_path / "model", digits_dataset) > 0.8
 
 
 @pytest.mark.slow

@@ -3,7 +3,6 @@ SavedModel, refuses a dataset that is not a kfdist dataset, and the `program` pi
 training parameters from the component."""
 
 import inspect
-import subprocess
 import sys
 
 import pytest
@@ -12,23 +11,15 @@ from kfdist.components.common.errors import InvalidInputError, TrainingFailedErr
 from kfdist.components.launch_program import program_step
 
 
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory):
-    out = tmp_path_factory.mktemp("digits")
-    done = subprocess.run([sys.executable, "-c", "import sys; from kfdist.train_cmd import "
-                           "sample_dataset; print(sample_dataset(sys.argv[1]))", str(out)],
-                          capture_output=True, text=True, timeout=300, check=True)
-    return done.stdout.strip().splitlines()[-1]
-
-
-def test_a_program_that_saves_no_saved_model_fails_the_step_saying_where(digits, tmp_path):
+def test_a_program_that_saves_no_saved_model_fails_the_step_saying_where(digits_dataset,
+                                                                         tmp_path):
     lines = []
     with pytest.raises(TrainingFailedError, match="wrote no SavedModel into KFDIST_MODEL_DIR"):
         program_step.train_program(
-            digits, str(tmp_path / "model"),
+            digits_dataset, str(tmp_path / "model"),
             [sys.executable, "-c", "import os; print(os.environ['KFDIST_DATA_DIR'])"],
             framework="tensorflow", workers=2, log=lines.append)
-    assert f"[worker-0] {digits}" in lines and f"[worker-1] {digits}" in lines
+    assert f"[worker-0] {digits_dataset}" in lines and f"[worker-1] {digits_dataset}" in lines
 
 
 def test_a_directory_that_is_not_a_kfdist_dataset_is_refused_before_anything_runs(tmp_path):
