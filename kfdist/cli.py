@@ -51,6 +51,13 @@ def _add_run(sub) -> None:
                         "penguins sample's: species)")
     p.add_argument("--image-feature", default="",
                    help="images: the bytes feature holding the image (default: the only one)")
+    p.add_argument("--exclude-columns", type=_column_list, default=(), metavar="A,B",
+                   help="tabular: columns to leave out of the dataset and the model (an id, a "
+                        "leaky column)")
+    p.add_argument("--keep-columns", type=_column_list, default=(), metavar="A,B",
+                   help="tabular: string columns to keep although they identify rows (by "
+                        "default a string column with a distinct value in nearly every train "
+                        "row, such as an id or a date, is left out and the shard log says so)")
     p.add_argument("--export-base", default=None, help="serving export base (default: OUTPUT/serving)")
     p.add_argument("--num-shards", type=int, default=4)
     p.add_argument("--split", default="auto", choices=SPLIT_METHODS,
@@ -81,6 +88,15 @@ def _add_run(sub) -> None:
     p.set_defaults(func=_cmd_run)
 
 
+def _column_list(text: str) -> tuple:
+    """`A,B` as `("A", "B")` (an argparse type: a bad list is a usage error naming it)."""
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of column "
+                                         "names, e.g. id,date")
+    return names
+
+
 def _add_compile(sub) -> None:
     p = sub.add_parser("compile", help="compile every pipeline to YAML")
     p.add_argument("--out-dir", default=".",
@@ -106,6 +122,7 @@ def _cmd_run(args) -> int:
     summary = run_pipeline(RunOptions(
         output_dir=args.output, pipeline=args.pipeline, source_uri=args.data,
         label_column=args.label_column, image_feature=args.image_feature, split=args.split,
+        exclude_columns=args.exclude_columns, keep_columns=args.keep_columns,
         export_base=args.export_base, training=step_values(args), num_shards=args.num_shards,
         eval_fraction=args.eval_fraction, shard_runner=args.shard_runner,
         beam_options=tuple(args.beam_options),

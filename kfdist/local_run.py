@@ -39,6 +39,8 @@ class RunOptions:
       label_column: The label's column or feature (`tabular`, `images`);
         None: `label`, or the sample's.
       image_feature: The image's bytes feature (`images`); empty: the only one.
+      exclude_columns: Columns left out of the dataset (`tabular`).
+      keep_columns: String columns kept although they identify rows (`tabular`).
     """
 
     output_dir: str
@@ -46,6 +48,8 @@ class RunOptions:
     source_uri: Optional[str] = None
     label_column: Optional[str] = None
     image_feature: str = ""
+    exclude_columns: Tuple[str, ...] = ()
+    keep_columns: Tuple[str, ...] = ()
     split: str = "auto"
     export_base: Optional[str] = None
     training: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -77,14 +81,22 @@ class RunOptions:
 
     @property
     def source_args(self) -> Dict[str, Any]:
-        """The pipeline's source parameters but `source_uri` (label column, image feature)."""
+        """The pipeline's source parameters but `source_uri` (label column, image feature,
+        columns to exclude or keep)."""
         from kfdist.sample_data import SAMPLE_LABEL_COLUMNS
 
         given = {"label_column": self.label_column or (
                      SAMPLE_LABEL_COLUMNS.get(self.pipeline, "label") if self.source_uri is None
                      else "label"),
-                 "image_feature": self.image_feature}
+                 "image_feature": self.image_feature,
+                 "exclude_columns": list(self.exclude_columns),
+                 "keep_columns": list(self.keep_columns)}
         names = [p[0] for p in self.definition.source_params]
+        for name in ("exclude_columns", "keep_columns"):
+            if given[name] and name not in names:
+                raise InvalidInputError(
+                    f"--{name.replace('_', '-')} {','.join(given[name])}: the {self.pipeline} "
+                    "pipeline has no columns to choose; it applies to the tabular pipeline")
         return {k: v for k, v in given.items() if k in names}
 
 
@@ -126,6 +138,7 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
     from kfdist.components.common import storage
     from kfdist.components.shard_dataset import beam_remote, readers
     from kfdist.components.shard_dataset.beam_pipeline import pipeline_options
+    from kfdist.components.shard_dataset.categorical import check_kept
     from kfdist.components.shard_dataset.options import BEAM_RUNNER, validate_options
     from kfdist.components.shard_dataset.runtime import DEFAULT_SHUFFLE_BUFFER, check_split_sizes
     from kfdist.components.shard_dataset.scan import scan_source
@@ -136,7 +149,8 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
         source_format=shard["source_format"], label_column=shard.get("label_column", "label"),
         num_shards=opts.num_shards, num_eval_shards=None, eval_fraction=opts.eval_fraction,
         split=opts.split, seed=opts.train["seed"], compression=None, image_shape=None,
-        shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER, runner=opts.shard_runner)
+        shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER, runner=opts.shard_runner,
+        exclude_columns=shard.get("exclude_columns"), keep_columns=shard.get("keep_columns"))
     pipeline_options(opts.beam_options)
     if options.runner == BEAM_RUNNER:
         # Remote Beam workers need a gs:// source and somewhere on gs:// to write; in kfp.local
@@ -146,7 +160,9 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
     if opts.source_uri is None or storage.is_gcs(opts.source_uri):
         return
     source = readers.open_source(opts.source_uri, options.source_format, ReaderOptions(
-        label_column=options.label_column, image_feature=shard.get("image_feature") or None))
+        label_column=options.label_column, image_feature=shard.get("image_feature") or None,
+        exclude_columns=options.exclude_columns))
+    check_kept(source.feature, options.keep_columns)
     plan = plan_split(options.split, source.files, source_root(opts.source_uri))
     # Every example, as the shard step's first pass reads them (image sizes, numbers, labels).
     check_split_sizes(scan_source(source, plan.mask_fn(options.eval_fraction), log=lambda _: None),

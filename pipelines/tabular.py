@@ -3,10 +3,13 @@
 Numeric columns are standardised and string columns one-hot encoded over
 their vocabularies, both learnt from the train split when sharding and
 recorded with the dataset; the exported model takes the raw columns by name.
+A string column that identifies rows (an id, a date) is left out unless kept.
 """
 
 import inspect
+from typing import List
 
+from kfdist.components.shard_dataset.categorical import IDENTIFIER_MIN_ROWS, IDENTIFIER_SHARE
 from kfdist.pipelines.pipeline_factory import PipelineDefinition, build_pipeline
 
 PIPELINE_NAME = "tabular"
@@ -24,6 +27,13 @@ DEFINITION = PipelineDefinition(
          "folders named `train*` and `eval*`/`test*`/`valid*` stay the train and eval splits."),
         ("label_column", str, "label",
          "The column holding the class: integer ids, or names (mapped to ids in sorted order)."),
+        ("exclude_columns", List[str], [],
+         "Columns to leave out of the dataset and the model (never read), e.g. `[\"id\"]`."),
+        ("keep_columns", List[str], [],
+         "String columns to keep although they identify rows: by default a string column with "
+         f"a distinct value in at least {IDENTIFIER_SHARE:.0%} of the train rows (with "
+         f"{IDENTIFIER_MIN_ROWS} rows or more: an id, a date, free text) is left out, and the "
+         "shard step's log says so."),
     ),
     shard_settings={"source_format": "csv"},
     serving_model_name="tabular",

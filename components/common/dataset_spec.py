@@ -96,6 +96,37 @@ class Preprocessing:
     vocabularies: Optional[Tuple[Tuple[str, ...], ...]] = None
 
 
+#: Why a source column is not in the dataset: the user named it, or it identifies rows.
+REQUESTED, IDENTIFIER = "requested", "identifier"
+
+
+@dataclasses.dataclass(frozen=True)
+class ExcludedColumn:
+    """A source column left out of the dataset (neither stored nor a model input).
+
+    Attributes:
+      name: The column.
+      reason: `requested` (named in `exclude_columns`) or `identifier` (a
+        string column with a value of its own in nearly every train row).
+      distinct_values: For `identifier`: its distinct values in the train split.
+      train_rows: For `identifier`: the rows of the train split.
+    """
+
+    name: str
+    reason: str
+    distinct_values: Optional[int] = None
+    train_rows: Optional[int] = None
+
+    def describe(self) -> str:
+        """One line saying which column was left out and why (logs and reports)."""
+        if self.reason != IDENTIFIER:
+            return f"column {self.name!r}: excluded as requested (--exclude-columns)"
+        share = self.distinct_values / max(self.train_rows, 1)
+        return (f"column {self.name!r}: {self.distinct_values:,} distinct values in "
+                f"{self.train_rows:,} train rows ({share:.0%}): an identifier, not a feature; "
+                "excluded (--exclude-columns to choose, --keep-columns to keep it)")
+
+
 @dataclasses.dataclass(frozen=True)
 class ShardInfo:
     """One TFRecord file of a split.
@@ -140,6 +171,8 @@ class DatasetMetadata:
       split: `hash` or `predefined`.
       split_files: For `predefined`: the source files (relative to the
         source) of each split.
+      excluded_columns: Source columns left out of the dataset, and why
+        (None: none).
     """
 
     source_uri: str
@@ -154,6 +187,7 @@ class DatasetMetadata:
     class_names: Optional[Tuple[str, ...]] = None
     split: str = HASH_SPLIT
     split_files: Optional[Dict[str, Tuple[str, ...]]] = None
+    excluded_columns: Optional[Tuple[ExcludedColumn, ...]] = None
     format_version: str = FORMAT_VERSION
 
     def shard_paths(self, root: str, split: str) -> List[str]:
@@ -186,6 +220,7 @@ class DatasetMetadata:
         if pre.get("vocabularies") is not None:
             pre["vocabularies"] = tuple(tuple(v) for v in pre["vocabularies"])
         split_files = d.get("split_files")
+        excluded = d.get("excluded_columns")
         splits = {
             name: SplitInfo(num_examples=s["num_examples"],
                             shards=tuple(ShardInfo(**sh) for sh in s["shards"]))
@@ -199,6 +234,7 @@ class DatasetMetadata:
             class_names=tuple(d["class_names"]) if d.get("class_names") else None,
             split=d.get("split", HASH_SPLIT),
             split_files={k: tuple(v) for k, v in split_files.items()} if split_files else None,
+            excluded_columns=tuple(ExcludedColumn(**e) for e in excluded) if excluded else None,
             format_version=d["format_version"])
 
 

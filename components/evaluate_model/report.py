@@ -138,7 +138,12 @@ def render_report_html(result: EvaluationResult, history: Dict[str, List[float]]
               f'<img alt="confusion matrix" src="{_confusion_png(result.confusion_matrix, result.class_names)}">',
               "<table><tr><th>class</th><th>examples</th><th>precision</th><th>recall</th></tr>",
               _rows((c.name, c.support, _pct(c.precision), _pct(c.recall)) for c in result.per_class),
-              "</table></div><h2>Training</h2>"]
+              "</table></div>"]
+    if result.excluded_columns:
+        parts += ["<h2>Columns left out</h2><ul>",
+                  "".join(f"<li>{html.escape(line)}</li>" for line in result.excluded_columns),
+                  "</ul>"]
+    parts.append("<h2>Training</h2>")
     if training_report is None:
         parts.append('<p class="muted">No training report was recorded.</p>')
     else:
@@ -172,4 +177,7 @@ def render_report_markdown(result: EvaluationResult) -> str:
     worst = sorted((c for c in result.per_class if c.recall is not None), key=lambda c: c.recall)[:3]
     if worst:
         lines += ["", "Lowest recall: " + ", ".join(f"`{c.name}` {_pct(c.recall)}" for c in worst)]
+    if result.excluded_columns:
+        lines += ["", "Columns left out of the dataset:", ""]
+        lines += [f"- {line}" for line in result.excluded_columns]
     return "\n".join(lines) + "\n"

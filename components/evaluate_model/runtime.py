@@ -56,6 +56,8 @@ class EvaluationResult:
       reason: Human-readable verdict, e.g. `accuracy 0.953 ≥ threshold 0.900`.
       threshold: The accuracy threshold applied.
       per_class: Per-class support, precision and recall.
+      excluded_columns: The source columns left out of the dataset, each
+        with why (`dataset_spec.ExcludedColumn.describe`).
     """
 
     accuracy: float
@@ -67,6 +69,7 @@ class EvaluationResult:
     reason: str
     threshold: float
     per_class: List[ClassMetrics] = dataclasses.field(default_factory=list)
+    excluded_columns: List[str] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> str:
         """Serialises to JSON (for a Metrics/JSON artifact)."""
@@ -212,7 +215,8 @@ def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
     return EvaluationResult(
         accuracy=accuracy, loss=loss, num_examples=n, confusion_matrix=cm.tolist(),
         class_names=names, blessed=blessed, reason=reason, threshold=threshold,
-        per_class=per_class)
+        per_class=per_class,
+        excluded_columns=[c.describe() for c in data_meta.excluded_columns or ()])
 
 
 # The report renderers are part of this runtime's interface (component.py calls them here).

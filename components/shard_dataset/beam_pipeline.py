@@ -31,7 +31,9 @@ from kfdist.components.common.dataset_spec import ShardInfo, SplitInfo
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.shard_dataset import beam_remote
 from kfdist.components.shard_dataset import beam_transforms as bt
-from kfdist.components.shard_dataset.scan import RunningMoments, ScanResult, VocabularyCounter
+from kfdist.components.common.dataset_spec import IDENTIFIER, ExcludedColumn
+from kfdist.components.shard_dataset.categorical import VocabularyCounter
+from kfdist.components.shard_dataset.scan import RunningMoments, ScanResult
 
 #: Beam on this machine: FnApiRunner (not DirectRunner, which first tries to download Prism),
 #: one worker process per core.
@@ -56,7 +58,7 @@ def pipeline_options(beam_options: Sequence[str]) -> List[str]:
     return [o for o in LOCAL_OPTIONS if o.split("=", 1)[0] not in keys] + given
 
 
-def _summarize(_, written, scans, run_errors, num_columns, num_strings) -> str:
+def _summarize(_, written, scans, run_errors, plan, num_columns, num_strings) -> str:
     """One JSON document of what the pipeline wrote and learnt (read back by the driver)."""
     errors = [e["error"] for e in sorted((s for s in scans if "error" in s), key=lambda s: s["key"])]
     infos = sorted((s for s in scans if "error" not in s), key=lambda s: s["key"])
@@ -77,12 +79,13 @@ def _summarize(_, written, scans, run_errors, num_columns, num_strings) -> str:
         "mean": moments.mean.tolist() if moments is not None else None,
         "std": moments.std().tolist() if moments is not None else None,
         "value_counts": [sorted(c.items()) for c in vocabulary.counts],
+        "identifiers": plan["identifiers"],
         "reader_processes": len({i["reader"] for i in infos}),
     })
 
 
 def _build(pipeline, source, split_mask, root: str, num_shards: Dict[str, int], seed: int,
-           compression, origins: Mapping[str, str]):
+           compression, origins: Mapping[str, str], keep_columns: Sequence[str]):
     """Scan, plan, write runs, write shards, summarize (`beam_transforms` says why)."""
     import apache_beam as beam
     from apache_beam.pvalue import AsList, AsSingleton
@@ -94,7 +97,8 @@ def _build(pipeline, source, split_mask, root: str, num_shards: Dict[str, int], 
     scans = units("scan") | "scan" >> beam.FlatMap(beam_remote.on_unit, bt.scan_unit, source,
                                                    origins, split_mask)
     plan = (scans | "plan entries" >> beam.Map(bt.plan_entry) | beam.combiners.ToDict()
-            | "plan" >> beam.Map(bt.plan_batches))
+            | "plan" >> beam.Map(bt.plan_batches, list(source.feature.categorical_columns or ()),
+                                 list(keep_columns)))
     runs = units("write") | "write runs" >> beam.FlatMap(
         beam_remote.on_unit, bt.write_runs, source, origins, AsSingleton(plan), root, num_shards,
         seed)
@@ -109,7 +113,8 @@ def _build(pipeline, source, split_mask, root: str, num_shards: Dict[str, int], 
     summary = functools.partial(_summarize, num_columns=num_columns,
                                 num_strings=len(feature.categorical_columns or ()))
     (pipeline | "once" >> beam.Create([None])
-     | "summarize" >> beam.Map(summary, AsList(written), AsList(scans), AsList(run_errors))
+     | "summarize" >> beam.Map(summary, AsList(written), AsList(scans), AsList(run_errors),
+                               AsSingleton(plan))
      | "save" >> beam.Map(_save_summary, root))
 
 
@@ -137,11 +142,13 @@ def _take_summary(root: str) -> dict:
 
 def run(source, split_mask, root: str, *, num_shards: Dict[str, int], seed: int, compression,
         beam_options: Sequence[str], log: Callable[[str], None],
-        origins: Optional[Mapping[str, str]] = None) -> Tuple[ScanResult, Dict[str, SplitInfo]]:
+        origins: Optional[Mapping[str, str]] = None, keep_columns: Sequence[str] = ()
+        ) -> Tuple[ScanResult, Dict[str, SplitInfo]]:
     """Runs the Beam pipeline writing the shards under `root` (a directory or a `gs://` prefix).
 
     `origins` maps each local file of the staged source to its `gs://` object,
-    for workers that do not share this machine's disk (`beam_remote`).
+    for workers that do not share this machine's disk (`beam_remote`);
+    `keep_columns` are string columns kept even if they identify rows.
 
     Returns:
       What the local scan would return (counts, classes, statistics,
@@ -158,7 +165,8 @@ def run(source, split_mask, root: str, *, num_shards: Dict[str, int], seed: int,
     log(f"beam: {len(source.units)} unit(s) to read, shards written under {root}; "
         f"options {' '.join(argv)}")
     with beam.Pipeline(options=PipelineOptions(argv)) as pipeline:
-        _build(pipeline, source, split_mask, root, num_shards, seed, compression, origins or {})
+        _build(pipeline, source, split_mask, root, num_shards, seed, compression, origins or {},
+               keep_columns)
     summary = _take_summary(root)
     storage.remove_tree(storage.join(root, bt.RUNS_DIR))
     if summary["errors"]:
@@ -169,16 +177,21 @@ def run(source, split_mask, root: str, *, num_shards: Dict[str, int], seed: int,
 
 def _scan_result(summary: dict, source, log: Callable[[str], None]) -> ScanResult:
     strings = source.feature.categorical_columns or ()
-    vocabularies = None
+    vocabularies, identifiers = None, ()
     if strings:
         counter = VocabularyCounter(len(strings))
         for column, pairs in enumerate(summary["value_counts"]):
             counter.counts[column].update(dict(pairs))
-        vocabularies = counter.vocabularies(strings, log)
+        identifiers = tuple(  # the plan's decision: its shards lack these columns
+            ExcludedColumn(name=name, reason=IDENTIFIER, distinct_values=len(counts),
+                           train_rows=sum(counts.values()))
+            for name, counts in zip(strings, counter.counts) if name in summary["identifiers"])
+        vocabularies = counter.vocabularies(strings, log, summary["identifiers"]) or None
     as_tuple = (lambda v: tuple(float(x) for x in v) if v is not None else None)
     return ScanResult(num_train=summary["num_train"], num_eval=summary["num_eval"],
                       num_classes=summary["num_classes"], mean=as_tuple(summary["mean"]),
-                      std=as_tuple(summary["std"]), vocabularies=vocabularies)
+                      std=as_tuple(summary["std"]), vocabularies=vocabularies,
+                      identifiers=identifiers)
 
 
 def _splits(summary: dict) -> Dict[str, SplitInfo]:

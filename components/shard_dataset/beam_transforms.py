@@ -7,7 +7,9 @@ The pipeline reads the source twice, as the local runner does:
 
 1. `scan_unit`: per batch, the split counts, the eval mask, a checksum and
    the train statistics. `plan_batches` turns the counts into each batch's
-   first position in each split (source order: unit, batch, row).
+   first position in each split (source order: unit, batch, row), and the
+   train split's string values decide which string columns identify rows
+   (`categorical`): they are not written.
 2. `write_runs` reads the unit again, checks each batch against its scan,
    encodes the records and places each one: its shard is a seeded rotation
    of the shards for each block of `num_shards` positions (shard sizes differ
@@ -27,11 +29,12 @@ import gzip
 import hashlib
 import os
 import pickle
-from typing import Dict, Iterator, List, Mapping, Tuple
+from typing import Dict, Iterator, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
 from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.shard_dataset.categorical import VocabularyCounter, drop_strings
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
 from kfdist.components.shard_dataset.scan import (RunningMoments, SourceChangedError,
                                                   batch_checksum, scanned_eval_mask)
@@ -86,24 +89,33 @@ def _batch_scan(key: BatchKey, batch, in_eval: np.ndarray, vector: bool) -> dict
 
 
 def plan_entry(scan: dict) -> tuple:
-    """`(key, what write_runs needs of the batch's scan)`."""
+    """`(key, what write_runs needs of the batch's scan, and its string values' counts)`."""
     if "error" in scan:
         return scan["key"], {"error": True}
-    return scan["key"], {name: scan[name] for name in ("counts", "eval_mask", "checksum")}
+    return scan["key"], {name: scan[name]
+                         for name in ("counts", "eval_mask", "checksum", "values")}
 
 
-def plan_batches(scans: Mapping[BatchKey, dict]) -> dict:
+def plan_batches(scans: Mapping[BatchKey, dict], strings: Sequence[str] = (),
+                 keep_columns: Sequence[str] = ()) -> dict:
     """Each scanned batch with its first position in each split, in the source's reading order;
-    and the units a scan found invalid (not written)."""
+    the units a scan found invalid (not written); the string columns (`strings`) that identify
+    rows (`categorical`; not those in `keep_columns`) and the positions of the others."""
     running: collections.Counter = collections.Counter()
     batches, failed_units = {}, set()
+    vocabulary = VocabularyCounter(len(strings))
     for key in sorted(scans):
         if scans[key].get("error"):
             failed_units.add(key[0])
             continue
-        batches[key] = dict(scans[key], first={split: running[split] for split in SPLIT_NAMES})
+        entry = dict(scans[key])
+        for column, counter in enumerate(entry.pop("values") or ()):
+            vocabulary.counts[column].update(counter)
+        batches[key] = dict(entry, first={split: running[split] for split in SPLIT_NAMES})
         running.update(scans[key]["counts"])
-    return {"batches": batches, "failed_units": sorted(failed_units)}
+    identifiers = [c.name for c in vocabulary.identifiers(strings, keep_columns)]
+    return {"batches": batches, "failed_units": sorted(failed_units), "identifiers": identifiers,
+            "kept_strings": [i for i, c in enumerate(strings) if c not in identifiers]}
 
 
 def _mix64(values: np.ndarray) -> np.ndarray:
@@ -151,6 +163,7 @@ def write_runs(unit: int, source, plan: dict, root: str, num_shards: Mapping[str
             scanned = plan["batches"].get((unit, index))
             in_eval = scanned_eval_mask(batch, index, None if scanned is None else (
                 scanned["checksum"], scanned["eval_mask"]))
+            batch = drop_strings(batch, plan["kept_strings"])  # identifiers: not stored
             for split, mask in (("train", ~in_eval), ("eval", in_eval)):
                 records = encoder.encode_split(batch, mask)
                 shards, keys = placements(scanned["first"][split], len(records),

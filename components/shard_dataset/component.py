@@ -24,6 +24,8 @@ def shard_dataset(
     runner: str = "local",
     beam_options: Optional[List[str]] = None,
     source_version: str = "",
+    exclude_columns: Optional[List[str]] = None,
+    keep_columns: Optional[List[str]] = None,
 ):
     """Splits a dataset into train/eval and writes balanced TFRecord shards.
 
@@ -72,6 +74,15 @@ def shard_dataset(
         source_version: Identifies the content of `source_uri` (a dataset
             version, a hash). Not read by the step: it takes part in KFP's
             cache key, so a cached output is reused only for the same data.
+        exclude_columns: CSV input: columns to leave out of the dataset (never
+            read; neither stored nor a model input), e.g. `["customer_id"]`.
+            Naming a column the source lacks, or the label, is refused.
+        keep_columns: CSV input: string columns to keep even if they identify
+            rows. By default a string column with a distinct value in at
+            least 90% of the train split's rows (100 rows or more: an id, a
+            date, free text) is left out: a model could only memorise the
+            train rows by it. The step's log and the dataset's metadata name
+            each column left out and why.
     """
     from kfdist.components.common import process_exit
     from kfdist.components.shard_dataset import runtime
@@ -81,7 +92,8 @@ def shard_dataset(
         source_uri, dataset.path, source_format=source_format, label_column=label_column,
         num_shards=num_shards, num_eval_shards=num_eval_shards or None, eval_fraction=eval_fraction,
         split=split, seed=seed, compression=compression, image_shape=image_shape,
-        image_feature=image_feature, runner=runner, beam_options=beam_options or ())
+        image_feature=image_feature, runner=runner, beam_options=beam_options or (),
+        exclude_columns=exclude_columns, keep_columns=keep_columns)
     dataset.metadata.update({
         "train_examples": meta.splits["train"].num_examples,
         "eval_examples": meta.splits["eval"].num_examples,

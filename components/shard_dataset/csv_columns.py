@@ -137,13 +137,16 @@ class ProfileState:
     Args:
       columns: The header.
       label_column: The label's column.
+      exclude_columns: Columns not read (neither label nor feature).
     """
 
-    def __init__(self, columns: Tuple[str, ...], label_column: str):
+    def __init__(self, columns: Tuple[str, ...], label_column: str,
+                 exclude_columns: Sequence[str] = ()):
         self.columns = columns
         self.label_column = label_column
         self.label_index = columns.index(label_column)
-        self.feature_index = [i for i in range(len(columns)) if i != self.label_index]
+        self.feature_index = [i for i in range(len(columns))
+                              if i != self.label_index and columns[i] not in exclude_columns]
         self.seen = [_ColumnSeen() for _ in self.feature_index]
         self.labels: Set[str] = set()
         self.num_rows = 0
@@ -198,7 +201,8 @@ class ProfileState:
 
 
 def profile_columns(paths: Sequence[str], columns: Tuple[str, ...], label_column: str,
-                    row_blocks, read_file=None) -> ColumnProfile:
+                    row_blocks, read_file=None, exclude_columns: Sequence[str] = ()
+                    ) -> ColumnProfile:
     """Reads every row once: the kind of every feature column and the label classes.
 
     Args:
@@ -209,12 +213,13 @@ def profile_columns(paths: Sequence[str], columns: Tuple[str, ...], label_column
       read_file: Optional faster reader: `read_file(state, path)` adds a whole file to the
         `ProfileState` and returns True, or returns False, leaving `state` untouched, for
         `row_blocks` to read the file instead.
+      exclude_columns: Columns not read (their values are never looked at).
 
     Raises:
       InvalidInputError: On a column with both numbers and strings, a column
         without any value, a missing or negative label, too many classes or no rows.
     """
-    state = ProfileState(columns, label_column)
+    state = ProfileState(columns, label_column, exclude_columns)
     for path in paths:
         if read_file is not None and read_file(state, path):
             continue

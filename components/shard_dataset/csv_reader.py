@@ -71,6 +71,25 @@ def read_header(path: str, label_column: str) -> Tuple[str, ...]:
     return columns
 
 
+def check_excluded(columns: Tuple[str, ...], label_column: str,
+                   exclude_columns: Sequence[str]) -> None:
+    """Checks that `exclude_columns` are feature columns of the header and leave one.
+
+    Raises:
+      InvalidInputError: Naming an unknown column and the valid ones, the label, or
+        that no feature column is left.
+    """
+    features = [c for c in columns if c != label_column]
+    for name in exclude_columns:
+        require(name != label_column,
+                f"exclude_columns names the label column {name!r}; a dataset needs its label")
+        require(name in features, f"exclude_columns names {name!r}, which is not a column of "
+                                  f"the source; its feature columns are {features}")
+    require(len(set(exclude_columns)) < len(features),
+            f"exclude_columns {list(exclude_columns)} leaves no feature column; the feature "
+            f"columns are {features}")
+
+
 def _iter_row_blocks(path: str, num_columns: int) -> Iterator[Tuple[int, List[List[str]]]]:
     """Yields `(line number of the first row, rows)` blocks of rows on consecutive lines,
     checking row widths (a blank line or a quoted newline starts a new block, so
@@ -151,7 +170,7 @@ def open_csv_source(files: Sequence[str], options: ReaderOptions, columnar: bool
 
     Args:
       files: The CSV files, in order.
-      options: The label column (and no image shape).
+      options: The label column, the columns not to read (and no image shape).
       columnar: Read with pyarrow a column at a time (`csv_columnar`), which gives
         the same profile, batches and errors as the `csv` module path (False), faster.
 
@@ -169,8 +188,10 @@ def open_csv_source(files: Sequence[str], options: ReaderOptions, columnar: bool
         other = read_header(path, options.label_column)
         require(other == columns, f"CSV file {path!r} has columns {list(other)} but "
                                   f"{files[0]!r} has {list(columns)}; they must match")
+    check_excluded(columns, options.label_column, options.exclude_columns)
     profile = profile_columns(files, columns, options.label_column, _iter_row_blocks,
-                              csv_columnar.profile_file if columnar else None)
+                              csv_columnar.profile_file if columnar else None,
+                              options.exclude_columns)
     class_names = profile.class_names
     layout = ColumnLayout(
         columns=columns, label_index=columns.index(options.label_column),

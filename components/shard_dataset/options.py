@@ -32,6 +32,8 @@ class ShardOptions:
       image_shape: Shape of raw images in a TFRecord bytes feature, or None.
       shuffle_buffer_size: Examples held per split while shuffling.
       runner: `local` or `beam`.
+      exclude_columns: Source columns left out of the dataset.
+      keep_columns: String columns kept even if they identify rows.
     """
 
     source_format: str
@@ -45,6 +47,8 @@ class ShardOptions:
     image_shape: Optional[Tuple[int, ...]]
     shuffle_buffer_size: int
     runner: str = LOCAL_RUNNER
+    exclude_columns: Tuple[str, ...] = ()
+    keep_columns: Tuple[str, ...] = ()
 
 
 def _is_int(value) -> bool:
@@ -61,11 +65,29 @@ def normalize_compression(compression: Optional[str]) -> Optional[str]:
     return None if name in ("", "NONE") else name
 
 
+def column_names(names: Optional[Sequence[str]], what: str) -> Tuple[str, ...]:
+    """`names` (a list of column names, or None) as a tuple, each stripped.
+
+    Raises:
+      InvalidInputError: On a name that is not a non-empty string, or a repeated one.
+    """
+    if names is None:
+        return ()
+    require(isinstance(names, (list, tuple)) and all(isinstance(n, str) and n.strip()
+                                                     for n in names),
+            f"{what} must be a list of column names, got {names!r}")
+    stripped = tuple(n.strip() for n in names)
+    require(len(set(stripped)) == len(stripped), f"{what} names a column twice: {list(names)}")
+    return stripped
+
+
 def validate_options(*, source_format: str, label_column: str, num_shards: int,
                      num_eval_shards: Optional[int], eval_fraction: float, seed: int,
                      split: str = "auto",
                      compression: Optional[str], image_shape: Optional[Sequence[int]],
-                     shuffle_buffer_size: int, runner: str = LOCAL_RUNNER) -> ShardOptions:
+                     shuffle_buffer_size: int, runner: str = LOCAL_RUNNER,
+                     exclude_columns: Optional[Sequence[str]] = None,
+                     keep_columns: Optional[Sequence[str]] = None) -> ShardOptions:
     """Checks every setting of `shard`; the default `num_eval_shards` is proportional.
 
     Raises:
@@ -92,10 +114,19 @@ def validate_options(*, source_format: str, label_column: str, num_shards: int,
     require(runner in RUNNERS, f"unknown runner {runner!r}; expected one of {list(RUNNERS)}")
     require(_is_int(shuffle_buffer_size) and shuffle_buffer_size >= 1,
             f"shuffle_buffer_size must be a positive integer, got {shuffle_buffer_size!r}")
+    excluded = column_names(exclude_columns, "exclude_columns")
+    kept = column_names(keep_columns, "keep_columns")
+    require(label_column not in excluded,
+            f"exclude_columns names the label column {label_column!r}; a dataset needs its "
+            "label (choose another label_column, or exclude feature columns only)")
+    both = [c for c in kept if c in excluded]
+    require(not both, f"column(s) {both} are both in exclude_columns and keep_columns; "
+                      "name each column in one of them")
     return ShardOptions(
         source_format=source_format, label_column=label_column, num_shards=int(num_shards),
         num_eval_shards=int(num_eval_shards), eval_fraction=float(eval_fraction), split=split,
         seed=int(seed),
         compression=normalize_compression(compression),
         image_shape=tuple(int(d) for d in image_shape) if image_shape is not None else None,
-        shuffle_buffer_size=int(shuffle_buffer_size), runner=runner)
+        shuffle_buffer_size=int(shuffle_buffer_size), runner=runner, exclude_columns=excluded,
+        keep_columns=kept)

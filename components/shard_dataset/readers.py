@@ -125,6 +125,9 @@ def open_source(local_path: str, source_format: str, options: ReaderOptions) -> 
         files = list_source_files(os.path.dirname(os.path.abspath(local_path)))
         prefix = os.path.basename(local_path).split("-images")[0].split("-labels")[0]
         files = [f for f in files if os.path.basename(f).startswith(prefix + "-")]
+    require(fmt == "csv" or not options.exclude_columns,
+            f"exclude_columns {list(options.exclude_columns)} applies to CSV sources (their "
+            f"columns); this source is {fmt}: leave exclude_columns empty")
     selected = select_files(files, fmt, single_file)
     try:
         return _OPENERS[fmt](selected, options)

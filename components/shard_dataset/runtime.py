@@ -30,6 +30,8 @@ from kfdist.components.common.dataset_spec import (
     HASH_SPLIT, IMAGE_KEY, PREDEFINED_SPLIT, DatasetMetadata, Preprocessing, SplitInfo, write_metadata)
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.shard_dataset import beam_remote, readers
+from kfdist.components.shard_dataset.categorical import (
+    check_kept, drop_strings, kept_positions, report_identifiers, requested, without_columns)
 from kfdist.components.shard_dataset.options import (
     BEAM_RUNNER, LOCAL_RUNNER, ShardOptions, validate_options)
 from kfdist.components.shard_dataset.scan import (ScanResult, SourceChangedError, scan_source,
@@ -106,6 +108,7 @@ def write_splits(source: Source, options: ShardOptions, root: str,
     hashing every example again; without it, from `plan`.
     """
     encoder = CanonicalExampleEncoder.for_feature(source.feature)
+    kept = kept_positions(source.feature, [c.name for c in scan.identifiers] if scan else ())
 
     def open_writer(split: str, num_shards: int) -> SplitWriter:
         return SplitWriter(root, split, num_shards, compression=options.compression,
@@ -116,6 +119,7 @@ def write_splits(source: Source, options: ShardOptions, root: str,
     with open_writer("train", options.num_shards) as train, \
             open_writer("eval", options.num_eval_shards) as evaluation:
         for batch, in_eval in _split_masks(source, scan, plan.mask_fn(options.eval_fraction)):
+            batch = drop_strings(batch, kept)  # columns that identify rows are not stored
             for writer, mask in ((train, ~in_eval), (evaluation, in_eval)):
                 writer.write(encoder.encode_split(batch, mask))
             written += len(batch.labels)
@@ -129,6 +133,7 @@ def build_metadata(source_uri: str, source: Source, scan: ScanResult, options: S
                    splits: Dict[str, SplitInfo], plan: SplitPlan,
                    root: str = "") -> DatasetMetadata:
     """The dataset's `metadata.json` content."""
+    excluded = requested(options.exclude_columns) + scan.identifiers
     if source.feature.key == IMAGE_KEY:
         preprocessing = Preprocessing(kind="scale", scale=1.0 / 255.0, offset=0.0)
     else:
@@ -136,11 +141,12 @@ def build_metadata(source_uri: str, source: Source, scan: ScanResult, options: S
                                       vocabularies=scan.vocabularies)
     num_classes = len(source.class_names) if source.class_names else scan.num_classes
     return DatasetMetadata(
-        source_uri=source_uri, source_format=source.source_format, feature=source.feature,
+        source_uri=source_uri, source_format=source.source_format,
+        feature=without_columns(source.feature, [c.name for c in scan.identifiers]),
         num_classes=num_classes, preprocessing=preprocessing, compression=options.compression,
         seed=options.seed, splits=splits, class_names=source.class_names, split=plan.method,
         eval_fraction=None if plan.method == PREDEFINED_SPLIT else options.eval_fraction,
-        split_files=plan.split_files(root))
+        split_files=plan.split_files(root), excluded_columns=excluded or None)
 
 
 def publish(build_dir: str, output_dir: str, metadata: DatasetMetadata, workdir: str) -> None:
@@ -166,8 +172,9 @@ def _log_counts(scan: ScanResult, options: ShardOptions, log: Callable[[str], No
 def _shard_locally(source: Source, plan: SplitPlan, options: ShardOptions, build_dir: str,
                    log: Callable[[str], None]) -> Tuple[ScanResult, Dict[str, SplitInfo]]:
     """This process: the scan pass (checks, statistics), then the writing pass."""
-    scan = scan_source(source, plan.mask_fn(options.eval_fraction), log)
+    scan = scan_source(source, plan.mask_fn(options.eval_fraction), log, options.keep_columns)
     check_split_sizes(scan, options, plan)
+    report_identifiers(source.feature, scan.identifiers, log)
     _log_counts(scan, options, log)
     splits = write_splits(source, options, build_dir, log, scan, plan)
     for split, count in (("train", scan.num_train), ("eval", scan.num_eval)):
@@ -190,8 +197,10 @@ def _shard_with_beam(source: Source, plan: SplitPlan, options: ShardOptions, bui
         source, plan.mask_fn(options.eval_fraction), shared.root if shared else build_dir,
         num_shards={"train": options.num_shards, "eval": options.num_eval_shards},
         seed=options.seed, compression=options.compression, beam_options=beam_options, log=log,
-        origins=shared.origins(local_source, source.files) if shared else None)
+        origins=shared.origins(local_source, source.files) if shared else None,
+        keep_columns=options.keep_columns)
     check_split_sizes(scan, options, plan)
+    report_identifiers(source.feature, scan.identifiers, log)
     _log_counts(scan, options, log)
     if shared is not None:
         shared.collect(build_dir, log)
@@ -204,7 +213,8 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
           compression: Optional[str] = None,
           image_shape: Optional[Sequence[int]] = None, image_feature: str = "",
           shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER, runner: str = LOCAL_RUNNER,
-          beam_options: Sequence[str] = (),
+          beam_options: Sequence[str] = (), exclude_columns: Optional[Sequence[str]] = None,
+          keep_columns: Optional[Sequence[str]] = None,
           log: Callable[[str], None] = print) -> DatasetMetadata:
     """Shards a source into a kfdist dataset at `output_dir`.
 
@@ -233,6 +243,9 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
       beam_options: Beam pipeline options, `KEY=VALUE` each (e.g.
         `runner=DataflowRunner`); default: Beam's FnApiRunner here, one worker
         process per core.
+      exclude_columns: CSV columns to leave out of the dataset (not read).
+      keep_columns: String columns kept even if they identify rows (by default
+        such a column is left out, and the log says so: `categorical`).
       log: Receives progress messages.
 
     Returns:
@@ -246,7 +259,7 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
         source_format=source_format, label_column=label_column, num_shards=num_shards,
         num_eval_shards=num_eval_shards, eval_fraction=eval_fraction, split=split, seed=seed,
         compression=compression, image_shape=image_shape, shuffle_buffer_size=shuffle_buffer_size,
-        runner=runner)
+        runner=runner, exclude_columns=exclude_columns, keep_columns=keep_columns)
     check_output_dir_free(output_dir)
     shared = (beam_remote.plan(source_uri, output_dir, beam_options)
               if options.runner == BEAM_RUNNER else None)
@@ -255,7 +268,10 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
             source_uri, lambda: storage.stage_locally(source_uri, workdir))
         source = readers.open_source(local_source, options.source_format, ReaderOptions(
             label_column=options.label_column, image_shape=options.image_shape,
-            image_feature=image_feature or None))
+            image_feature=image_feature or None, exclude_columns=options.exclude_columns))
+        check_kept(source.feature, options.keep_columns)
+        for column in requested(options.exclude_columns):
+            log(column.describe())
         log(f"source {source_uri}: {source.source_format}, {len(source.files)} file(s), "
             f"feature {source.feature.key} {list(source.feature.shape)}")
         root = source_root(local_source)

@@ -9,12 +9,12 @@ eval. With `split=predefined` the source's files decide instead (`splits`).
 
 Feature statistics (for `standardize`) and the vocabularies of string
 columns are computed over the *train* split only, streaming (Welford/Chan
-updates in float64), so evaluation data never leaks into preprocessing.
+updates in float64), so evaluation data never leaks into preprocessing; so
+is the finding that a string column identifies rows (`categorical`).
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import zlib
 from hashlib import blake2b
@@ -22,12 +22,12 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from kfdist.components.common.dataset_spec import ExcludedColumn
 from kfdist.components.common.errors import KfdistError
+from kfdist.components.shard_dataset.categorical import VocabularyCounter
 from kfdist.components.shard_dataset.source import ExampleBatch, Source, check_labels
 
 SPLIT_BUCKETS = 10_000
-#: Most values kept per categorical column (the most frequent in the train split).
-MAX_VOCABULARY = 1_000
 PROGRESS_EVERY = 50_000
 #: A standard deviation this small relative to the mean means a constant column.
 _CONSTANT_RELATIVE_STD = 1e-10
@@ -154,30 +154,6 @@ class RunningMoments:
         return np.where(constant, 1.0, std)
 
 
-class VocabularyCounter:
-    """Counts each categorical column's values over the train split."""
-
-    def __init__(self, num_columns: int):
-        self.counts = [collections.Counter() for _ in range(num_columns)]
-
-    def update(self, categorical: np.ndarray) -> None:
-        """Adds a block of raw values `[B, num_columns]`."""
-        for column, counter in enumerate(self.counts):
-            counter.update(categorical[:, column].tolist())
-
-    def vocabularies(self, columns: Sequence[str], log: Callable[[str], None]
-                     ) -> Tuple[Tuple[str, ...], ...]:
-        """Each column's values, most frequent first (ties by value), at most `MAX_VOCABULARY`."""
-        out = []
-        for name, counter in zip(columns, self.counts):
-            ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
-            if len(ranked) > MAX_VOCABULARY:
-                log(f"column {name!r} has {len(ranked):,} distinct values in the train split; "
-                    f"keeping the {MAX_VOCABULARY:,} most frequent, the rest count as unknown")
-            out.append(tuple(value for value, _ in ranked[:MAX_VOCABULARY]))
-        return tuple(out)
-
-
 @dataclasses.dataclass(frozen=True)
 class ScanResult:
     """What the first pass learned.
@@ -191,8 +167,10 @@ class ScanResult:
       batch_splits: Per source batch, in order: `(crc32 of its bytes, its eval
         mask packed into bits)`, so the writing pass need not hash every
         example again (a few bytes per 1,024 examples).
-      vocabularies: Per categorical column, its train-split values (tables
-        with string columns only).
+      vocabularies: Per categorical column but the identifiers, its
+        train-split values (tables with string columns only).
+      identifiers: The string columns that identify rows, left out of the
+        dataset (`categorical.is_identifier`).
     """
 
     num_train: int
@@ -202,6 +180,7 @@ class ScanResult:
     std: Optional[Tuple[float, ...]] = None
     batch_splits: Tuple[Tuple[int, np.ndarray], ...] = ()
     vocabularies: Optional[Tuple[Tuple[str, ...], ...]] = None
+    identifiers: Tuple[ExcludedColumn, ...] = ()
 
     @property
     def num_examples(self) -> int:
@@ -210,16 +189,19 @@ class ScanResult:
 
 
 def scan_source(source: Source, split_mask: Callable[[ExampleBatch], np.ndarray],
-                log: Callable[[str], None] = print) -> ScanResult:
+                log: Callable[[str], None] = print, keep_columns: Sequence[str] = ()
+                ) -> ScanResult:
     """Streams `source` once, validating every example and counting the splits.
 
     Args:
       source: An opened source.
       split_mask: Which examples of a batch go to `eval` (`splits.SplitPlan.mask_fn`).
       log: Progress messages.
+      keep_columns: String columns kept even if they identify rows.
 
     Returns:
-      Split counts, number of classes and (for feature vectors) train statistics.
+      Split counts, number of classes and (for feature vectors) train
+      statistics, vocabularies and the string columns that identify rows.
 
     Raises:
       InvalidInputError: If an example is invalid (raised by the reader or by
@@ -248,9 +230,11 @@ def scan_source(source: Source, split_mask: Callable[[ExampleBatch], np.ndarray]
         if counts.sum() >= next_report:
             log(f"scanned {int(counts.sum()):,} examples")
             next_report += PROGRESS_EVERY
+    identifiers = vocabulary.identifiers(categorical, keep_columns) if vocabulary else ()
     return ScanResult(
         num_train=int(counts[0]), num_eval=int(counts[1]), num_classes=max_label + 1,
         mean=tuple(float(v) for v in moments.mean) if moments is not None else None,
         std=tuple(float(v) for v in moments.std()) if moments is not None else None,
         batch_splits=tuple(batch_splits),
-        vocabularies=vocabulary.vocabularies(categorical, log) if vocabulary else None)
+        vocabularies=(vocabulary.vocabularies(categorical, log, [c.name for c in identifiers])
+                      or None) if vocabulary else None, identifiers=identifiers)

@@ -54,11 +54,13 @@ class ReaderOptions:
       image_feature: Name of the TFRecord bytes feature holding the images
         (encoded PNG/JPEG/GIF/BMP or raw pixels); None: the only bytes
         feature of the examples.
+      exclude_columns: CSV columns not read at all (as if the file lacked them).
     """
 
     label_column: str = "label"
     image_shape: Optional[Tuple[int, ...]] = None
     image_feature: Optional[str] = None
+    exclude_columns: Tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -305,9 +305,9 @@ def test_with_predefined_splits_the_test_file_never_reaches_vocabularies_or_stat
 
 
 def test_a_vocabulary_keeps_the_most_frequent_values_up_to_the_limit(tmp_path, monkeypatch):
-    from kfdist.components.shard_dataset import scan
+    from kfdist.components.shard_dataset import categorical
 
-    monkeypatch.setattr(scan, "MAX_VOCABULARY", 3)
+    monkeypatch.setattr(categorical, "MAX_VOCABULARY", 3)
     counts = {"e": 1, "d": 2, "c": 3, "b": 3, "a": 5}
     rows = [[str(i), value, str(i % 2)] for value, n in counts.items() for i in range(n)]
     source = tmp_path / "src"
