@@ -5,7 +5,9 @@ split as the local path does; the Beam pipeline then reads the source's
 units in parallel twice, as the local runner does (`beam_transforms`): a scan
 computes what the local scan computes (split counts, classes, the train
 split's column statistics, per-batch partials folded in reading order so the
-figures are the local ones to the bit, and vocabularies), then a second read
+figures are the local ones to the bit, and vocabularies; the string columns
+that identify rows are decided before any record is written and not stored:
+`categorical`), then a second read
 writes balanced shards through run files, so records never pass through the
 runner and the driver's memory does not grow with the data. The driver reads
 that back, checks it like the local path, and publishes the dataset

@@ -158,3 +158,12 @@ def test_kfdist_run_refuses_bad_columns_in_one_line(tmp_path, args, named):
     assert len(errors) == 1 and errors[0].startswith("kfdist: invalid input: "), proc.stderr
     assert named in errors[0] and "Traceback" not in proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["t.csv"]
+
+
+def test_kfdist_run_refuses_columns_for_a_pipeline_without_columns(tmp_path):
+    proc = run_kfdist("run", "mnist", "--output", "out", "--exclude-columns", "id", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "kfdist: invalid input: --exclude-columns id: the mnist pipeline has no columns to "
+        "choose; it applies to the tabular pipeline")
+    assert os.listdir(tmp_path) == []
