@@ -36,11 +36,13 @@ def _add_run(sub) -> None:
     from kfdist.step_flags import add_step_flags
 
     from kfdist.components.shard_dataset.splits import SPLIT_METHODS
-    from kfdist.pipelines.registry import PIPELINE_NAMES
+    from kfdist.components.launch_program.program_job import FRAMEWORKS
+    from kfdist.pipelines.registry import SHIPPED_PIPELINES
 
     p = sub.add_parser("run", help="run a pipeline locally with kfp.local")
-    p.add_argument("pipeline", choices=PIPELINE_NAMES,
-                   help="mnist: MNIST IDX files; tabular: a CSV table; images: TFRecord images")
+    p.add_argument("pipeline", choices=SHIPPED_PIPELINES,
+                   help="mnist: MNIST IDX files; tabular: a CSV table; images: TFRecord images; "
+                        "program: any of them, trained by your own program (--command)")
     p.add_argument("--output", default="kfdist-run", help="run directory (default: %(default)s)")
     p.add_argument("--data", default=None,
                    help="the source, local or gs://: an MNIST IDX directory (mnist), a CSV file "
@@ -80,6 +82,16 @@ def _add_run(sub) -> None:
     # cluster KUBECONFIG (or the in-cluster config) names. KFP itself sets run_id and task_name.
     add_step_flags(p, include=lambda param: param.name not in ("run_id", "task_name"),
                    defaults_from="the pipeline's")
+    program = p.add_argument_group("the program pipeline (your own training program, as "
+                                   "kfdist launch runs it)")
+    program.add_argument("--command", dest="program_command", default=argparse.SUPPRESS,
+                         help="your program and its arguments, as a shell would split them, e.g. "
+                              "'python train.py --epochs 4'")
+    program.add_argument("--framework", choices=FRAMEWORKS, default=argparse.SUPPRESS,
+                         help="tensorflow (TF_CONFIG) or pytorch (MASTER_ADDR, RANK, ...) "
+                              "(default: tensorflow)")
+    program.add_argument("--procs-per-worker", type=int, default=argparse.SUPPRESS,
+                         help="PyTorch processes per node (default: 1)")
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="run every step, even the shard step whose output an earlier run with "
                         "the same data and parameters left")
@@ -116,14 +128,21 @@ def _cmd_sample_data(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from kfdist.local_run import RunOptions, format_summary, run_pipeline
+    import shlex
+
+    from kfdist.local_run import PROGRAM_ONLY_SETTINGS, RunOptions, format_summary, run_pipeline
     from kfdist.step_flags import step_values
 
+    training = step_values(args)
+    given = dict(vars(args), command=shlex.split(args.program_command)
+                 if hasattr(args, "program_command") else None)
+    training.update({name: given[name] for name in PROGRAM_ONLY_SETTINGS
+                     if given.get(name) is not None})
     summary = run_pipeline(RunOptions(
         output_dir=args.output, pipeline=args.pipeline, source_uri=args.data,
         label_column=args.label_column, image_feature=args.image_feature, split=args.split,
         exclude_columns=args.exclude_columns, keep_columns=args.keep_columns,
-        export_base=args.export_base, training=step_values(args), num_shards=args.num_shards,
+        export_base=args.export_base, training=training, num_shards=args.num_shards,
         eval_fraction=args.eval_fraction, shard_runner=args.shard_runner,
         beam_options=tuple(args.beam_options),
         accuracy_threshold=args.accuracy_threshold, serving_model_name=args.serving_model_name,

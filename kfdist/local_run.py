@@ -23,6 +23,10 @@ LOGS_DIR = "logs"
 PIPELINE_ROOT_DIR = "pipeline_root"
 #: The export step's task and its record output, read back for the summary.
 EXPORT_TASK, EXPORT_RECORD = "export-saved-model", "export"
+#: The sample the `program` pipeline runs on when no source is given.
+SAMPLE_OF_PROGRAM = "mnist"
+#: What `kfdist run` takes for the `program` pipeline beside the training flags they share.
+PROGRAM_ONLY_SETTINGS = ("command", "framework", "procs_per_worker")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +71,9 @@ class RunOptions:
         """Every training parameter the pipeline takes, unset ones resolved (workers, ps, ...)."""
         from kfdist.components.train_distributed.job import step_params, strategy_rules
 
+        if self.runs_a_program:
+            return _program_training(self.definition, self.training)
+        _refuse_program_settings(self.pipeline, self.training)
         values = step_params.complete({**self.definition.train_defaults, **self.training})
         values.update(strategy_rules.strategy_defaults(values["strategy"], values["ps"],
                                                values["restart_policy"], values["workers"] or None))
@@ -80,13 +87,25 @@ class RunOptions:
         return registry.get_definition(self.pipeline)
 
     @property
+    def runs_a_program(self) -> bool:
+        """Whether the pipeline trains with the user's program (`train_program`)."""
+        from kfdist.pipelines.pipeline_factory import PROGRAM
+
+        return self.definition.trainer == PROGRAM
+
+    @property
+    def sample(self) -> str:
+        """The bundled sample the pipeline runs on without `source_uri`."""
+        return SAMPLE_OF_PROGRAM if self.runs_a_program else self.pipeline
+
+    @property
     def source_args(self) -> Dict[str, Any]:
         """The pipeline's source parameters but `source_uri` (label column, image feature,
         columns to exclude or keep)."""
         from kfdist.sample_data import SAMPLE_LABEL_COLUMNS
 
         given = {"label_column": self.label_column or (
-                     SAMPLE_LABEL_COLUMNS.get(self.pipeline, "label") if self.source_uri is None
+                     SAMPLE_LABEL_COLUMNS.get(self.sample, "label") if self.source_uri is None
                      else "label"),
                  "image_feature": self.image_feature,
                  "exclude_columns": list(self.exclude_columns),
@@ -97,7 +116,10 @@ class RunOptions:
                 raise InvalidInputError(
                     f"--{name.replace('_', '-')} {','.join(given[name])}: the {self.pipeline} "
                     "pipeline has no columns to choose; it applies to the tabular pipeline")
-        return {k: v for k, v in given.items() if k in names}
+        args = {k: v for k, v in given.items() if k in names}
+        for name, _, default, _ in self.definition.source_params[1:]:  # after source_uri
+            args.setdefault(name, default)  # e.g. the program pipeline's source_format
+        return args
 
 
 def pipeline_training_params() -> Tuple[str, ...]:
@@ -105,6 +127,46 @@ def pipeline_training_params() -> Tuple[str, ...]:
     from kfdist.pipelines.pipeline_factory import TRAIN_PARAMS
 
     return tuple(p.name for p in TRAIN_PARAMS)
+
+
+def _refuse_program_settings(pipeline: str, training: Mapping[str, Any]) -> None:
+    given = [name for name in PROGRAM_ONLY_SETTINGS if name in training]
+    if given:
+        raise InvalidInputError(
+            f"--{given[0].replace('_', '-')} applies to the program pipeline (your own training "
+            f"program), not to {pipeline!r}, which trains kfdist's models")
+
+
+def _program_training(definition, training: Mapping[str, Any]) -> Dict[str, Any]:
+    """The `train_program` step's parameters: those given, else the step's defaults.
+
+    Raises:
+      InvalidInputError: On a training flag the step does not take, or no command.
+    """
+    from kfdist.pipelines.pipeline_factory import train_params
+
+    params = {p.name: p for p in train_params(definition)}
+    unknown = sorted(set(training) - set(params))
+    if unknown:
+        raise InvalidInputError(
+            f"--{unknown[0].replace('_', '-')} applies to kfdist's models, not to your own "
+            f"program; the program pipeline takes "
+            f"{', '.join('--' + n.replace('_', '-') for n in params)}")
+    if not training.get("command"):
+        raise InvalidInputError("the program pipeline needs your program: pass --command "
+                                "'python train.py ...'")
+    return {name: training.get(name, p.default) for name, p in params.items()}
+
+
+def _validate_program(training: Mapping[str, Any]) -> None:
+    from kfdist.components.launch_program.program_job import ProgramJob, check_local_command
+
+    ProgramJob(framework=training["framework"], command=tuple(training["command"]),
+               workers=training["workers"], ps=training["ps"], chief=training["chief"],
+               evaluator=training["evaluator"], procs_per_worker=training["procs_per_worker"],
+               restart_policy=training["restart_policy"],
+               backoff_limit=training["backoff_limit"]).validate()
+    check_local_command(tuple(training["command"]))
 
 
 def validate_run_options(opts: RunOptions) -> None:
@@ -127,9 +189,21 @@ def validate_run_options(opts: RunOptions) -> None:
         if not storage.list_uris(opts.source_uri):
             raise InvalidInputError(f"--data {opts.source_uri!r}: nothing exists there")
     _check_shard_settings(opts, shard)
-    validate_training_args(**opts.train)
+    if opts.runs_a_program:
+        _validate_program(opts.train)
+    else:
+        validate_training_args(**opts.train)
     validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold)
     validate_export_args(serving_model_name=opts.serving_model_name or definition.serving_model_name)
+
+
+def _shard_default(name: str) -> Any:
+    """A parameter's default in the shard step (the `program` pipeline passes no seed)."""
+    import inspect
+
+    from kfdist.components.shard_dataset.component import shard_dataset
+
+    return inspect.signature(shard_dataset.python_func).parameters[name].default
 
 
 def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
@@ -148,7 +222,8 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
     options = validate_options(
         source_format=shard["source_format"], label_column=shard.get("label_column", "label"),
         num_shards=opts.num_shards, num_eval_shards=None, eval_fraction=opts.eval_fraction,
-        split=opts.split, seed=opts.train["seed"], compression=None, image_shape=None,
+        split=opts.split, seed=opts.train.get("seed", _shard_default("seed")),
+        compression=None, image_shape=None,
         shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER, runner=opts.shard_runner,
         exclude_columns=shard.get("exclude_columns"), keep_columns=shard.get("keep_columns"))
     pipeline_options(opts.beam_options)
@@ -196,8 +271,8 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
     output_dir = os.path.abspath(opts.output_dir)
     source_uri = opts.source_uri
     if source_uri is None:
-        source_uri = os.path.join(output_dir, "data", opts.pipeline)
-        source_uri = SAMPLES[opts.pipeline](source_uri).get("path", source_uri)
+        source_uri = os.path.join(output_dir, "data", opts.sample)
+        source_uri = SAMPLES[opts.sample](source_uri).get("path", source_uri)
     export_base = opts.export_base or os.path.join(output_dir, "serving")
     local.init(runner=local.SubprocessRunner(use_venv=False),
                pipeline_root=os.path.join(output_dir, PIPELINE_ROOT_DIR), raise_on_error=True,
@@ -232,6 +307,12 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
 
 def _headline(opts: RunOptions, output_dir: str) -> str:
     train = opts.train
+    if opts.runs_a_program:
+        import shlex
+
+        return (f"kfdist run program: {train['framework']}, {train['workers']} worker(s)"
+                + (f", {train['ps']} ps" if train["ps"] else "")
+                + f" running `{shlex.join(train['command'])}` -> {output_dir}")
     replicas = f"{train['workers']} worker(s)" + (f", {train['ps']} ps" if train["ps"] else "")
     model = train["model_name"] or "the data's default model"
     return (f"kfdist run {opts.pipeline}: {train['strategy']}, {replicas}, {train['epochs']} "
@@ -257,12 +338,13 @@ def _summarise(outputs, opts: RunOptions, source_uri: str, export_base: str,
                output_dir: str, wall_seconds: float) -> Dict[str, Any]:
     train_metrics = dict(outputs["training_metrics"].metadata)
     train = opts.train
-    return {
-        "pipeline": opts.pipeline,
-        "data": source_uri,
-        "output_dir": output_dir,
-        "logs_dir": os.path.join(output_dir, LOGS_DIR),
-        "train": {
+    if opts.runs_a_program:
+        trained = {**{k: train[k] for k in ("framework", "command", "workers", "ps",
+                                            "restart_policy")},
+                   "seconds": train_metrics.get("training_seconds"),
+                   "restarts": train_metrics.get("restarts")}
+    else:
+        trained = {
             **{k: train[k] for k in ("backend", "strategy", "workers", "ps", "restart_policy",
                                      "model_name", "epochs")},
             "final_loss": train_metrics.get("final_loss"),
@@ -272,7 +354,13 @@ def _summarise(outputs, opts: RunOptions, source_uri: str, export_base: str,
             "seconds": train_metrics.get("training_seconds"),
             "input_bound_fraction": train_metrics.get("input_bound_fraction"),
             "restarts": train_metrics.get("restarts"),
-        },
+        }
+    return {
+        "pipeline": opts.pipeline,
+        "data": source_uri,
+        "output_dir": output_dir,
+        "logs_dir": os.path.join(output_dir, LOGS_DIR),
+        "train": trained,
         "eval": {"accuracy": outputs["evaluation_metrics"].metadata["accuracy"],
                  "threshold": opts.accuracy_threshold},
         "blessed": bool(outputs["blessed"]),
