@@ -279,10 +279,11 @@ def test_horovod_ssh_client_and_server_agree():
     assert "/etc/ssh/sshd_config.d/" in dockerfile and "/etc/ssh/ssh_config.d/" in dockerfile
 
 
-@pytest.mark.skipif(not Path("/usr/sbin/sshd").exists() or not shutil.which("ssh-keygen"),
-                    reason="OpenSSH server not installed here")
 def test_horovod_sshd_config_is_accepted_by_a_non_root_sshd():
     """`sshd -t`, run as a non-root user as in the pod, accepts the drop-in."""
+    assert Path("/usr/sbin/sshd").exists() and shutil.which("ssh-keygen"), (
+        "the OpenSSH server is missing: the test set-up installs it (`apt-get install "
+        "openssh-server`, as .ci/system-packages.sh does)")
     # Not tmp_path: its parents are private to root, and sshd runs as nobody here.
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
@@ -294,8 +295,7 @@ def test_horovod_sshd_config_is_accepted_by_a_non_root_sshd():
         command = ["/usr/sbin/sshd", "-t", "-f", str(config)]
         if os.geteuid() == 0:
             # As root sshd wants its privilege-separation directory; the pod runs it as uid 1000.
-            if not shutil.which("setpriv"):
-                pytest.skip("running as root without setpriv")
+            assert shutil.which("setpriv"), "setpriv (util-linux) is missing: it runs sshd as nobody"
             work.chmod(0o755)
             for path in (config, key):
                 path.chmod(0o644)  # the operator mounts the key files 0644, owned by root

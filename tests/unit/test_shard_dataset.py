@@ -386,21 +386,20 @@ def _return_free_heap_to_os() -> None:
 
 
 def _peak_memory_of_sharding(source: str, out: str) -> tuple:
-    """`(peak Python heap bytes, peak RSS bytes or None)` while sharding `source`."""
-    rss_resettable = os.access("/proc/self/clear_refs", os.W_OK)
-    if rss_resettable:
-        gc.collect()
-        _return_free_heap_to_os()
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # resets the peak RSS (VmHWM) of this process
+    """`(peak Python heap bytes, peak RSS bytes)` while sharding `source`."""
+    assert os.access("/proc/self/clear_refs", os.W_OK), (
+        "/proc/self/clear_refs is not writable: the peak RSS cannot be reset, so it cannot be "
+        "measured per run (Linux with procfs needed)")
+    gc.collect()
+    _return_free_heap_to_os()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets the peak RSS (VmHWM) of this process
     tracemalloc.start()
     try:
         runtime.shard(source, out, num_shards=2, shuffle_buffer_size=256, log=quiet)
         python_peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    if not rss_resettable:
-        return python_peak, None
     status = open("/proc/self/status").read()
     return python_peak, int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) * 1024
 
@@ -417,8 +416,7 @@ def test_memory_does_not_grow_with_the_dataset(tmp_path):
     # Holding the 4n extra examples would cost over 16 MB (4n records of ~830 bytes);
     # measured growth: < 0.1 MB of Python heap, 2-5 MB of RSS (TensorFlow's own buffers).
     assert heap_5x - heap_1x < 2 * 2 ** 20, (heap_1x, heap_5x)
-    if rss_1x is not None:
-        assert rss_5x - rss_1x < 10 * 2 ** 20, (rss_1x, rss_5x)
+    assert rss_5x - rss_1x < 10 * 2 ** 20, (rss_1x, rss_5x)
 
 
 # ----------------------------------------------------------------------------- gs://

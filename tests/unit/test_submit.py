@@ -6,7 +6,6 @@ makes; nothing in kfp is patched. Bad input must fail before any request.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
@@ -14,7 +13,7 @@ import pytest
 import yaml
 
 from kfdist import cli
-from kfdist.submit import (EXIT_TIMEOUT, SubmitResult, add_submit_parser, parse_param_value,
+from kfdist.submit import (EXIT_TIMEOUT, SubmitResult, parse_param_value,
                            submit_pipeline)
 from fakes.kfp_server import API
 
@@ -24,18 +23,8 @@ FAST = ["--poll-interval", "0.02"]
 
 
 @pytest.fixture
-def kfdist_main(monkeypatch):
-    """`kfdist.cli.main`, with `submit` registered if the CLI does not have it yet."""
-    build = cli.build_parser
-
-    def build_with_submit():
-        parser = build()
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        if "submit" not in sub.choices:
-            add_submit_parser(sub)
-        return parser
-
-    monkeypatch.setattr(cli, "build_parser", build_with_submit)
+def kfdist_main():
+    """`kfdist submit ...` through the real CLI's entry point."""
     return lambda *argv: cli.main(["submit", *argv])
 
 

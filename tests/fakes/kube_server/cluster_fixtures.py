@@ -5,11 +5,9 @@ dataset on the GCS emulator. Registered by tests/conftest.py."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any, Dict, List
 
-import kubernetes
 import pytest
 
 from fakes.kube_server.process_operator import ProcessOperator
@@ -99,26 +97,16 @@ def cluster(gcs_emulator, tmp_path, monkeypatch, cluster_operator):
     server = KubeServer().start()
     install_trainer(server.store)
     operator = cluster_operator(server.store)
-    # The kubernetes client reads KUBECONFIG when it is imported (long before this test), so
-    # this process finds the file as ~/.kube/config; the step run as a subprocess (and any
-    # real step) finds it through KUBECONFIG.
-    home = tmp_path / "home"
-    (home / ".kube").mkdir(parents=True)
-    kubeconfig = _write_kubeconfig(str(home / ".kube" / "config"), server.url)
-    monkeypatch.setenv("HOME", str(home))
+    # kfdist reads KUBECONFIG when it connects (`KubeApi.from_environment`), in this process
+    # and in the step run as a subprocess alike, so whatever the caller's environment held, the
+    # tests reach this server only.
+    kubeconfig = _write_kubeconfig(str(tmp_path / "kubeconfig"), server.url)
     monkeypatch.setenv("KUBECONFIG", kubeconfig)
-    default = kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION
-    if os.path.expanduser(default) != kubeconfig:  # never let a test reach a real cluster
-        operator.stop()
-        server.stop()
-        pytest.skip(f"KUBECONFIG={default} was set when kubernetes was imported")
     try:
         yield Cluster(server, operator, kubeconfig)
     finally:
         operator.stop()
         server.stop()
-        # load_kube_config() set the client's process-wide default configuration.
-        kubernetes.client.Configuration.set_default(None)
     if isinstance(operator, ProcessOperator):
         assert operator.running_pids() == []
         assert not [pid for pid in operator.pids() if is_running(pid)]

@@ -35,6 +35,9 @@ STEP_POD_FIELDS = ((POD_NAME_ENV, "metadata.name"), (POD_UID_ENV, "metadata.uid"
 _CALL_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for one ordinary call
 _WATCH_IDLE_MARGIN = 10.0  # read timeout beyond a watch's own server-side timeout
 
+#: The kubeconfig read when `KUBECONFIG` is unset, as kubectl reads it.
+DEFAULT_KUBECONFIG = "~/.kube/config"
+
 
 class KubeApi:
     """Typed access to the jobs, pods, logs and events kfdist needs."""
@@ -51,12 +54,22 @@ class KubeApi:
 
     @classmethod
     def from_environment(cls) -> "KubeApi":
-        """Loads the in-cluster service account, else the local kubeconfig."""
+        """Loads the in-cluster service account, else the local kubeconfig.
+
+        The kubeconfig is the one `KUBECONFIG` names when this is called (a
+        `:`-separated list is merged, as kubectl does), else `~/.kube/config`;
+        the `kubernetes` package alone would read `KUBECONFIG` once, when it
+        is imported. The configuration is this client's own, not the
+        process-wide default.
+        """
+        configuration = k8s.Configuration()
         try:
-            k8s_config.load_incluster_config()
+            k8s_config.load_incluster_config(client_configuration=configuration)
         except k8s_config.ConfigException:
-            k8s_config.load_kube_config()
-        return cls(k8s.ApiClient())
+            k8s_config.load_kube_config(
+                config_file=os.environ.get("KUBECONFIG") or os.path.expanduser(DEFAULT_KUBECONFIG),
+                client_configuration=configuration)
+        return cls(k8s.ApiClient(configuration))
 
     @classmethod
     def from_environment_if_any(cls) -> Optional["KubeApi"]:
