@@ -36,8 +36,8 @@ def _add_run(sub) -> None:
     from kfdist.step_flags import add_step_flags
 
     from kfdist.components.shard_dataset.splits import SPLIT_METHODS
-    from kfdist.components.launch_program.program_job import FRAMEWORKS
     from kfdist.pipelines.registry import SHIPPED_PIPELINES
+    from kfdist.run_program import add_program_flags
 
     p = sub.add_parser("run", help="run a pipeline locally with kfp.local")
     p.add_argument("pipeline", choices=SHIPPED_PIPELINES,
@@ -82,16 +82,7 @@ def _add_run(sub) -> None:
     # cluster KUBECONFIG (or the in-cluster config) names. KFP itself sets run_id and task_name.
     add_step_flags(p, include=lambda param: param.name not in ("run_id", "task_name"),
                    defaults_from="the pipeline's")
-    program = p.add_argument_group("the program pipeline (your own training program, as "
-                                   "kfdist launch runs it)")
-    program.add_argument("--command", dest="program_command", default=argparse.SUPPRESS,
-                         help="your program and its arguments, as a shell would split them, e.g. "
-                              "'python train.py --epochs 4'")
-    program.add_argument("--framework", choices=FRAMEWORKS, default=argparse.SUPPRESS,
-                         help="tensorflow (TF_CONFIG) or pytorch (MASTER_ADDR, RANK, ...) "
-                              "(default: tensorflow)")
-    program.add_argument("--procs-per-worker", type=int, default=argparse.SUPPRESS,
-                         help="PyTorch processes per node (default: 1)")
+    add_program_flags(p)
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="run every step, even the shard step whose output an earlier run with "
                         "the same data and parameters left")
@@ -130,7 +121,9 @@ def _cmd_sample_data(args) -> int:
 def _cmd_run(args) -> int:
     import shlex
 
-    from kfdist.local_run import PROGRAM_ONLY_SETTINGS, RunOptions, format_summary, run_pipeline
+    from kfdist.local_run import RunOptions, run_pipeline
+    from kfdist.run_program import PROGRAM_ONLY_SETTINGS
+    from kfdist.run_summary import format_summary
     from kfdist.step_flags import step_values
 
     training = step_values(args)

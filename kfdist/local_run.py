@@ -16,17 +16,11 @@ import os
 import time
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from kfdist import run_program, run_summary
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
+from kfdist.run_summary import LOGS_DIR, SUMMARY_FILE  # noqa: F401  (part of this module's API)
 
-SUMMARY_FILE = "summary.json"
-LOGS_DIR = "logs"
 PIPELINE_ROOT_DIR = "pipeline_root"
-#: The export step's task and its record output, read back for the summary.
-EXPORT_TASK, EXPORT_RECORD = "export-saved-model", "export"
-#: The sample the `program` pipeline runs on when no source is given.
-SAMPLE_OF_PROGRAM = "mnist"
-#: What `kfdist run` takes for the `program` pipeline beside the training flags they share.
-PROGRAM_ONLY_SETTINGS = ("command", "framework", "procs_per_worker")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,8 +66,8 @@ class RunOptions:
         from kfdist.components.train_distributed.job import step_params, strategy_rules
 
         if self.runs_a_program:
-            return _program_training(self.definition, self.training)
-        _refuse_program_settings(self.pipeline, self.training)
+            return run_program.program_training(self.definition, self.training)
+        run_program.refuse_program_settings(self.pipeline, self.training)
         values = step_params.complete({**self.definition.train_defaults, **self.training})
         values.update(strategy_rules.strategy_defaults(values["strategy"], values["ps"],
                                                values["restart_policy"], values["workers"] or None))
@@ -96,7 +90,7 @@ class RunOptions:
     @property
     def sample(self) -> str:
         """The bundled sample the pipeline runs on without `source_uri`."""
-        return SAMPLE_OF_PROGRAM if self.runs_a_program else self.pipeline
+        return run_program.SAMPLE_OF_PROGRAM if self.runs_a_program else self.pipeline
 
     @property
     def source_args(self) -> Dict[str, Any]:
@@ -129,46 +123,6 @@ def pipeline_training_params() -> Tuple[str, ...]:
     return tuple(p.name for p in TRAIN_PARAMS)
 
 
-def _refuse_program_settings(pipeline: str, training: Mapping[str, Any]) -> None:
-    given = [name for name in PROGRAM_ONLY_SETTINGS if name in training]
-    if given:
-        raise InvalidInputError(
-            f"--{given[0].replace('_', '-')} applies to the program pipeline (your own training "
-            f"program), not to {pipeline!r}, which trains kfdist's models")
-
-
-def _program_training(definition, training: Mapping[str, Any]) -> Dict[str, Any]:
-    """The `train_program` step's parameters: those given, else the step's defaults.
-
-    Raises:
-      InvalidInputError: On a training flag the step does not take, or no command.
-    """
-    from kfdist.pipelines.pipeline_factory import train_params
-
-    params = {p.name: p for p in train_params(definition)}
-    unknown = sorted(set(training) - set(params))
-    if unknown:
-        raise InvalidInputError(
-            f"--{unknown[0].replace('_', '-')} applies to kfdist's models, not to your own "
-            f"program; the program pipeline takes "
-            f"{', '.join('--' + n.replace('_', '-') for n in params)}")
-    if not training.get("command"):
-        raise InvalidInputError("the program pipeline needs your program: pass --command "
-                                "'python train.py ...'")
-    return {name: training.get(name, p.default) for name, p in params.items()}
-
-
-def _validate_program(training: Mapping[str, Any]) -> None:
-    from kfdist.components.launch_program.program_job import ProgramJob, check_local_command
-
-    ProgramJob(framework=training["framework"], command=tuple(training["command"]),
-               workers=training["workers"], ps=training["ps"], chief=training["chief"],
-               evaluator=training["evaluator"], procs_per_worker=training["procs_per_worker"],
-               restart_policy=training["restart_policy"],
-               backoff_limit=training["backoff_limit"]).validate()
-    check_local_command(tuple(training["command"]))
-
-
 def validate_run_options(opts: RunOptions) -> None:
     """Checks every option, and a local source's files, before anything is written.
 
@@ -190,7 +144,7 @@ def validate_run_options(opts: RunOptions) -> None:
             raise InvalidInputError(f"--data {opts.source_uri!r}: nothing exists there")
     _check_shard_settings(opts, shard)
     if opts.runs_a_program:
-        _validate_program(opts.train)
+        run_program.validate_program(opts.train)
     else:
         validate_training_args(**opts.train)
     validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold)
@@ -278,7 +232,7 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
                pipeline_root=os.path.join(output_dir, PIPELINE_ROOT_DIR), raise_on_error=True,
                enable_caching=opts.cache)
     console = RunConsole(os.path.join(output_dir, LOGS_DIR), verbose=opts.verbose)
-    print(_headline(opts, output_dir), flush=True)
+    print(run_summary.headline(opts, output_dir), flush=True)
     try:
         with console:
             task = registry.get_pipeline(opts.pipeline)(
@@ -298,86 +252,8 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
                  if console.failed_step else f"; logs: {console.logs_dir}")
         raise TrainingFailedError(
             f"pipeline {opts.pipeline!r} failed in {step}: {err}{where}") from None
-    summary = _summarise(task.outputs, opts, source_uri, export_base, output_dir,
-                         time.monotonic() - start)
-    with open(os.path.join(output_dir, SUMMARY_FILE), "w") as f:
+    summary = run_summary.summarise(task.outputs, opts, source_uri, export_base, output_dir,
+                                    time.monotonic() - start)
+    with open(os.path.join(output_dir, run_summary.SUMMARY_FILE), "w") as f:
         json.dump(summary, f, indent=2, sort_keys=True)
     return summary
-
-
-def _headline(opts: RunOptions, output_dir: str) -> str:
-    train = opts.train
-    if opts.runs_a_program:
-        import shlex
-
-        return (f"kfdist run program: {train['framework']}, {train['workers']} worker(s)"
-                + (f", {train['ps']} ps" if train["ps"] else "")
-                + f" running `{shlex.join(train['command'])}` -> {output_dir}")
-    replicas = f"{train['workers']} worker(s)" + (f", {train['ps']} ps" if train["ps"] else "")
-    model = train["model_name"] or "the data's default model"
-    return (f"kfdist run {opts.pipeline}: {train['strategy']}, {replicas}, {train['epochs']} "
-            f"epochs of {model} -> {output_dir}")
-
-
-def _export_record(outputs) -> Dict[str, Any]:
-    """The export step's record, read from its output beside the training step's.
-
-    The export task runs under `dsl.If(blessed)`, so it is no pipeline output;
-    kfp.local writes every task's outputs under `<pipeline_root>/<run>/<task>/`.
-    """
-    run_dir = os.path.dirname(os.path.dirname(outputs["training_metrics"].path))
-    try:
-        with open(os.path.join(run_dir, EXPORT_TASK, EXPORT_RECORD)) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return {"exported": False, "path": None, "version": None,
-                "reason": "the export step was skipped: the model is not blessed"}
-
-
-def _summarise(outputs, opts: RunOptions, source_uri: str, export_base: str,
-               output_dir: str, wall_seconds: float) -> Dict[str, Any]:
-    train_metrics = dict(outputs["training_metrics"].metadata)
-    train = opts.train
-    if opts.runs_a_program:
-        trained = {**{k: train[k] for k in ("framework", "command", "workers", "ps",
-                                            "restart_policy")},
-                   "seconds": train_metrics.get("training_seconds"),
-                   "restarts": train_metrics.get("restarts")}
-    else:
-        trained = {
-            **{k: train[k] for k in ("backend", "strategy", "workers", "ps", "restart_policy",
-                                     "model_name", "epochs")},
-            "final_loss": train_metrics.get("final_loss"),
-            "final_accuracy": train_metrics.get("final_accuracy"),
-            "final_val_accuracy": train_metrics.get("final_val_accuracy"),
-            "examples_per_second": train_metrics.get("examples_per_second"),
-            "seconds": train_metrics.get("training_seconds"),
-            "input_bound_fraction": train_metrics.get("input_bound_fraction"),
-            "restarts": train_metrics.get("restarts"),
-        }
-    return {
-        "pipeline": opts.pipeline,
-        "data": source_uri,
-        "output_dir": output_dir,
-        "logs_dir": os.path.join(output_dir, LOGS_DIR),
-        "train": trained,
-        "eval": {"accuracy": outputs["evaluation_metrics"].metadata["accuracy"],
-                 "threshold": opts.accuracy_threshold},
-        "blessed": bool(outputs["blessed"]),
-        "export": {"base": export_base, **_export_record(outputs)},
-        "wall_seconds": round(wall_seconds, 2),
-    }
-
-
-def format_summary(summary: Dict[str, Any]) -> str:
-    """A few lines a person reads at the end of `kfdist run`."""
-    evaluation, export = summary["eval"], summary["export"]
-    verdict = "blessed" if summary["blessed"] else "not blessed"
-    lines = [f"held-out accuracy {evaluation['accuracy']:.4f} (threshold "
-             f"{evaluation['threshold']}): {verdict}"]
-    lines.append(f"model exported to {export['path']}" if export.get("exported")
-                 else f"not exported: {export.get('reason')}")
-    lines.append(f"done in {summary['wall_seconds']:.1f}s; summary: "
-                 f"{os.path.join(summary['output_dir'], SUMMARY_FILE)}; every step's log: "
-                 f"{summary['logs_dir']}/")
-    return "\n".join(lines)

@@ -34,9 +34,7 @@ STEP_POD_FIELDS = ((POD_NAME_ENV, "metadata.name"), (POD_UID_ENV, "metadata.uid"
                    (POD_NAMESPACE_ENV, "metadata.namespace"))
 _CALL_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for one ordinary call
 _WATCH_IDLE_MARGIN = 10.0  # read timeout beyond a watch's own server-side timeout
-
-#: The kubeconfig read when `KUBECONFIG` is unset, as kubectl reads it.
-DEFAULT_KUBECONFIG = "~/.kube/config"
+DEFAULT_KUBECONFIG = "~/.kube/config"  # read when `KUBECONFIG` is unset, as kubectl does
 
 
 class KubeApi:
@@ -54,14 +52,9 @@ class KubeApi:
 
     @classmethod
     def from_environment(cls) -> "KubeApi":
-        """Loads the in-cluster service account, else the local kubeconfig.
-
-        The kubeconfig is the one `KUBECONFIG` names when this is called (a
-        `:`-separated list is merged, as kubectl does), else `~/.kube/config`;
-        the `kubernetes` package alone would read `KUBECONFIG` once, when it
-        is imported. The configuration is this client's own, not the
-        process-wide default.
-        """
+        """The in-cluster service account, else the kubeconfig `KUBECONFIG` names now (a
+        `:`-separated list merged, as kubectl does) or `~/.kube/config`, into this client's
+        own configuration (the `kubernetes` package reads `KUBECONFIG` once, at import)."""
         configuration = k8s.Configuration()
         try:
             k8s_config.load_incluster_config(client_configuration=configuration)

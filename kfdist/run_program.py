@@ -1,0 +1,81 @@
+"""`kfdist run program`: the training settings of the program pipeline (your own program).
+
+`kfdist run` shares its training flags with kfdist's own pipelines where they
+mean the same (`--workers`, `--ps`, `--restart-policy`, ...); these helpers
+keep the two apart and check a program before the pipeline starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Dict, Mapping
+
+from kfdist.components.common.errors import InvalidInputError
+
+#: The sample the `program` pipeline runs on when no source is given.
+SAMPLE_OF_PROGRAM = "mnist"
+#: What `kfdist run` takes for the `program` pipeline beside the training flags they share.
+PROGRAM_ONLY_SETTINGS = ("command", "framework", "procs_per_worker")
+
+
+def add_program_flags(parser: argparse.ArgumentParser) -> None:
+    """Adds `kfdist run`'s flags of the program pipeline (left out of the parsed arguments
+    when not given, so the step's defaults apply)."""
+    from kfdist.components.launch_program.program_job import FRAMEWORKS
+
+    program = parser.add_argument_group("the program pipeline (your own training program, as "
+                                        "kfdist launch runs it)")
+    program.add_argument("--command", dest="program_command", default=argparse.SUPPRESS,
+                         help="your program and its arguments, as a shell would split them, e.g. "
+                              "'python train.py --epochs 4'")
+    program.add_argument("--framework", choices=FRAMEWORKS, default=argparse.SUPPRESS,
+                         help="tensorflow (TF_CONFIG) or pytorch (MASTER_ADDR, RANK, ...) "
+                              "(default: tensorflow)")
+    program.add_argument("--procs-per-worker", type=int, default=argparse.SUPPRESS,
+                         help="PyTorch processes per node (default: 1)")
+
+
+def refuse_program_settings(pipeline: str, training: Mapping[str, Any]) -> None:
+    """Raises `InvalidInputError` when a program-only setting is given to another pipeline."""
+    given = [name for name in PROGRAM_ONLY_SETTINGS if name in training]
+    if given:
+        raise InvalidInputError(
+            f"--{given[0].replace('_', '-')} applies to the program pipeline (your own training "
+            f"program), not to {pipeline!r}, which trains kfdist's models")
+
+
+def program_training(definition, training: Mapping[str, Any]) -> Dict[str, Any]:
+    """The `train_program` step's parameters: those given, else the step's defaults.
+
+    Raises:
+      InvalidInputError: On a training flag the step does not take, or no command.
+    """
+    from kfdist.pipelines.pipeline_factory import train_params
+
+    params = {p.name: p for p in train_params(definition)}
+    unknown = sorted(set(training) - set(params))
+    if unknown:
+        raise InvalidInputError(
+            f"--{unknown[0].replace('_', '-')} applies to kfdist's models, not to your own "
+            f"program; the program pipeline takes "
+            f"{', '.join('--' + n.replace('_', '-') for n in params)}")
+    if not training.get("command"):
+        raise InvalidInputError("the program pipeline needs your program: pass --command "
+                                "'python train.py ...'")
+    return {name: training.get(name, p.default) for name, p in params.items()}
+
+
+def validate_program(training: Mapping[str, Any]) -> None:
+    """Checks the program job the settings describe, and that its command exists here.
+
+    Raises:
+      InvalidInputError: Naming the first bad value.
+    """
+    from kfdist.components.launch_program.program_job import ProgramJob, check_local_command
+
+    ProgramJob(framework=training["framework"], command=tuple(training["command"]),
+               workers=training["workers"], ps=training["ps"], chief=training["chief"],
+               evaluator=training["evaluator"], procs_per_worker=training["procs_per_worker"],
+               restart_policy=training["restart_policy"],
+               backoff_limit=training["backoff_limit"]).validate()
+    check_local_command(tuple(training["command"]))
