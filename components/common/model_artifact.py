@@ -11,7 +11,10 @@ Layout of a model directory::
     training_report.json    # TrainingReport: strategy, replicas, final metrics, throughput
     eval_predictions.npz    # the leader's scoring of saved_model on the eval split, keyed by
                             # fingerprints of both (`eval_predictions`)
-    checkpoints/            # the chief's latest weights checkpoint (overwritten each epoch)
+    checkpoints/            # the chief's latest weights checkpoint (overwritten each epoch),
+                            # ckpt.epoch.json: the epoch it holds (and, while a side-car
+                            # evaluator runs, pending/epoch-<n>/: each epoch's copy it has
+                            # not evaluated yet)
     backup/                 # only while training runs or after it was interrupted: the
                             # state (weights, optimizer, epoch) a restarted job resumes from
 
@@ -38,6 +41,12 @@ EPOCH_SECONDS = "seconds"
 VALIDATION_SECONDS = "validation_seconds"
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_PREFIX = "ckpt"
+#: Beside the checkpoint: `{"epoch": n, "index_sha256": ...}`, the epoch whose weights the
+#: checkpoint with that index holds (written by the chief after each save).
+CHECKPOINT_EPOCH_FILE = "ckpt.epoch.json"
+#: With a side-car evaluator: `checkpoints/pending/epoch-<n>/ckpt`, a copy of each epoch's
+#: checkpoint kept until the evaluator evaluated it, so that none is skipped.
+PENDING_CHECKPOINTS_DIR = "pending"
 BACKUP_DIR = "backup"
 #: What training leaves before it finishes: a run holding only these can be resumed.
 TRAINING_STATE_ENTRIES = (BACKUP_DIR, CHECKPOINTS_DIR, HISTORY_FILE)
@@ -89,6 +98,9 @@ class TrainingReport:
         (0 when the run started from scratch).
       restarts: Replica restarts the backend made (failed replicas restarted
         per the restart policy).
+      evaluations: The side-car evaluator's results, one per checkpoint it
+        evaluated: `{"epoch": n, "loss": ..., "accuracy": ...}` (empty without
+        an evaluator).
     """
 
     backend: str
@@ -106,6 +118,7 @@ class TrainingReport:
     restarts: int = 0
     final_val_loss: Optional[float] = None
     final_val_accuracy: Optional[float] = None
+    evaluations: List[Dict[str, float]] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> str:
         """Serialises to JSON."""

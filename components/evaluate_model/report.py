@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 if TYPE_CHECKING:  # runtime re-exports this module's functions: no import cycle at run time
     from kfdist.components.common.model_artifact import TrainingReport
@@ -42,21 +42,32 @@ def _png_data_uri(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _curves_png(history: Dict[str, List[float]]) -> Optional[str]:
-    """Loss and accuracy per epoch (training and, when recorded, validation)."""
+#: The side-car evaluator's curve, beside the training and validation curves.
+EVALUATOR_LABEL = "evaluator (checkpoints)"
+
+
+def _curves_png(history: Dict[str, List[float]],
+                evaluations: Sequence[Dict[str, float]] = ()) -> Optional[str]:
+    """Loss and accuracy per epoch: training, validation when recorded, and the side-car
+    evaluator's result on each epoch's checkpoint when there was one."""
     from matplotlib.figure import Figure  # Agg canvas, no pyplot state
 
-    panels = [(m, [k for k in (m, f"val_{m}") if history.get(k)]) for m in ("loss", "accuracy")]
-    panels = [(m, keys) for m, keys in panels if keys]
+    panels = [(m, [k for k in (m, f"val_{m}") if history.get(k)],
+               [(e["epoch"], e[m]) for e in evaluations if m in e and "epoch" in e])
+              for m in ("loss", "accuracy")]
+    panels = [(m, keys, evaluated) for m, keys, evaluated in panels if keys or evaluated]
     if not panels:
         return None
     fig = Figure(figsize=(5 * len(panels), 3.4))
-    for i, (metric, keys) in enumerate(panels):
+    for i, (metric, keys, evaluated) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
         for key in keys:
             points = [(e + 1, v) for e, v in enumerate(history[key]) if v is not None]
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
                     label="validation" if key.startswith("val_") else "training")
+        if evaluated:
+            ax.plot([p[0] for p in evaluated], [p[1] for p in evaluated], marker="s",
+                    linestyle="--", label=EVALUATOR_LABEL)
         ax.set_title(metric)
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
@@ -131,7 +142,7 @@ def render_report_html(result: EvaluationResult, history: Dict[str, List[float]]
         _card("threshold", _pct(result.threshold)), "</div>",
         "<h2>Training curves</h2>",
     ]
-    curves = _curves_png(history)
+    curves = _curves_png(history, training_report.evaluations if training_report else ())
     parts.append(f'<img alt="training curves" src="{curves}">' if curves
                  else '<p class="muted">No training history was recorded.</p>')
     parts += ["<h2>Confusion matrix and per-class metrics</h2><div class='row'>",
@@ -155,7 +166,9 @@ def render_report_html(result: EvaluationResult, history: Dict[str, List[float]]
             ("final training accuracy", _pct(r.final_accuracy)),
             ("throughput", f"{r.examples_per_second:,.0f} examples/s"),
             ("wall time", f"{r.wall_seconds:.1f} s"), ("replica processes", len(r.replicas)),
-        ]), "</table>"]
+        ] + ([("side-car evaluator", ", ".join(
+            f"epoch {e['epoch']}: {_pct(e.get('accuracy'))}" for e in r.evaluations))]
+             if r.evaluations else [])), "</table>"]
     parts.append("</body></html>")
     return "\n".join(parts)
 

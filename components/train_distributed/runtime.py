@@ -157,7 +157,9 @@ def assemble_report(job: config.JobConfig, restarts: int = 0) -> model_artifact.
         model_name=job.training.model_name, epochs=int(summary["epochs"]),
         final_loss=float(summary["final_loss"]), final_accuracy=float(summary["final_accuracy"]),
         examples_per_second=float(summary["examples_per_second"]),
-        wall_seconds=float(summary["wall_seconds"]), replicas=replicas)
+        wall_seconds=float(summary["wall_seconds"]), replicas=replicas,
+        evaluations=[{key: e[key] for key in ("epoch", "loss", "accuracy") if key in e}
+                     for e in work_files.read_evaluations(job.work_dir, job.state_uri)])
 
 
 def validate_training_args(**values) -> None:

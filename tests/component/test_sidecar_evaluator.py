@@ -81,3 +81,45 @@ def test_a_checkpoint_that_appears_later_is_evaluated(digits_dataset, tmp_path):
     timer.join()
     assert [r["evaluation"] for r in results] == [1], lines
     assert 0.0 <= results[0]["accuracy"] <= 1.0
+
+
+def _third_line_pixels(png: bytes) -> int:
+    """Pixels in matplotlib's third default line colour (C2, #2ca02c): the evaluator's curve."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    return int((np.abs(rgb - np.array([44, 160, 44])).sum(axis=2) < 40).sum())
+
+
+def test_every_epochs_checkpoint_is_evaluated_and_in_the_report(digits_dataset, tmp_path):
+    """A local job with an evaluator: the chief records each checkpoint's epoch, and waits at the
+    end for the evaluation of the last one; the training report and the HTML report hold them."""
+    import base64
+    import json
+    import re
+    import subprocess
+    import sys
+
+    from kfdist.components.evaluate_model.runtime import evaluate, render_report_html
+
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "kfdist", "train", "--strategy", "multi_worker_mirrored",
+         "--workers", "2", "--evaluator", "--epochs", "3", "--dataset", digits_dataset,
+         "--output", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    model_dir = str(out / "model")
+    report = ma.read_training_report(model_dir)
+    assert [e["epoch"] for e in report.evaluations] == [1, 2, 3], report.evaluations
+    assert all(0.0 <= e["accuracy"] <= 1.0 and e["loss"] > 0 for e in report.evaluations)
+    with open(out / "train-summary.json") as f:
+        assert json.load(f)["training"]["evaluations"] == report.evaluations
+    result = evaluate(model_dir, digits_dataset, log=lambda line: None)
+    page = render_report_html(result, ma.read_history(model_dir), report)
+    curves = base64.b64decode(re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"',
+                                         page)[0])
+    assert _third_line_pixels(curves) > 100  # the evaluator's curve in each panel, and its legend
+    assert "side-car evaluator" in page and "epoch 3: " in page

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import time
 from typing import Callable, Dict, List, Optional
 
@@ -121,6 +123,45 @@ class _EpochsDone(tf.keras.callbacks.Callback):
             write_json(self._path, {"epochs_done": epoch + 1})
 
 
+class CheckpointEpoch(tf.keras.callbacks.Callback):
+    """Records which epoch the checkpoint holds, keyed by the digest of its index.
+
+    Runs after `ModelCheckpoint` saved the epoch's weights: the side-car
+    evaluator takes a checkpoint's epoch from this file only when the digest
+    matches the index it loaded, so it never pairs weights with another epoch.
+    """
+
+    def __init__(self, checkpoints_dir: str, keep_for_evaluator: bool):
+        super().__init__()
+        self._dir = checkpoints_dir
+        self._keep = keep_for_evaluator
+
+    def on_epoch_end(self, epoch, logs=None):
+        index = os.path.join(self._dir, model_artifact.CHECKPOINT_PREFIX + ".index")
+        with open(index, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        write_json(os.path.join(self._dir, model_artifact.CHECKPOINT_EPOCH_FILE),
+                   {"epoch": epoch + 1, "index_sha256": digest})
+        if self._keep:
+            self._keep_for_evaluator(epoch + 1)
+
+    def _keep_for_evaluator(self, epoch: int) -> None:
+        """Copies this epoch's checkpoint files into `pending/epoch-<n>/` (renamed into place
+        whole, so the evaluator never sees a part of it)."""
+        pending = os.path.join(self._dir, model_artifact.PENDING_CHECKPOINTS_DIR)
+        final = os.path.join(pending, f"epoch-{epoch:05d}")
+        staging = os.path.join(pending, f".epoch-{epoch:05d}.tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        os.makedirs(staging)
+        for name in os.listdir(self._dir):
+            if name.startswith(model_artifact.CHECKPOINT_PREFIX + "."):
+                source = os.path.join(self._dir, name)
+                if os.path.isfile(source):  # copied: the next save rewrites the files in place
+                    shutil.copyfile(source, os.path.join(staging, name))
+        shutil.rmtree(final, ignore_errors=True)
+        os.rename(staging, final)
+
+
 def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_batch: int,
                    validation: Optional[Callable[[tf.keras.Model], Dict[str, float]]] = None):
     """The replica's callbacks, its `HistoryWriter` and the backup directory.
@@ -135,9 +176,9 @@ def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_
     """
     training = job.training
     backup_dir = os.path.join(job.model_dir, model_artifact.BACKUP_DIR)
+    checkpoints_dir = os.path.join(job.model_dir, model_artifact.CHECKPOINTS_DIR)
     checkpoint = tf.keras.callbacks.ModelCheckpoint(
-        os.path.join(job.model_dir, model_artifact.CHECKPOINTS_DIR, model_artifact.CHECKPOINT_PREFIX),
-        save_weights_only=True)
+        os.path.join(checkpoints_dir, model_artifact.CHECKPOINT_PREFIX), save_weights_only=True)
     history = HistoryWriter(os.path.join(job.model_dir, model_artifact.HISTORY_FILE), role.leader,
                             validation)
     # The history before the backups: its epoch time is the steps' time, before they are written.
@@ -151,9 +192,11 @@ def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_
                       role.hvd.callbacks.MetricAverageCallback(), history]
         if role.leader:
             callbacks += [tf.keras.callbacks.BackupAndRestore(backup_dir), _EpochsDone(backup_dir),
-                          checkpoint]
+                          checkpoint, CheckpointEpoch(checkpoints_dir, job.job.evaluator)]
     else:
         callbacks += [history, tf.keras.callbacks.BackupAndRestore(backup_dir), checkpoint]
+        if role.leader:
+            callbacks.append(CheckpointEpoch(checkpoints_dir, job.job.evaluator))
     callbacks.append(EpochLogger(training.epochs, steps * global_batch, role.leader, history))
     if job.state_uri and role.leader:
         from kfdist.components.train_distributed.replica import backup_sync

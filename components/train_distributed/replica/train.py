@@ -131,6 +131,12 @@ def _fit_and_report(job: config.JobConfig, role: Role) -> ReplicaOutcome:
     save_model(model, job, role, meta)
     if role.leader:
         _keep_eval_predictions(job, meta)
+        if job.job.evaluator:
+            from kfdist.components.train_distributed.replica import sidecar_evaluator
+
+            sidecar_evaluator.wait_for_final_evaluation(job, training.epochs, log)
+            shutil.rmtree(os.path.join(job.model_dir, model_artifact.CHECKPOINTS_DIR,
+                                       model_artifact.PENDING_CHECKPOINTS_DIR), ignore_errors=True)
         epochs_run = training.epochs - initial_epoch
         write_chief_outputs(job, history_writer.epochs,
                             steps * global_batch * epochs_run / wall if epochs_run else 0.0, wall,
