@@ -8,7 +8,10 @@ keep the two apart and check a program before the pipeline starts.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Dict, Mapping
+import os
+import shutil
+import sys
+from typing import Any, Dict, List, Mapping, Sequence
 
 from kfdist.components.common.errors import InvalidInputError
 
@@ -62,7 +65,39 @@ def program_training(definition, training: Mapping[str, Any]) -> Dict[str, Any]:
     if not training.get("command"):
         raise InvalidInputError("the program pipeline needs your program: pass --command "
                                 "'python train.py ...'")
-    return {name: training.get(name, p.default) for name, p in params.items()}
+    values = {name: training.get(name, p.default) for name, p in params.items()}
+    values["command"] = for_local_runner(values["command"])
+    return values
+
+
+def for_local_runner(command: Sequence[str]) -> List[str]:
+    """`command` as kfp.local's subprocess runner passes it on unchanged.
+
+    That runner replaces the text `python3` in every argument of a step, the
+    step's parameters included, with its own interpreter's path
+    (`kfp.local.subprocess_task_handler.replace_python_executable`). So a
+    program given as this Python's path is passed as `python3`, which the
+    runner turns back into this Python; any other argument holding `python3`
+    would reach the program changed, and is refused.
+
+    Raises:
+      InvalidInputError: If an argument holds `python3` and is not this Python.
+    """
+    out = []
+    for position, argument in enumerate(command):
+        if "python3" not in argument:
+            out.append(argument)
+            continue
+        found = shutil.which(argument) if position == 0 else None
+        if found and os.path.realpath(found) == os.path.realpath(sys.executable):
+            out.append("python3")
+            continue
+        raise InvalidInputError(
+            f"--command argument {argument!r} holds 'python3', which kfp.local's runner replaces "
+            f"with the path of this Python ({sys.executable}) in every step argument; run your "
+            "program with this Python (`python3` or its path) and keep 'python3' out of the "
+            "other arguments, or run it with `kfdist launch`")
+    return out
 
 
 def validate_program(training: Mapping[str, Any]) -> None:

@@ -112,6 +112,9 @@ BAD_INPUTS = {
                                        "--strategy", "horovod"], 2, "--strategy", {}),
     "run: a program that does not exist": (["run", "program", "--command", "/nonexistent/prog"],
                                            2, "'/nonexistent/prog'", {}),
+    "run: an argument kfp.local would rewrite": (
+        ["run", "program", "--command", "python t.py --lib /opt/python3.11/lib"], 2,
+        "'/opt/python3.11/lib'", {}),
     "sample-data: unknown sample": (["sample-data", "nosuch", "--out", "x"], 2, "'nosuch'", {}),
     "sample-data: --out is a file": (["sample-data", "tabular", "--out", "file.txt"], 2,
                                      "'file.txt'", {}),
