@@ -177,6 +177,9 @@ def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_
     training = job.training
     backup_dir = os.path.join(job.model_dir, model_artifact.BACKUP_DIR)
     checkpoints_dir = os.path.join(job.model_dir, model_artifact.CHECKPOINTS_DIR)
+    # Each epoch's copy is kept for an evaluator sharing this directory (the local backend); on a
+    # cluster the evaluator follows the published latest checkpoint, and the last one is awaited.
+    keep_for_evaluator = job.job.evaluator and not job.state_uri
     checkpoint = tf.keras.callbacks.ModelCheckpoint(
         os.path.join(checkpoints_dir, model_artifact.CHECKPOINT_PREFIX), save_weights_only=True)
     history = HistoryWriter(os.path.join(job.model_dir, model_artifact.HISTORY_FILE), role.leader,
@@ -192,11 +195,11 @@ def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_
                       role.hvd.callbacks.MetricAverageCallback(), history]
         if role.leader:
             callbacks += [tf.keras.callbacks.BackupAndRestore(backup_dir), _EpochsDone(backup_dir),
-                          checkpoint, CheckpointEpoch(checkpoints_dir, job.job.evaluator)]
+                          checkpoint, CheckpointEpoch(checkpoints_dir, keep_for_evaluator)]
     else:
         callbacks += [history, tf.keras.callbacks.BackupAndRestore(backup_dir), checkpoint]
         if role.leader:
-            callbacks.append(CheckpointEpoch(checkpoints_dir, job.job.evaluator))
+            callbacks.append(CheckpointEpoch(checkpoints_dir, keep_for_evaluator))
     callbacks.append(EpochLogger(training.epochs, steps * global_batch, role.leader, history))
     if job.state_uri and role.leader:
         from kfdist.components.train_distributed.replica import backup_sync

@@ -20,6 +20,7 @@ no retry cures (denied access), ends the evaluator with the error in its log.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -233,6 +234,9 @@ def run(job: config.JobConfig, log: Callable[[str], None],
             model.load_weights(prefix).expect_partial()
         except (tf.errors.OpError, ValueError, OSError) as e:  # a checkpoint being (up)loaded
             failures.failed("loading the checkpoint", e, version)
+            if job.state_uri:  # fetched mid-upload: fetch it whole again at the next poll
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(prefix + ".index")
             time.sleep(POLL_SECONDS)  # `seen` is left as it was: the same version is read again
             continue
         if _checkpoint_version(prefix) != version:  # replaced while it loaded: load the new one
