@@ -13,9 +13,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 __version__ = "0.1.0"
 
+#: Where kfdist's images are published (containers/build.sh; `--registry` points elsewhere).
+DEFAULT_REGISTRY = "ghcr.io/kfdist"
 #: The component runtime image the compiled pipelines reference (see containers/).
-RUNTIME_IMAGE = f"ghcr.io/kfdist/kfdist-runtime:{__version__}"
+RUNTIME_IMAGE = f"{DEFAULT_REGISTRY}/kfdist-runtime:{__version__}"
 #: The MPIJob image (OpenMPI, sshd, Horovod; user `mpiuser`), see containers/horovod.
-HOROVOD_IMAGE = f"ghcr.io/kfdist/kfdist-horovod:{__version__}"
+HOROVOD_IMAGE = f"{DEFAULT_REGISTRY}/kfdist-horovod:{__version__}"
 #: Where the MPI Operator mounts the SSH keys in HOROVOD_IMAGE (its non-root user's home).
 HOROVOD_IMAGE_SSH_DIR = "/home/mpiuser/.ssh"

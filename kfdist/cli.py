@@ -105,7 +105,28 @@ def _add_compile(sub) -> None:
     p.add_argument("--out-dir", default=".",
                    help="directory for <pipeline>.yaml, created when missing (default: the "
                         "current directory)")
+    add_image_flags(p)
     p.set_defaults(func=_cmd_compile)
+
+
+def add_image_flags(parser) -> None:
+    """Adds --registry and --tag (where kfdist's images are published) to `parser`."""
+    parser.add_argument("--registry", default=None, metavar="REGISTRY",
+                        help="registry and namespace of kfdist's images, as `containers/build.sh "
+                             "--registry` pushed them (default: ghcr.io/kfdist)")
+    parser.add_argument("--tag", default=None, metavar="TAG",
+                        help="tag of kfdist's images (default: kfdist's version)")
+
+
+def image_target(args):
+    """(registry, tag) from --registry/--tag, checked; None when neither is given."""
+    from kfdist import DEFAULT_REGISTRY
+    from kfdist.images import check_registry, check_tag
+
+    if args.registry is None and args.tag is None:
+        return None
+    return (check_registry(args.registry if args.registry is not None else DEFAULT_REGISTRY),
+            check_tag(args.tag) if args.tag is not None else None)
 
 
 def _cmd_sample_data(args) -> int:
@@ -149,9 +170,10 @@ def _cmd_compile(args) -> int:
     from kfdist.out_dirs import make_out_dir
 
     out_dir = args.out_dir
+    target = image_target(args)
     make_out_dir(out_dir, "--out-dir")
     for name in sorted(registry.pipelines()):
-        print(registry.compile_pipeline(name, out_dir))
+        print(registry.compile_pipeline(name, out_dir, images=target))
     return 0
 
 

@@ -57,6 +57,9 @@ def add_render_parser(subparsers) -> argparse.ArgumentParser:
                    help="Kubeflow Trainer release the TrainJob is for (the step reads it from the "
                         "cluster's CRD); default: %(default)s")
     add_step_flags(p)
+    from kfdist.cli import add_image_flags
+
+    add_image_flags(p)
     p.set_defaults(func=run_render)
     return p
 
@@ -100,7 +103,12 @@ def run_render(args: argparse.Namespace) -> int:
     Raises:
       InvalidInputError: On bad input (the `kfdist` CLI prints it and exits 2).
     """
-    body, job, layout, dataset_uri = render_from_args(args)
+    from kfdist.cli import image_target
+    from kfdist.images import images_from
+
+    registry, tag = image_target(args) or (None, None)
+    with images_from(registry, tag):
+        body, job, layout, dataset_uri = render_from_args(args)
     if args.stage:
         from kfdist.components.train_distributed.kubernetes import backend
 

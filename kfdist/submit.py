@@ -216,13 +216,40 @@ def add_submit_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL_S,
                    metavar="SECONDS", help="with --wait: seconds between polls "
                                            "(default: %(default)s)")
+    from kfdist.cli import add_image_flags
+
+    add_image_flags(p)
     p.add_argument("--existing-token", default=None, metavar="TOKEN",
                    help=f"bearer token for the API (default: ${TOKEN_ENV}; prefer the variable)")
     p.set_defaults(func=_cmd_submit)
     return p
 
 
+def _retargeted_copy(package: str, registry: str, tag: Optional[str]) -> str:
+    """A copy of `package` whose kfdist images are `registry`'s (a temporary file, kept until
+    the process ends, named as the package so the run's pipeline keeps its name)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from kfdist.images import retarget_pipeline
+
+    try:
+        with open(package) as f:
+            text = retarget_pipeline(f.read(), registry, tag)
+    except OSError as err:
+        raise InvalidInputError(f"cannot read the pipeline {package!r}: {err.strerror}") from None
+    folder = tempfile.mkdtemp(prefix="kfdist-submit-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, os.path.basename(package))
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def _cmd_submit(args) -> int:
+    from kfdist.cli import image_target
+
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
@@ -230,8 +257,12 @@ def _cmd_submit(args) -> int:
     token = args.existing_token or os.environ.get(TOKEN_ENV) or None
     if args.timeout is not None and not args.wait:
         raise InvalidInputError("--timeout only applies with --wait")
+    package = args.package
+    target = image_target(args)
+    if target is not None:
+        package = _retargeted_copy(args.package, *target)
     result = submit_pipeline(
-        args.package, args.host, params, experiment=args.experiment, run_name=args.run_name,
+        package, args.host, params, experiment=args.experiment, run_name=args.run_name,
         namespace=args.namespace, wait=args.wait, timeout=args.timeout, token=token, log=log,
         poll_interval=args.poll_interval)
     print(json.dumps(dataclasses.asdict(result), sort_keys=True), flush=True)

@@ -50,11 +50,28 @@ def compiled_path(name: str, out_dir: str = PIPELINES_DIR) -> str:
     return os.path.join(out_dir, f"{name}.yaml")
 
 
-def compile_pipeline(name: str, out_dir: str = PIPELINES_DIR) -> str:
-    """Compiles pipeline `name` to `<out_dir>/<name>.yaml` and returns that path."""
+def compile_pipeline(name: str, out_dir: str = PIPELINES_DIR, images=None) -> str:
+    """Compiles pipeline `name` to `<out_dir>/<name>.yaml` and returns that path.
+
+    Args:
+      name: A shipped pipeline's name.
+      out_dir: Directory of the YAML.
+      images: `(registry, tag)` of kfdist's images (tag None: kfdist's version), or None for
+        kfdist's published ones (see `kfdist.images.retarget_pipeline`).
+
+    Returns:
+      The path of the YAML written.
+    """
     from kfp import compiler
 
     path = compiled_path(name, out_dir)
     os.makedirs(out_dir, exist_ok=True)
     compiler.Compiler().compile(get_pipeline(name), package_path=path)
+    if images is not None:
+        from kfdist.images import retarget_pipeline
+
+        with open(path) as f:
+            text = retarget_pipeline(f.read(), *images)
+        with open(path, "w") as f:
+            f.write(text)
     return path

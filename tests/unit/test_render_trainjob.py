@@ -160,7 +160,7 @@ def test_runtimes_are_what_the_step_expects(name):
     for job in jobs.values():
         container = job["template"]["spec"]["template"]["spec"]["containers"][0]
         assert container["name"] == runtimes.NODE_CONTAINER
-        assert container["image"] == runtimes.RUNTIME_IMAGES[name]
+        assert container["image"] == f"{kfdist.DEFAULT_REGISTRY}/kfdist-{runtimes.RUNTIME_IMAGE_NAMES[name]}:{kfdist.__version__}"
 
 
 def test_the_tensorflow_runtime_gives_replicas_their_identity_and_the_exit_code_policy():

@@ -113,13 +113,14 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
     run_id = options.run_id or DEFAULT_RUN_ID
     task_name = options.task_name or DEFAULT_TASK_NAME
     image = options.image_for(job.training.strategy)
-    from kfdist import HOROVOD_IMAGE, HOROVOD_IMAGE_SSH_DIR
+    from kfdist import HOROVOD_IMAGE_SSH_DIR
+    from kfdist.images import image as kfdist_image
 
     mpi = job.job.backend == strategy_rules.MPIJOB_BACKEND  # a TrainJob's runtime mounts the keys
     return ClusterJobSpec(
         name=name, namespace=namespace, layout=job.job, strategy=job.training.strategy,
         image=image, command=tuple(replica_command(work_uri)), resources=resources,
-        ssh_auth_mount_path=HOROVOD_IMAGE_SSH_DIR if mpi and image == HOROVOD_IMAGE else None,
+        ssh_auth_mount_path=HOROVOD_IMAGE_SSH_DIR if mpi and image == kfdist_image("horovod") else None,
         node_selector=dict(options.node_selector), volumes=volumes,
         service_account=options.service_account, labels=job_labels(options, run_id, task_name))
 

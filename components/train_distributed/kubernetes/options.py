@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Optional
 
-from kfdist import HOROVOD_IMAGE, RUNTIME_IMAGE
+from kfdist.images import image as kfdist_image
 from kfdist.components.train_distributed.job.strategy_rules import HOROVOD, PVC_MOUNT_PATH
 from kfdist.components.common.errors import require
 from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import FROM_CREATION, TIMEOUT_FROM
@@ -99,7 +99,8 @@ class ClusterOptions:
                 f"timeout_seconds must be >= 0 (0: no deadline), got {self.timeout_seconds!r}")
 
     def image_for(self, strategy: str) -> str:
-        """The replicas' image: the option, else kfdist's image for `strategy`."""
+        """The replicas' image: the option, else kfdist's image for `strategy` (from the registry
+        and tag in KFDIST_IMAGE_REGISTRY/KFDIST_IMAGE_TAG where a pipeline was compiled so)."""
         if self.image:
             return self.image
-        return HOROVOD_IMAGE if strategy == HOROVOD else RUNTIME_IMAGE
+        return kfdist_image("horovod" if strategy == HOROVOD else "runtime")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict
 
-from kfdist import HOROVOD_IMAGE, RUNTIME_IMAGE
+from kfdist.images import image as kfdist_image
 from kfdist.components.common.errors import require
 from kfdist.components.train_distributed.job import strategy_rules
 
@@ -38,8 +38,8 @@ HOROVOD_RUNTIME = "kfdist-horovod"
 NODE_CONTAINER = "node"
 #: The replicated Jobs of each runtime, in the runtime's order.
 REPLICATED_JOBS: Dict[str, tuple] = {TF_RUNTIME: ("node",), HOROVOD_RUNTIME: ("node", "launcher")}
-#: Each runtime's default image (the TrainJob's `trainer.image` replaces it where Trainer allows).
-RUNTIME_IMAGES: Dict[str, str] = {TF_RUNTIME: RUNTIME_IMAGE, HOROVOD_RUNTIME: HOROVOD_IMAGE}
+#: Each runtime's kfdist image (the TrainJob's `trainer.image` replaces it where Trainer allows).
+RUNTIME_IMAGE_NAMES: Dict[str, str] = {TF_RUNTIME: "runtime", HOROVOD_RUNTIME: "horovod"}
 #: What the runtimes fix for every TrainJob.
 RESTART_POLICIES: Dict[str, str] = {TF_RUNTIME: "ExitCode", HOROVOD_RUNTIME: "OnFailure"}
 BACKOFF_LIMIT = 6
@@ -91,7 +91,8 @@ def check_fits_runtime(spec: "ClusterJobSpec") -> None:
     require(spec.ssh_auth_mount_path is None, "ssh_auth_mount_path is set by the runtime "
             f"{HOROVOD_RUNTIME} on a TrainJob; leave it unset")
     if spec.strategy == strategy_rules.HOROVOD:
-        require(spec.image == HOROVOD_IMAGE,
+        horovod_image = kfdist_image("horovod")
+        require(spec.image == horovod_image,
                 f"image {spec.image!r}: Trainer puts a TrainJob's image into the launcher only, "
-                f"and the runtime {HOROVOD_RUNTIME} runs {HOROVOD_IMAGE} on the nodes; edit both "
+                f"and the runtime {HOROVOD_RUNTIME} runs {horovod_image} on the nodes; edit both "
                 "images in the runtime (or use backend mpijob) to run another")

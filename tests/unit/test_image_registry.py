@@ -1,0 +1,157 @@
+"""Pipelines and jobs pointed at another registry: `--registry`/`--tag` of compile, render, submit.
+
+A pipeline compiled with `--registry R --tag T` names no image but `R/kfdist-*:T` anywhere in
+its YAML, and its steps carry R and T to the training step, whose replicas then default to
+`R/kfdist-runtime:T` or `R/kfdist-horovod:T`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import kfdist
+from kfdist import cli, images
+from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
+
+REPO = Path(__file__).resolve().parents[2]
+REGISTRY, TAG = "registry.example.com:5000/ml-platform", "2.0.0-rc1"
+KFDIST = [sys.executable, "-m", "kfdist"]
+#: An image reference wherever it is in a YAML text: host/path/kfdist-<name>:<tag>.
+IMAGE_REF = re.compile(r"[\w.:-]+(?:/[\w.-]+)*/kfdist-[a-z-]+:[\w.-]+")
+
+
+def _kfdist(*args, cwd=None):
+    return subprocess.run(KFDIST + list(args), capture_output=True, text=True, timeout=300,
+                          cwd=cwd, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+
+
+def _strings(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _strings(key)
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+    elif isinstance(node, str):
+        yield node
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """Every shipped pipeline compiled with --registry and --tag (the real CLI)."""
+    out = tmp_path_factory.mktemp("compiled")
+    result = _kfdist("compile", "--registry", REGISTRY, "--tag", TAG, "--out-dir", str(out))
+    assert result.returncode == 0, result.stderr
+    return {path.stem: path for path in out.glob("*.yaml")}
+
+
+def test_every_pipeline_names_only_the_registrys_images(compiled):
+    assert set(compiled) == set(kfdist_pipelines())
+    for name, path in compiled.items():
+        text = path.read_text()
+        assert "ghcr.io" not in text, name
+        documents = list(yaml.safe_load_all(text))
+        found = {ref for s in _strings(documents) for ref in IMAGE_REF.findall(s)}
+        executors = documents[0]["deploymentSpec"]["executors"]
+        step_images = {e["container"]["image"] for e in executors.values()}
+        assert step_images == {f"{REGISTRY}/kfdist-runtime:{TAG}"}, name
+        assert found and all(ref.startswith(f"{REGISTRY}/kfdist-") and ref.endswith(f":{TAG}")
+                             for ref in found), (name, found)
+        # Every step carries the registry to the training step's replica defaults.
+        for executor in executors.values():
+            env = {e["name"]: e["value"] for e in executor["container"]["env"]}
+            assert env[images.REGISTRY_ENV] == REGISTRY and env[images.TAG_ENV] == TAG
+
+
+def test_without_registry_the_yaml_is_the_shipped_one(tmp_path):
+    result = _kfdist("compile", "--out-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    for path in tmp_path.glob("*.yaml"):
+        assert path.read_text() == (REPO / "pipelines" / path.name).read_text(), path.name
+
+
+def test_retarget_keeps_the_compilers_layout_and_header():
+    text = (REPO / "pipelines" / "mnist.yaml").read_text()
+    retargeted = images.retarget_pipeline(text, REGISTRY, TAG)
+    assert retargeted.splitlines()[:20] == text.splitlines()[:20]  # the header comment block
+    changed = [(a, b) for a, b in zip(text.splitlines(), retargeted.splitlines()) if a != b]
+    assert changed and all("image:" in a or "env:" in b for a, b in changed[:1])
+    # Retargeting again (another registry) replaces the env, not appends to it.
+    again = next(yaml.safe_load_all(images.retarget_pipeline(retargeted, "other.example.com", "3")))
+    for executor in again["deploymentSpec"]["executors"].values():
+        names = [e["name"] for e in executor["container"]["env"]]
+        assert names.count(images.REGISTRY_ENV) == 1
+
+
+def test_the_step_env_sets_the_replicas_default_images(monkeypatch):
+    options = ClusterOptions()
+    assert options.image_for("horovod") == kfdist.HOROVOD_IMAGE
+    assert options.image_for("multi_worker_mirrored") == kfdist.RUNTIME_IMAGE
+    monkeypatch.setenv(images.REGISTRY_ENV, REGISTRY)
+    monkeypatch.setenv(images.TAG_ENV, TAG)
+    assert options.image_for("horovod") == f"{REGISTRY}/kfdist-horovod:{TAG}"
+    assert options.image_for("parameter_server") == f"{REGISTRY}/kfdist-runtime:{TAG}"
+    assert ClusterOptions(image="mine:1").image_for("horovod") == "mine:1"
+
+
+@pytest.mark.parametrize("backend,strategy,image", [
+    ("tfjob", "multi_worker_mirrored", "runtime"), ("mpijob", "horovod", "horovod"),
+    ("trainjob", "horovod", "horovod")])
+def test_render_uses_the_registry(backend, strategy, image):
+    result = _kfdist("render", "--backend", backend, "--strategy", strategy, "--workers", "2",
+                     "--namespace", "ml", "--work-uri", "gs://bucket/work",
+                     "--registry", REGISTRY, "--tag", TAG)
+    assert result.returncode == 0, result.stderr
+    body = yaml.safe_load(result.stdout)
+    found = set(IMAGE_REF.findall(result.stdout))
+    assert found == {f"{REGISTRY}/kfdist-{image}:{TAG}"}, found
+    if backend == "mpijob":  # the registry's Horovod image is kfdist's: the keys go to mpiuser
+        assert body["spec"]["sshAuthMountPath"] == kfdist.HOROVOD_IMAGE_SSH_DIR
+
+
+def test_submit_uploads_the_retargeted_pipeline(kfp_server, capsys):
+    rc = cli.main(["submit", str(REPO / "pipelines" / "mnist.yaml"), "--host", kfp_server.url,
+                   "--param", "source_uri=gs://data/mnist", "--param",
+                   "export_base=gs://models/serving", "--registry", REGISTRY, "--tag", TAG])
+    assert rc == 0, capsys.readouterr().err
+    (create,) = kfp_server.requests_to("POST", "/apis/v2beta1/runs")
+    spec = create.body["pipeline_spec"]
+    spec = spec.get("pipeline_spec", spec)
+    assert {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()} == {
+        f"{REGISTRY}/kfdist-runtime:{TAG}"}
+    assert spec["pipelineInfo"]["name"] == "kfdist-mnist-pipeline" or spec["pipelineInfo"]["name"]
+
+
+@pytest.mark.parametrize("registry,tag,bad", [
+    ("Registry.Example.com/ml", None, "'Registry.Example.com/ml'"),
+    ("registry example", None, "'registry example'"),
+    (None, "-rc1", "'-rc1'"),
+    (None, "a" * 129, "'" + "a" * 129 + "'")])
+def test_bad_registry_or_tag_is_refused_before_anything_is_written(tmp_path, registry, tag, bad):
+    args = ["compile", "--out-dir", str(tmp_path / "out")]
+    args += ["--registry", registry] if registry is not None else []
+    args += [f"--tag={tag}"] if tag is not None else []
+    result = _kfdist(*args)
+    assert result.returncode == 2
+    assert result.stderr.count("kfdist: invalid input:") == 1 and bad in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_image_refuses_an_unknown_name():
+    with pytest.raises(InvalidInputError, match="'gpu'.*runtime"):
+        images.image("gpu")
+
+
+def kfdist_pipelines():
+    from kfdist.pipelines import registry
+
+    return registry.pipelines()
