@@ -19,5 +19,7 @@ DEFAULT_REGISTRY = "ghcr.io/kfdist"
 RUNTIME_IMAGE = f"{DEFAULT_REGISTRY}/kfdist-runtime:{__version__}"
 #: The MPIJob image (OpenMPI, sshd, Horovod; user `mpiuser`), see containers/horovod.
 HOROVOD_IMAGE = f"{DEFAULT_REGISTRY}/kfdist-horovod:{__version__}"
+#: The user and group every kfdist image runs as (non-root; `mpiuser` in the Horovod image).
+IMAGE_UID = IMAGE_GID = 1000
 #: Where the MPI Operator mounts the SSH keys in HOROVOD_IMAGE (its non-root user's home).
 HOROVOD_IMAGE_SSH_DIR = "/home/mpiuser/.ssh"

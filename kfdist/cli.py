@@ -83,12 +83,23 @@ def _add_run(sub) -> None:
     add_step_flags(p, include=lambda param: param.name not in ("run_id", "task_name"),
                    defaults_from="the pipeline's")
     add_program_flags(p)
+    _add_run_control(p)
+    p.set_defaults(func=_cmd_run)
+
+
+def _add_run_control(p) -> None:
+    """`kfdist run`'s flags of how the steps run: caching, runner, verbosity."""
+    from kfdist.local_run import RUNNERS
+
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="run every step, even the shard step whose output an earlier run with "
                         "the same data and parameters left")
+    p.add_argument("--runner", default="subprocess", choices=RUNNERS,
+                   help="how the steps run: as processes of this Python, or each in kfdist's "
+                        "runtime image as Kubeflow Pipelines runs it, through Docker or Podman "
+                        "(default: %(default)s)")
     p.add_argument("--verbose", action="store_true",
                    help="print every line of every step (always kept in OUTPUT/logs/<step>.log)")
-    p.set_defaults(func=_cmd_run)
 
 
 def _column_list(text: str) -> tuple:
@@ -160,7 +171,7 @@ def _cmd_run(args) -> int:
         eval_fraction=args.eval_fraction, shard_runner=args.shard_runner,
         beam_options=tuple(args.beam_options),
         accuracy_threshold=args.accuracy_threshold, serving_model_name=args.serving_model_name,
-        cache=args.cache, verbose=args.verbose))
+        cache=args.cache, verbose=args.verbose, runner=args.runner))
     print(format_summary(summary))
     return 0
 

@@ -80,6 +80,12 @@ def images_from(registry: Optional[str], tag: Optional[str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def is_kfdist_image(reference: str) -> bool:
+    """Whether `reference` names one of kfdist's images, in any registry and with any tag."""
+    repository = reference.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    return repository in {f"kfdist-{name}" for name in IMAGE_NAMES}
+
+
 def default_images() -> List[str]:
     """The references a pipeline compiled without `--registry` names."""
     return [f"{DEFAULT_REGISTRY}/kfdist-{name}:{__version__}" for name in IMAGE_NAMES]

@@ -9,6 +9,7 @@ pipeline root and reused by a later run with the same data and parameters.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -21,6 +22,8 @@ from kfdist.components.common.errors import InvalidInputError, TrainingFailedErr
 from kfdist.run_summary import LOGS_DIR, SUMMARY_FILE  # noqa: F401  (part of this module's API)
 
 PIPELINE_ROOT_DIR = "pipeline_root"
+#: How the steps run: as processes of this Python, or in their image (kfp.local's runners).
+RUNNERS = ("subprocess", "docker")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +42,8 @@ class RunOptions:
       image_feature: The image's bytes feature (`images`); empty: the only one.
       exclude_columns: Columns left out of the dataset (`tabular`).
       keep_columns: String columns kept although they identify rows (`tabular`).
+      runner: `subprocess` (each step a process of this Python) or `docker` (each step in the
+        runtime image, as Kubeflow Pipelines runs it; see `kfdist.docker_run`).
     """
 
     output_dir: str
@@ -59,6 +64,7 @@ class RunOptions:
     serving_model_name: Optional[str] = None
     cache: bool = True
     verbose: bool = False
+    runner: str = "subprocess"
 
     @functools.cached_property
     def train(self) -> Dict[str, Any]:
@@ -138,6 +144,12 @@ def validate_run_options(opts: RunOptions) -> None:
 
     check_dir_path(opts.output_dir, "--output")
     definition = opts.definition  # an unknown pipeline is named here
+    if opts.runner not in RUNNERS:
+        raise InvalidInputError(f"--runner {opts.runner!r}: valid runners are {RUNNERS}")
+    if opts.runner == "docker" and opts.runs_a_program:
+        raise InvalidInputError("--runner docker runs kfdist's own pipelines in their image; the "
+                                "program pipeline runs a program from this machine: use "
+                                "--runner subprocess")
     shard = dict(definition.shard_settings, **opts.source_args)
     if opts.source_uri is not None and storage.is_gcs(opts.source_uri):
         if not storage.list_uris(opts.source_uri):
@@ -228,13 +240,12 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
         source_uri = os.path.join(output_dir, "data", opts.sample)
         source_uri = SAMPLES[opts.sample](source_uri).get("path", source_uri)
     export_base = opts.export_base or os.path.join(output_dir, "serving")
-    local.init(runner=local.SubprocessRunner(use_venv=False),
-               pipeline_root=os.path.join(output_dir, PIPELINE_ROOT_DIR), raise_on_error=True,
-               enable_caching=opts.cache)
     console = RunConsole(os.path.join(output_dir, LOGS_DIR), verbose=opts.verbose)
     print(run_summary.headline(opts, output_dir), flush=True)
     try:
-        with console:
+        with _runner(opts, output_dir, source_uri, export_base) as runner, console:
+            local.init(runner=runner, pipeline_root=os.path.join(output_dir, PIPELINE_ROOT_DIR),
+                       raise_on_error=True, enable_caching=opts.cache)
             task = registry.get_pipeline(opts.pipeline)(
                 source_uri=source_uri, export_base=export_base, num_shards=opts.num_shards,
                 split=opts.split, eval_fraction=opts.eval_fraction,
@@ -252,8 +263,29 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
                  if console.failed_step else f"; logs: {console.logs_dir}")
         raise TrainingFailedError(
             f"pipeline {opts.pipeline!r} failed in {step}: {err}{where}") from None
+    run_summary.check_outputs(task.outputs)
     summary = run_summary.summarise(task.outputs, opts, source_uri, export_base, output_dir,
                                     time.monotonic() - start)
     with open(os.path.join(output_dir, run_summary.SUMMARY_FILE), "w") as f:
         json.dump(summary, f, indent=2, sort_keys=True)
     return summary
+
+
+@contextlib.contextmanager
+def _runner(opts: RunOptions, output_dir: str, source_uri: str, export_base: str):
+    """The kfp.local runner of `opts.runner`; a docker one sees the run's directories."""
+    from kfp import local
+
+    from kfdist.components.common import storage
+
+    if opts.runner != "docker":
+        yield local.SubprocessRunner(use_venv=False)
+        return
+    from kfdist import docker_run
+
+    # The pipeline root exists before the image's user is given the run's directories.
+    writable = [output_dir, os.path.join(output_dir, PIPELINE_ROOT_DIR)] + (
+        [export_base] if not storage.is_gcs(export_base) else [])
+    readable = [source_uri] if not storage.is_gcs(source_uri) else []
+    with docker_run.docker_runner(writable, readable) as runner:
+        yield runner

@@ -42,6 +42,30 @@ def _export_record(outputs) -> Dict[str, Any]:
                 "reason": "the export step was skipped: the model is not blessed"}
 
 
+def check_outputs(outputs) -> None:
+    """Fails unless every output the pipeline declares was written: a runner's SUCCESS alone
+    is not trusted (DockerRunner reports one for a container that vanished without outputs).
+
+    Raises:
+      TrainingFailedError: Naming the missing output.
+    """
+    from kfdist.components.common.errors import TrainingFailedError
+
+    for name, value in outputs.items():
+        metadata = getattr(value, "metadata", None)
+        path = getattr(value, "path", None)
+        if metadata is None and path is None:
+            continue  # a parameter (e.g. `blessed`): kfp.local read it from the executor output
+        if type(value).__name__ == "Metrics":
+            written = bool(metadata)
+        else:
+            written = bool(path) and os.path.exists(path)
+        if not written:
+            raise TrainingFailedError(
+                f"the pipeline's output {name!r} was not written, although the runner reported "
+                f"its step as succeeded (expected at {path}); see the step's log")
+
+
 def summarise(outputs, opts, source_uri: str, export_base: str,
                output_dir: str, wall_seconds: float) -> Dict[str, Any]:
     """`summary.json` of a finished run: data, training, evaluation, export, wall time.

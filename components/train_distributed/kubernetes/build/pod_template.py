@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from kfdist import IMAGE_GID, IMAGE_UID
+from kfdist.images import is_kfdist_image
 from kfdist.components.train_distributed.kubernetes.build.job_parts import GPU_RESOURCE, Resources, Toleration
 from kfdist.components.train_distributed.kubernetes.build.job_spec import ClusterJobSpec
+
+#: The container settings of kfdist's own images: no privilege escalation, no capabilities.
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 #: Pod annotation that keeps Istio from injecting its sidecar.
 ISTIO_INJECT_ANNOTATION = "sidecar.istio.io/inject"
@@ -82,6 +87,13 @@ def _volumes(spec: ClusterJobSpec) -> Tuple[List[Dict[str, Any]], List[Dict[str,
     return volumes, mounts
 
 
+def pod_security() -> Dict[str, Any]:
+    """The pod `securityContext` of kfdist's images: their non-root user, who also owns (as
+    `fsGroup`) the volumes it writes, such as a PVC work location a provisioner made root's."""
+    return {"runAsNonRoot": True, "runAsUser": IMAGE_UID, "runAsGroup": IMAGE_GID,
+            "fsGroup": IMAGE_GID}
+
+
 def _toleration(t: Toleration) -> Dict[str, Any]:
     fields = (("key", t.key), ("operator", t.operator), ("value", t.value), ("effect", t.effect),
               ("tolerationSeconds", t.toleration_seconds))
@@ -124,6 +136,9 @@ def pod_template(spec: ClusterJobSpec, replica_type: str, container_name: str, *
     if mounts:
         container["volumeMounts"] = mounts
     pod: Dict[str, Any] = {"containers": [container]}
+    if is_kfdist_image(spec.image):
+        container["securityContext"] = dict(CONTAINER_SECURITY)
+        pod["securityContext"] = pod_security()
     if volumes:
         pod["volumes"] = volumes
     if spec.node_selector:

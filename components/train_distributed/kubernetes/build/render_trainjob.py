@@ -74,6 +74,8 @@ def _pod_settings(spec: ClusterJobSpec) -> Dict[str, Any]:
     template = pod_template(spec, "Worker", runtimes.NODE_CONTAINER,
                             service_account=spec.service_account)
     pod = template["spec"]
+    # Trainer v2.1's podTemplateOverrides has no securityContext: kfdist's runtimes set it.
+    pod.pop("securityContext", None)
     container = pod.pop("containers")[0]
     if container.get("volumeMounts"):
         pod["containers"] = [{"name": runtimes.NODE_CONTAINER,

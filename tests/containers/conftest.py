@@ -1,0 +1,75 @@
+"""The images under test, built from containers/ by containers/build.sh, and podman to run them.
+
+The first test that needs them builds them (the layers the engine already has are reused, so a
+code change rebuilds only the layers after it); nothing assumes images from an earlier run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+#: The images these tests run (the beam-worker and GPU images are the release workflow's).
+IMAGES = ("runtime", "horovod")
+BUILD_SECONDS = 1800
+
+
+@pytest.fixture(scope="session")
+def podman() -> str:
+    """The podman binary (the test set-up installs it: .ci/system-packages.sh)."""
+    found = shutil.which("podman")
+    assert found, ("podman is missing: the test set-up installs it (.ci/system-packages.sh: "
+                   "apt-get install podman buildah runc uidmap debootstrap)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def kfdist_images(podman, tmp_path_factory) -> dict:
+    """{name: reference} of the images built by `containers/build.sh --engine podman`."""
+    log = tmp_path_factory.mktemp("images") / "build.log"
+    with open(log, "w") as out:
+        result = subprocess.run(["bash", str(REPO / "containers" / "build.sh"), "--engine",
+                                 "podman", *IMAGES], stdout=out, stderr=subprocess.STDOUT,
+                                cwd=REPO, timeout=BUILD_SECONDS)
+    text = log.read_text(errors="replace")
+    assert result.returncode == 0, f"containers/build.sh failed:\n{text[-6000:]}"
+    import kfdist
+
+    refs = {name: f"{kfdist.DEFAULT_REGISTRY}/kfdist-{name}:{kfdist.__version__}"
+            for name in IMAGES}
+    for ref in refs.values():
+        inspect = subprocess.run([podman, "image", "inspect", ref], capture_output=True,
+                                 text=True, timeout=60)
+        assert inspect.returncode == 0, f"{ref} was not built:\n{text[-3000:]}"
+        assert json.loads(inspect.stdout)[0]["Config"]["User"] == "1000:1000"
+    return refs
+
+
+def containers_labelled(podman: str, label: str) -> list:
+    """Names of the containers (running or not) that carry `label` (a key or key=value)."""
+    result = subprocess.run([podman, "ps", "-a", "--filter", f"label={label}", "--format",
+                             "{{.Names}}"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def podman_services() -> list:
+    """Pids of `podman system service` processes kfdist started (on its private sockets)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                words = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"service" in words and any(b"kfdist-podman-" in w for w in words):
+            found.append(int(name))
+    return found
