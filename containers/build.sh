@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
     --registry) registry=${2:-}; [ -n "$registry" ] || die "--registry needs a value, e.g. ghcr.io/my-org"; shift 2 ;;
     --tag) tag=${2:-}; [ -n "$tag" ] || die "--tag needs a value, e.g. 0.1.0"; shift 2 ;;
     --push) push=1; shift ;;
-    --engine) engine=${2:-}; shift 2 ;;
+    --engine) engine=${2:-}; [ -n "$engine" ] || die "--engine needs a value: docker or podman"; shift 2 ;;
     -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option '$1'; valid: --registry R, --tag T, --push, --engine docker|podman" ;;
     *) images+=("$1"); shift ;;
