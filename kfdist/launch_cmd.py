@@ -8,6 +8,7 @@ import sys
 
 from kfdist.components.launch_program import program_job
 from kfdist.components.train_distributed.job import strategy_rules
+from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
 
 BACKENDS = ("local", "tfjob", "pytorchjob")
 #: The cluster kind each framework's job renders as.
@@ -38,7 +39,12 @@ def add_launch_parser(sub) -> None:
     p.add_argument("--timeout", type=float, help="seconds before the job fails (no limit by default)")
     p.add_argument("--image", help="cluster backends: the image holding the program")
     p.add_argument("--namespace", default="default", help="cluster backends: the job's namespace")
-    p.add_argument("--name", help="cluster backends: the job's name (a DNS-1035 label)")
+    p.add_argument("--name", help="cluster backends: the job's name (a DNS-1035 label); a step "
+                                  "that runs again with the same name re-attaches to the job")
+    p.add_argument("--pvc-name", help="cluster backends: a PersistentVolumeClaim mounted into "
+                                      "every replica, on which --output (and a local --dataset) lie")
+    p.add_argument("--pvc-mount-path", default=PVC_MOUNT_PATH,
+                   help="where the replicas mount --pvc-name (default: %(default)s)")
     p.add_argument("--dry-run", action="store_true",
                    help="cluster backends: print the job as YAML instead of creating it")
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -50,9 +56,11 @@ def _cmd_launch(args) -> int:
     from kfdist.components.launch_program.local_launch import run_local
 
     command = tuple(args.program[1:] if args.program[:1] == ["--"] else args.program)
-    output = args.output if "://" in args.output else os.path.abspath(args.output)
+    local = args.backend == "local"
+    # On a cluster the paths are the replicas' (on the PVC), not this machine's.
+    output = args.output if "://" in args.output or not local else os.path.abspath(args.output)
     data_dir = args.dataset
-    if data_dir is not None and "://" not in data_dir:
+    if data_dir is not None and "://" not in data_dir and local:
         data_dir = os.path.abspath(data_dir)
     job = program_job.ProgramJob(
         framework=args.framework, command=command, workers=args.workers, ps=args.ps,
@@ -60,8 +68,8 @@ def _cmd_launch(args) -> int:
         model_dir=os.path.join(output, "model"), checkpoint_dir=os.path.join(output, "checkpoints"),
         data_dir=data_dir, restart_policy=args.restart_policy, backoff_limit=args.backoff_limit,
         active_deadline_seconds=args.timeout)
-    if args.backend != "local":
-        return _render(job, args)
+    if not local:
+        return _on_cluster(job, args)
     if "://" in args.output:
         raise InvalidInputError(f"--output {args.output!r} is a URI; the local backend writes to "
                                 "a directory on this machine")
@@ -71,9 +79,13 @@ def _cmd_launch(args) -> int:
     return 0
 
 
-def _render(job, args) -> int:
-    import yaml
+def render_cluster_job(job, args):
+    """The TFJob or PyTorchJob `kfdist launch` creates for `job` (`--dry-run` prints it).
 
+    Raises:
+      InvalidInputError: A backend that does not run the framework, a missing --image or
+        --name, or a directory the replicas cannot reach.
+    """
     from kfdist.components.common.errors import InvalidInputError
     from kfdist.components.launch_program.program_pod import ProgramPlacement
     from kfdist.components.launch_program.render_program_tfjob import render_program_tfjob
@@ -85,10 +97,35 @@ def _render(job, args) -> int:
                                 f"{job.framework!r}; valid: 'local' or {expected!r}")
     if not (args.image and args.name):
         raise InvalidInputError(f"backend {args.backend!r} needs --image and --name")
-    if not args.dry_run:
-        raise InvalidInputError(f"creating a {args.backend} for a user program is not available "
-                                "yet; add --dry-run to print the job, then `kubectl apply -f -`")
+    placement = ProgramPlacement(args.name, args.namespace, args.image, args.pvc_name,
+                                 args.pvc_mount_path)
+    placement.validate()
+    placement.check_location("--output", args.output)
+    if job.data_dir is not None and "://" not in job.data_dir:
+        placement.check_location("--dataset", job.data_dir)
     render = render_program_tfjob if job.framework == "tensorflow" else render_pytorchjob
-    rendered = render(job, ProgramPlacement(args.name, args.namespace, args.image))
-    print(yaml.safe_dump(rendered.body, sort_keys=False), end="")
+    return render(job, placement)
+
+
+def _on_cluster(job, args) -> int:
+    """Prints the job (`--dry-run`), or creates it and follows it to its end, as the training
+    step does: re-attached when it exists, its leader's log streamed, deleted on Ctrl-C,
+    SIGTERM or `--timeout`, failed with the operator's reason."""
+    rendered = render_cluster_job(job, args)
+    if args.dry_run:
+        import yaml
+
+        print(yaml.safe_dump(rendered.body, sort_keys=False), end="")
+        return 0
+    from kfdist.components.train_distributed.kubernetes.client import kube_api
+    from kfdist.components.train_distributed.kubernetes.lifecycle import launcher, step_signals
+
+    api = kube_api.KubeApi.from_environment()
+    print(f"kfdist: {rendered.kind.kind} {rendered.namespace}/{rendered.name}", flush=True)
+    with step_signals.cancel_on_sigterm():
+        outcome = launcher.launch_and_wait(
+            rendered, api, timeout_seconds=args.timeout, log=lambda line: print(line, flush=True),
+            owner=api.read_own_pod_reference())
+    print(f"kfdist: job succeeded ({outcome.restarts} restart(s)); model directory: "
+          f"{job.model_dir} (on the replicas' PVC or gs://)", file=sys.stderr)
     return 0

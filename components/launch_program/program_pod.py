@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict
+import posixpath
+from typing import Any, Dict, List, Optional
 
 from kfdist.components.common.errors import require
 from kfdist.components.launch_program import operator_env
 from kfdist.components.launch_program.program_job import ProgramJob
+from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
 from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
+from kfdist.components.train_distributed.kubernetes.build.job_parts import PvcMount
+
+#: The PVC volume's name in the pods.
+PVC_VOLUME = "kfdist-pvc"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,24 +25,66 @@ class ProgramPlacement:
       name: The job's name (a DNS-1035 label).
       namespace: Its namespace.
       image: The image holding the program (the user's, or kfdist's runtime).
+      pvc_name: A PersistentVolumeClaim mounted into every replica at `pvc_mount_path`, where
+        the KFDIST_* directories are (None: they are `gs://` URIs the program reads itself).
+      pvc_mount_path: Where the PVC is mounted.
     """
 
     name: str
     namespace: str
     image: str
+    pvc_name: Optional[str] = None
+    pvc_mount_path: str = PVC_MOUNT_PATH
 
     def validate(self) -> None:
-        """Raises InvalidInputError naming a name that is not a DNS-1035 label."""
+        """Raises InvalidInputError naming a name that is not a DNS-1035 label, or a bad PVC."""
         require(k8s.is_dns1035_label(self.name),
                 f"job name {self.name!r} is not a DNS-1035 label (lower-case letters, digits, '-')")
+        if self.pvc_name is not None:
+            PvcMount(claim_name=self.pvc_name, mount_path=self.pvc_mount_path).validate()
+
+    def check_location(self, what: str, location: Optional[str]) -> None:
+        """Raises InvalidInputError unless the replicas can reach `location` (a directory of
+        the job): a `gs://` URI, or a path on the PVC."""
+        if location is None or location.startswith("gs://"):
+            return
+        root = self.pvc_mount_path.rstrip("/") + "/"
+        require(self.pvc_name is not None and posixpath.normpath(location).startswith(root),
+                f"{what} {location!r} is not where the replicas can reach it: pass a gs:// URI, "
+                f"or a path under {root} with --pvc-name CLAIM (the PVC the replicas mount there)")
 
 
 def container(job: ProgramJob, placement: ProgramPlacement, name: str, port_name: str,
               port: int) -> Dict[str, Any]:
     """The replica container: the program as its command, KFDIST_* in its env, the operator's port."""
-    return {"name": name, "image": placement.image, "command": list(job.command),
+    spec = {"name": name, "image": placement.image, "command": command(job, placement),
             "env": [{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()],
             "ports": [{"name": port_name, "containerPort": port, "protocol": "TCP"}]}
+    if placement.pvc_name is not None:
+        spec["volumeMounts"] = [{"name": PVC_VOLUME, "mountPath": placement.pvc_mount_path}]
+    return spec
+
+
+#: Makes the KFDIST_* directories on the PVC (as `kfdist launch --backend local` makes them)
+#: before the program starts; `$0` names it in the shell's messages.
+MAKE_DIRS = 'mkdir -p "$KFDIST_MODEL_DIR" "$KFDIST_CHECKPOINT_DIR" && exec "$@"'
+
+
+def command(job: ProgramJob, placement: ProgramPlacement) -> List[str]:
+    """The replica's command: the program, started by `/bin/sh` after it made the job's
+    directories when they are on the PVC (a `gs://` directory needs none)."""
+    if placement.pvc_name is None:
+        return list(job.command)
+    return ["/bin/sh", "-c", MAKE_DIRS, "kfdist-launch", *job.command]
+
+
+def pod_spec(container_spec: Dict[str, Any], placement: ProgramPlacement) -> Dict[str, Any]:
+    """A replica's pod spec: the container, and the PVC volume when there is one."""
+    pod: Dict[str, Any] = {"containers": [container_spec]}
+    if placement.pvc_name is not None:
+        pod["volumes"] = [{"name": PVC_VOLUME,
+                           "persistentVolumeClaim": {"claimName": placement.pvc_name}}]
+    return pod
 
 
 def run_policy(job: ProgramJob) -> Dict[str, Any]:

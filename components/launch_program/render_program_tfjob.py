@@ -46,7 +46,7 @@ def render_program_tfjob(job: ProgramJob, placement: ProgramPlacement) -> Render
     replica_specs: Dict[str, Any] = {
         TFJOB_REPLICA_TYPES[task_type]: {
             "replicas": replicas, "restartPolicy": job.restart_policy,
-            "template": {"spec": {"containers": [copy.deepcopy(container)]}}}
+            "template": {"spec": program_pod.pod_spec(copy.deepcopy(container), placement)}}
         for task_type, replicas in operator_env.tensorflow_cluster_counts(job).items()}
     body = program_pod.body(TFJOB_V1, placement, {"runPolicy": program_pod.run_policy(job),
                                                   "tfReplicaSpecs": replica_specs})

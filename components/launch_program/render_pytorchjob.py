@@ -54,7 +54,7 @@ def render_pytorchjob(job: ProgramJob, placement: ProgramPlacement) -> RenderedJ
         if replicas:
             replica_specs[replica_type] = {
                 "replicas": replicas, "restartPolicy": job.restart_policy,
-                "template": {"spec": {"containers": [copy.deepcopy(container)]}}}
+                "template": {"spec": program_pod.pod_spec(copy.deepcopy(container), placement)}}
     body = program_pod.body(PYTORCHJOB_V1, placement, {
         "runPolicy": program_pod.run_policy(job), "nprocPerNode": str(job.procs_per_worker),
         "pytorchReplicaSpecs": replica_specs})

@@ -37,6 +37,7 @@ CRD_FILES = {
     ("TFJob", "v1"): "tfjobs.kubeflow.org.v1.training-operator-v1.9.yaml",
     ("MPIJob", "v2beta1"): "mpijobs.kubeflow.org.v2beta1.mpi-operator-v0.8.2.yaml",
     ("MPIJob", "v1"): "mpijobs.kubeflow.org.v1.training-operator-v1.9.yaml",
+    ("PyTorchJob", "v1"): "pytorchjobs.kubeflow.org.v1.training-operator-v1.9.yaml",
     ("TrainJob", "v1alpha1"): "trainer.kubeflow.org_trainjobs.trainer-v2.3.0.yaml",
     ("ClusterTrainingRuntime", "v1alpha1"):
         "trainer.kubeflow.org_clustertrainingruntimes.trainer-v2.3.0.yaml",

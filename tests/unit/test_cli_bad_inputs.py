@@ -122,6 +122,15 @@ BAD_INPUTS = {
                                 "-c", "1"], 2, "--ps", {}),
     "launch: missing program": ([*LAUNCH, "--framework", "tensorflow", "--",
                                  "/nonexistent/prog"], 2, "'/nonexistent/prog'", {}),
+    "launch: an output the replicas cannot reach": (
+        [*LAUNCH, "--framework", "pytorch", "--backend", "pytorchjob", "--image", "r/i:1",
+         "--name", "ddp", "--", "python", "t.py"], 2, "--output 'launched' is not where", {}),
+    "launch: a cluster job without an image": (
+        [*LAUNCH, "--framework", "tensorflow", "--backend", "tfjob", "--name", "tf", "--",
+         "python", "t.py"], 2, "needs --image and --name", {}),
+    "launch: a PVC name that is not a name": (
+        [*LAUNCH, "--framework", "tensorflow", "--backend", "tfjob", "--name", "tf", "--image",
+         "r/i:1", "--pvc-name", "Team_Work", "--", "python", "t.py"], 2, "'Team_Work'", {}),
 }
 
 

@@ -73,3 +73,37 @@ def test_program_tfjob_has_zero_schema_errors_and_the_layout_asked():
     assert rendered.log_pod_selector["training.kubeflow.org/replica-type"] == "chief"
     with pytest.raises(InvalidInputError, match="framework 'tensorflow'"):
         render_program_tfjob(_job(), PLACEMENT)
+
+
+@pytest.mark.parametrize("render, framework", [(render_pytorchjob, "pytorch"),
+                                               (render_program_tfjob, "tensorflow")])
+def test_directories_on_a_pvc_are_mounted_and_made_before_the_program(render, framework):
+    placement = ProgramPlacement("ddp-run", "team-a", "registry.example/ddp:1.0", "team-work")
+    job = _job(framework=framework, procs_per_worker=1, workers=2, data_dir=None,
+               model_dir="/mnt/kfdist/run/model", checkpoint_dir="/mnt/kfdist/run/ckpt")
+    body = render(job, placement).body
+    kind = "PyTorchJob" if framework == "pytorch" else "TFJob"
+    path = crd_schema.crd_path(CRD) if kind == "PyTorchJob" else crd_schema.crd_path_for(TFJOB_V1)
+    assert crd_schema.load_crd(path).validate(body) == []
+    specs = body["spec"]["pytorchReplicaSpecs" if kind == "PyTorchJob" else "tfReplicaSpecs"]
+    for replica in specs.values():
+        pod = replica["template"]["spec"]
+        assert pod["volumes"] == [{"name": "kfdist-pvc",
+                                   "persistentVolumeClaim": {"claimName": "team-work"}}]
+        container = pod["containers"][0]
+        assert container["volumeMounts"] == [{"name": "kfdist-pvc", "mountPath": "/mnt/kfdist"}]
+        assert container["command"][:2] == ["/bin/sh", "-c"]
+        assert container["command"][4:] == ["torchrun", "train.py"]
+
+
+@pytest.mark.parametrize("placement, location, expected", [
+    (ProgramPlacement("a", "ns", "i:1"), "/data/run", "pass a gs:// URI, or a path under "
+                                                       "/mnt/kfdist/ with --pvc-name CLAIM"),
+    (ProgramPlacement("a", "ns", "i:1", "work"), "/mnt/kfdistx/run", "'/mnt/kfdistx/run' is not"),
+    (ProgramPlacement("a", "ns", "i:1", "work"), "/mnt/kfdist/../etc", "is not where"),
+])
+def test_a_directory_the_replicas_cannot_reach_is_refused(placement, location, expected):
+    with pytest.raises(InvalidInputError, match=expected.replace("(", r"\(")):
+        placement.check_location("--output", location)
+    ProgramPlacement("a", "ns", "i:1").check_location("--output", "gs://b/run")
+    ProgramPlacement("a", "ns", "i:1", "work").check_location("--output", "/mnt/kfdist/run")

@@ -40,18 +40,22 @@ def _tf_replica_failed(run, replica: Replica, code: int) -> bool:
                                                    len(run.replicas)):
             run.finish("Failed", *rules.tf_failed_backoff(run.kind, run.name), delete_all=True)
             return True
-        run.condition("Restarting", *rules.tf_restarting(run.kind, run.name, replica.rtype))
+        failed = sum(1 for r in run.replicas if r.rtype == replica.rtype and r.exit_code not in (None, 0))
+        run.condition("Restarting", *(
+            rules.pytorch_restarting(run.name, failed, replica.rtype) if run.pytorch
+            else rules.tf_restarting(run.kind, run.name, replica.rtype)))
         run.replace_pod(replica)
         run.wait(run.op.pending_seconds)
         run.start(replica)
-        run.condition("Running", *rules.tf_running(run.kind, run.namespace, run.name))
+        run.condition("Running", *run.running_condition())
         return False
     if replica.policy == "ExitCode":
         run.finish("Failed", *rules.tf_failed_permanent_exit_code(run.kind, run.name, replica.rtype))
         return True
     failed = sum(1 for r in run.replicas if r.rtype == replica.rtype and r.exit_code not in (None, 0))
-    run.finish("Failed", *rules.tf_failed_replicas(run.kind, run.namespace, run.name, failed,
-                                                   replica.rtype))
+    run.finish("Failed", *(
+        rules.pytorch_failed_replicas(run.name, failed, replica.rtype) if run.pytorch
+        else rules.tf_failed_replicas(run.kind, run.namespace, run.name, failed, replica.rtype)))
     return True
 
 

@@ -12,10 +12,13 @@ from kfdist.components.train_distributed.local.ports import free_ports
 from fakes.kube_server import operator_rules as rules
 from fakes.kube_server import pods as pod_objects
 from fakes.kube_server.process_run import Deleted, ProcessRun  # noqa: F401  (Deleted re-exported)
-from fakes.kube_server.replica_process import Replica, tf_container
+from fakes.kube_server.replica_process import Replica, main_container
 from fakes.kube_server.store import AlreadyExists, NotFound, ObjectKey, now_rfc3339
 
 _TYPE_ORDER = ("Chief", "Master", "PS", "Worker", "Evaluator", "Launcher")
+#: Where each kind keeps its replica specs.
+REPLICA_SPECS = {"TFJob": "tfReplicaSpecs", "MPIJob": "mpiReplicaSpecs",
+                 "PyTorchJob": "pytorchReplicaSpecs"}
 
 
 class JobRun(ProcessRun):
@@ -26,9 +29,10 @@ class JobRun(ProcessRun):
         self.job = job
         self.kind = job["kind"]
         self.mpi = self.kind == "MPIJob"
+        self.pytorch = self.kind == "PyTorchJob"
         self.who = f"{self.kind} {self.namespace}/{self.name}"
         self.run_policy = job["spec"].get("runPolicy") or {}
-        self.tf_configs: Dict[str, Optional[str]] = {}
+        self.injected: Dict[str, Dict[str, str]] = {}
 
     # The job thread -------------------------------------------------------------
 
@@ -39,10 +43,10 @@ class JobRun(ProcessRun):
             self._create_pods()
             self.wait(self.op.pending_seconds)
             self.started_at = time.monotonic()
-            self.tf_configs = self._tf_configs()
+            self.injected = self._injected_env()
             for replica in self.replicas:
                 self.start(replica)
-            self.condition("Running", *rules.tf_running(self.kind, self.namespace, self.name))
+            self.condition("Running", *self.running_condition())
             self._supervise()
         except (Deleted, NotFound):
             self.kill_all()
@@ -76,7 +80,7 @@ class JobRun(ProcessRun):
         self.condition("Suspended", *rules.resumed(*who), status="False")
 
     def _replica_specs(self) -> dict:
-        return self.job["spec"]["mpiReplicaSpecs" if self.mpi else "tfReplicaSpecs"]
+        return self.job["spec"][REPLICA_SPECS[self.kind]]
 
     def _policy(self, rtype: str) -> str:
         default = rules.TF_DEFAULT_RESTART_POLICY
@@ -107,19 +111,30 @@ class JobRun(ProcessRun):
         order = {t: i for i, t in enumerate(_TYPE_ORDER)}
         self.replicas.sort(key=lambda r: (order.get(r.rtype, len(order)), r.index))
 
-    def _tf_configs(self) -> Dict[str, Optional[str]]:
-        """TF_CONFIG by replica label, fixed for the job's life (a re-created pod keeps its
-        address, as its Service does); None for all in a one-replica job or an MPIJob."""
+    def _injected_env(self) -> Dict[str, Dict[str, str]]:
+        """What the operator injects, by replica label, fixed for the job's life (a re-created
+        pod keeps its address, as its Service does): TF_CONFIG (none in a one-replica job),
+        the PyTorch variables, nothing for an MPIJob."""
+        if self.pytorch:
+            port = free_ports(1)[0]
+            return {r.label: rules.pytorch_env(self.job, r.rtype, r.index, "localhost", port)
+                    for r in self.replicas}
         if len(self.replicas) == 1 or self.mpi:
-            return {r.label: None for r in self.replicas}
+            return {r.label: {} for r in self.replicas}
         ports = iter(free_ports(len(self.replicas)))
         cluster: Dict[str, List[str]] = {}
         for r in self.replicas:
             cluster.setdefault(r.rtype.lower(), []).append(f"localhost:{next(ports)}")
-        return {r.label: json.dumps({"cluster": dict(sorted(cluster.items())),
-                                     "task": {"type": r.rtype.lower(), "index": r.index},
-                                     "environment": "cloud"}, separators=(",", ":"))
-                for r in self.replicas}
+        return {r.label: {"TF_CONFIG": json.dumps(
+            {"cluster": dict(sorted(cluster.items())),
+             "task": {"type": r.rtype.lower(), "index": r.index}, "environment": "cloud"},
+            separators=(",", ":"))} for r in self.replicas}
+
+    def running_condition(self):
+        """The operator's Running reason and message for this kind."""
+        if self.pytorch:
+            return rules.pytorch_running(self.name)
+        return rules.tf_running(self.kind, self.namespace, self.name)
 
     def start(self, replica: Replica) -> None:
         """Starts the replica's container in its current pod, which turns Running."""
@@ -130,7 +145,8 @@ class JobRun(ProcessRun):
         with self.kill_lock:
             if self.op._stopped.is_set():
                 raise Deleted()
-            replica.start(self.store, tf_container(pod), self.op.env, self.tf_configs[replica.label],
+            replica.start(self.store, main_container(pod, self.kind), self.op.env,
+                          self.injected[replica.label],
                           os.path.join(self.scratch, replica.label))
         if replica.restart_count == 0:
             self.store.update(replica.pod_key, pod_objects.start_running)
@@ -149,13 +165,16 @@ class JobRun(ProcessRun):
                 if handle_exit(self, replica):
                     return
             if self._succeeded():
-                return self.finish("Succeeded", *rules.tf_succeeded_condition(
-                    self.kind, self.namespace, self.name))
+                return self.finish("Succeeded", *(
+                    rules.pytorch_succeeded(self.name) if self.pytorch
+                    else rules.tf_succeeded_condition(self.kind, self.namespace, self.name)))
 
     def _succeeded(self) -> bool:
         codes = {r.label: r.exit_code for r in self.replicas}
         if self.mpi:
             return codes.get("launcher-0") == 0
+        if self.pytorch:
+            return rules.pytorch_succeeded_now(codes)
         return rules.tf_succeeded(codes, self.job["spec"].get("successPolicy") or "")
 
     def finish(self, ctype: str, reason: str, message: str, delete_all: bool = False) -> None:

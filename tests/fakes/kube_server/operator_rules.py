@@ -2,7 +2,8 @@
 
 Training Operator v1.9.0 (TFJob; `pkg/controller.v1/common/{pod,job}.go`,
 `pkg/core/{pod,job}.go`, `pkg/controller.v1/tensorflow/tfjob_controller.go`,
-`pkg/util/train/train_util.go`) and MPI Operator v0.8 (MPIJob v2beta1;
+`pkg/util/train/train_util.go`; PyTorchJob: `pkg/controller.v1/pytorch/{envvar,master,
+pytorchjob_controller}.go`) and MPI Operator v0.8 (MPIJob v2beta1;
 `pkg/controller/mpi_job_controller.go`, and the batch/v1 Job controller that
 runs its launcher). The process operator plays the job's life with these.
 """
@@ -123,6 +124,56 @@ def tf_failed_backoff(kind: str, name: str):
 
 def tf_failed_deadline(kind: str, name: str):
     return f"{kind}Failed", f"Job {name} has failed because it was active longer than specified deadline"
+
+
+# PyTorchJob (`pytorchjob_controller.go` UpdateJobStatus): its own wording, no namespace.
+
+def pytorch_running(name: str):
+    return "PyTorchJobRunning", f"PyTorchJob {name} is running."
+
+
+def pytorch_succeeded(name: str):
+    return "PyTorchJobSucceeded", f"PyTorchJob {name} is successfully completed."
+
+
+def pytorch_restarting(name: str, count: int, rtype: str):
+    return "PyTorchJobRestarting", f"PyTorchJob {name} is restarting because {count} {rtype} replica(s) failed."
+
+
+def pytorch_failed_replicas(name: str, count: int, rtype: str):
+    return "PyTorchJobFailed", f"PyTorchJob {name} is failed because {count} {rtype} replica(s) failed."
+
+
+def pytorch_succeeded_now(exit_codes: Dict[str, Optional[int]]) -> bool:
+    """The job succeeds when its master succeeds; without a master, when every worker has."""
+    if any(label.startswith("master-") for label in exit_codes):
+        return exit_codes.get("master-0") == 0
+    return all(code == 0 for code in exit_codes.values())
+
+
+def pytorch_env(job: dict, rtype: str, index: int, master_addr: str, master_port: int) -> Dict[str, str]:
+    """What `setPodEnv` (`envvar.go`, `master.go`) adds to every container of a replica's pod.
+
+    MASTER_ADDR is the master's Service (`<job>-master-0`) and MASTER_PORT its container port
+    named `pytorchjob-port`; here, where the replicas share this machine, the caller passes
+    `localhost` and a free port fixed for the job's life."""
+    spec = job["spec"]
+    replicas = spec["pytorchReplicaSpecs"]
+    total = sum(int(r.get("replicas", 1)) for r in replicas.values())
+    nproc = spec.get("nprocPerNode")
+    env = {"PYTHONUNBUFFERED": "1"}
+    if "Master" in replicas:
+        rank = index + 1 if rtype == "Worker" else index
+        per_node = int(nproc) if nproc is not None and str(nproc).isdigit() else 1
+        env.update({"MASTER_PORT": str(master_port), "PET_MASTER_PORT": str(master_port),
+                    "MASTER_ADDR": master_addr, "PET_MASTER_ADDR": master_addr,
+                    "WORLD_SIZE": str(total * per_node), "RANK": str(rank),
+                    "PET_NODE_RANK": str(rank)})
+    if nproc is not None:
+        env["PET_NPROC_PER_NODE"] = str(nproc)
+    if spec.get("elasticPolicy") is None:
+        env["PET_NNODES"] = str(total)
+    return env
 
 
 def mpi_failed_backoff(last_failed_pod_reason: Optional[str]):

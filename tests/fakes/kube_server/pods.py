@@ -21,11 +21,14 @@ UNSCHEDULABLE_MESSAGE = ("0/3 nodes are available: 3 Insufficient nvidia.com/gpu
 
 
 def for_job(job_key: ObjectKey, job: Dict[str, Any]) -> Iterator[Tuple[ObjectKey, Dict[str, Any]]]:
-    """The pods an operator creates: TFJob Chief/PS/Worker/Evaluator, MPIJob Launcher/Worker."""
+    """The pods an operator creates: TFJob Chief/PS/Worker/Evaluator, PyTorchJob Master/Worker,
+    MPIJob Launcher/Worker."""
     name, namespace = job_key[4], job_key[3]
     spec = job["spec"]
     mpi = job["kind"] == "MPIJob"
-    replica_specs = spec["mpiReplicaSpecs"] if mpi else spec["tfReplicaSpecs"]
+    replica_specs = spec[{"MPIJob": "mpiReplicaSpecs", "PyTorchJob": "pytorchReplicaSpecs"}.get(
+        job["kind"], "tfReplicaSpecs")]
+    controller = "pytorchjob-controller" if job["kind"] == "PyTorchJob" else "tfjob-controller"
     owner = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": name,
              "uid": job["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
     for rtype, replica_spec in replica_specs.items():
@@ -39,7 +42,7 @@ def for_job(job_key: ObjectKey, job: Dict[str, Any]) -> Iterator[Tuple[ObjectKey
                     labels[REPLICA_INDEX_LABEL] = str(index)
                     pod_name = f"{name}-worker-{index}"
             else:
-                labels.update({OPERATOR_NAME_LABEL: "tfjob-controller", REPLICA_TYPE_LABEL: rtype.lower(),
+                labels.update({OPERATOR_NAME_LABEL: controller, REPLICA_TYPE_LABEL: rtype.lower(),
                                REPLICA_INDEX_LABEL: str(index)})
                 if rtype in ("Chief", "Master"):
                     labels[JOB_ROLE_LABEL] = "master"

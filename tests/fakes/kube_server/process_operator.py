@@ -1,7 +1,7 @@
 """Test-side Training Operator, MPI Operator and Kubeflow Trainer running a job's replicas as local processes.
 
 TrainJobs (JobSet, Jobs, pods) are `trainjob_run`'s and `trainjob_life`'s;
-what follows is about TFJobs and MPIJobs.
+what follows is about TFJobs, PyTorchJobs and MPIJobs.
 
 What the Kubeflow Training Operator (v1.9) and the kubelet do for a TFJob,
 and the MPI Operator (v0.8) and the batch/v1 Job controller for an MPIJob, on
@@ -26,6 +26,11 @@ sources; `job_exits` applies them):
   (`TFJob ns/x has failed because 1 Worker replica(s) failed.`).
 * Success: the Chief decides; without one worker 0, or every worker under
   `successPolicy: AllWorkers`.
+* PyTorchJob: pods `<job>-master-0` and `<job>-worker-<i>`; into every container of a pod the
+  operator's variables (`operator_rules.pytorch_env`: MASTER_ADDR/PORT, WORLD_SIZE, RANK and
+  PET_*), the master's address `localhost` and its port a free one here; the `pytorch`
+  container runs. The job succeeds when the master succeeds (every worker without one);
+  its conditions use the PyTorchJob controller's own wording.
 * `activeDeadlineSeconds` and an exceeded `backoffLimit` fail the job and
   delete every pod; otherwise `cleanPodPolicy` (default `None`) applies when
   the job ends. Processes never outlive a job.
@@ -132,7 +137,7 @@ class ProcessOperator:
             return trainer_rules.runtime_missing(body)
 
     def _on_create(self, key: ObjectKey, job: dict) -> None:
-        if key[2] not in ("tfjobs", "mpijobs", "trainjobs") or self._stopped.is_set():
+        if key[2] not in ("tfjobs", "pytorchjobs", "mpijobs", "trainjobs") or self._stopped.is_set():
             return
         run = TrainJobRun(self, key, job) if key[2] == "trainjobs" else JobRun(self, key, job)
         with self._lock:

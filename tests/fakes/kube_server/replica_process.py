@@ -15,10 +15,12 @@ from typing import Any, Deque, Dict, List, Mapping, Optional
 from kfdist.components.train_distributed.job import exit_codes
 from fakes.kube_server.store import ObjectKey, ObjectStore
 
-#: The container the operator injects TF_CONFIG into, and whose command runs.
-TF_CONTAINER = "tensorflow"
+#: The container the operator treats as the replica's, by job kind (TF_CONFIG goes into it).
+MAIN_CONTAINER = {"TFJob": "tensorflow", "PyTorchJob": "pytorch"}
 #: Variables of this process that a replica must not inherit.
-_NOT_INHERITED = ("TF_CONFIG", "KFDIST_LAUNCHER_PID", "KUBECONFIG")
+_NOT_INHERITED = ("TF_CONFIG", "KFDIST_LAUNCHER_PID", "KUBECONFIG", "MASTER_ADDR", "MASTER_PORT",
+                  "WORLD_SIZE", "RANK", "LOCAL_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT",
+                  "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE")
 
 
 @dataclasses.dataclass
@@ -56,13 +58,15 @@ class Replica:
         return f"{self.rtype.lower()}-{self.index}"
 
     def start(self, store: ObjectStore, container: Dict[str, Any], env_overrides: Mapping[str, str],
-              tf_config: Optional[str], workdir: str) -> None:
-        """Starts the container's command + args (`python` is this interpreter), streaming its log."""
+              injected: Mapping[str, str], workdir: str) -> None:
+        """Starts the container's command + args (`python` is this interpreter), streaming its log.
+
+        `injected` is what the operator adds to the container's env (TF_CONFIG, the PyTorch
+        variables); `env_overrides` are the test's."""
         env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
         env.update({e["name"]: str(e.get("value", "")) for e in container.get("env") or []})
         env.update(env_overrides)
-        if tf_config is not None:
-            env["TF_CONFIG"] = tf_config
+        env.update(injected)
         argv = [*(container.get("command") or []), *(container.get("args") or [])]
         if not argv:
             raise ValueError(f"container {container['name']} has no command "
@@ -117,11 +121,12 @@ def kill_all(replicas: List[Replica], grace_seconds: float) -> None:
             r.reader.join(timeout=5)
 
 
-def tf_container(pod: Dict[str, Any]) -> Dict[str, Any]:
-    """The container the operator treats as the replica's (`tensorflow`, else the first)."""
+def main_container(pod: Dict[str, Any], kind: str = "TFJob") -> Dict[str, Any]:
+    """The container the operator treats as the replica's (`tensorflow` in a TFJob, `pytorch`
+    in a PyTorchJob), else the first."""
     containers = pod["spec"]["containers"]
     for container in containers:
-        if container["name"] == TF_CONTAINER:
+        if container["name"] == MAIN_CONTAINER.get(kind):
             return container
     return containers[0]
 

@@ -30,7 +30,7 @@ from fakes.kube_server import routes
 from fakes.kube_server.faults import Faults, RequestLog
 from fakes.kube_server.store import Gone, ObjectStore
 
-SERVED = {("kubeflow.org", "v1", "tfjobs"), ("kubeflow.org", "v2beta1", "mpijobs"),
+SERVED = {("kubeflow.org", "v1", "tfjobs"), ("kubeflow.org", "v1", "pytorchjobs"), ("kubeflow.org", "v2beta1", "mpijobs"),
           ("kubeflow.org", "v1", "mpijobs"), ("", "v1", "pods"), ("", "v1", "events"),
           ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
           ("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"),

@@ -140,7 +140,7 @@ class TrainJobRun(ProcessRun):
         with self.kill_lock:
             if self.op._stopped.is_set():
                 raise Deleted()
-            replica.start(self.store, container, self.env[job.name], None,
+            replica.start(self.store, container, self.env[job.name], {},
                           os.path.join(self.scratch, replica.label))
         if replica.restart_count == 0:
             self.store.update(replica.pod_key, pod_objects.start_running)

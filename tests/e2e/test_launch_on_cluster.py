@@ -1,0 +1,134 @@
+"""`kfdist launch` with a cluster backend: the user's program as a PyTorchJob or a TFJob.
+
+The test cluster's operator plays the Training Operator v1.9 from its Go source (PyTorchJob:
+`<job>-master-0` and `<job>-worker-<i>`, MASTER_ADDR/PORT, WORLD_SIZE, RANK and PET_* in every
+container, success when the master succeeds). Its replicas run on this machine, so the PVC the
+job mounts is a directory here, given as `--pvc-mount-path`; the user's image is never pulled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from component.test_launch_examples import _saved_model_predicts
+from fakes.kube_server.cluster_fixtures import NAMESPACE, wait_for
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples")
+PYTORCHJOBS = ("kubeflow.org", "v1", "pytorchjobs")
+#: What the operator injects into a PyTorch replica, and kfdist's own variables.
+INJECTED = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_MASTER_ADDR",
+            "PET_MASTER_PORT", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
+            "PYTHONUNBUFFERED", "KFDIST_MODEL_DIR", "KFDIST_CHECKPOINT_DIR", "KFDIST_DATA_DIR",
+            "TF_CONFIG")
+ENV_PROGRAM = f"""
+import json, os
+names = {INJECTED!r}
+path = os.path.join(os.environ["KFDIST_CHECKPOINT_DIR"], "env-" + os.environ["RANK"] + ".json")
+os.makedirs(os.path.dirname(path), exist_ok=True)
+with open(path, "w") as f:
+    json.dump({{n: os.environ[n] for n in names if n in os.environ}}, f)
+print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], flush=True)
+"""
+
+
+def _launch(*args, timeout: float = 400) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kfdist", "launch", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _cluster_flags(pvc, name: str, backend: str = "pytorchjob"):
+    return ["--backend", backend, "--image", "registry.example.com/team/trainer:1.0", "--name",
+            name, "--namespace", NAMESPACE, "--pvc-name", "team-work", "--pvc-mount-path",
+            str(pvc), "--timeout", "300"]
+
+
+def test_pytorch_ddp_example_runs_as_a_pytorchjob(cluster, tmp_path):
+    import torch
+
+    pvc = tmp_path / "pvc"
+    done = _launch("--framework", "pytorch", "--workers", "3", "--output", str(pvc / "ddp"),
+                   *_cluster_flags(pvc, "ddp"), "--", "python",
+                   os.path.abspath(os.path.join(EXAMPLES, "pytorch_ddp.py")), "--steps", "100")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "saved model.pt (world size 3)" in done.stdout  # the master's log, streamed
+    weights = torch.load(pvc / "ddp" / "model" / "model.pt")
+    assert abs(float(weights["weight"]) - 3) < 0.3 and abs(float(weights["bias"]) - 2) < 0.3
+    job = cluster.server.store.get(PYTORCHJOBS + (NAMESPACE, "ddp"))
+    succeeded = [c for c in job["status"]["conditions"] if c["type"] == "Succeeded"]
+    assert succeeded and succeeded[0]["reason"] == "PyTorchJobSucceeded"
+    # A master and two workers ran (a worker still running when the master succeeded has its
+    # pod deleted: cleanPodPolicy Running).
+    for label in ("master-0", "worker-0", "worker-1"):
+        assert cluster.operator.replica_pids("ddp", label), label
+
+
+def test_local_replicas_get_what_the_pytorchjob_operator_injects(cluster, tmp_path):
+    """The same program under `--backend local` and as a PyTorchJob sees the same variables;
+    only the master's address and port differ (localhost and a free port, here)."""
+    program = tmp_path / "env_program.py"
+    program.write_text(ENV_PROGRAM)
+    layout = ["--framework", "pytorch", "--workers", "2"]
+    local = _launch(*layout, "--output", str(tmp_path / "local"), "--", "python", str(program))
+    assert local.returncode == 0, local.stderr[-3000:]
+    pvc = tmp_path / "pvc"
+    remote = _launch(*layout, "--output", str(pvc / "run"), *_cluster_flags(pvc, "envcheck"),
+                     "--", "python", str(program))
+    assert remote.returncode == 0, remote.stdout[-3000:] + remote.stderr[-3000:]
+    for rank in ("0", "1"):
+        here = json.loads((tmp_path / "local" / "checkpoints" / f"env-{rank}.json").read_text())
+        there = json.loads((pvc / "run" / "checkpoints" / f"env-{rank}.json").read_text())
+        for env, root in ((here, str(tmp_path / "local")), (there, str(pvc / "run"))):
+            assert env.pop("KFDIST_MODEL_DIR") == os.path.join(root, "model")
+            assert env.pop("KFDIST_CHECKPOINT_DIR") == os.path.join(root, "checkpoints")
+            assert env.pop("MASTER_ADDR") == env.pop("PET_MASTER_ADDR")
+            assert env.pop("MASTER_PORT") == env.pop("PET_MASTER_PORT")
+        assert here == there, (here, there)
+        assert here["RANK"] == here["PET_NODE_RANK"] == rank and here["WORLD_SIZE"] == "2"
+
+
+def test_a_cluster_backend_refuses_an_output_the_replicas_cannot_reach(tmp_path):
+    done = _launch("--framework", "pytorch", "--backend", "pytorchjob", "--image", "r/i:1",
+                   "--name", "ddp", "--output", str(tmp_path / "out"), "--", "python", "x.py")
+    assert done.returncode == 2
+    assert (f"--output '{tmp_path / 'out'}' is not where the replicas can reach it: pass a gs:// "
+            "URI, or a path under /mnt/kfdist/ with --pvc-name CLAIM") in done.stderr
+
+
+def test_tf2_multi_worker_example_runs_as_a_tfjob(cluster, tmp_path):
+    """TF_CONFIG from the operator: the chief (worker 0) saves the SavedModel on the PVC."""
+    pvc = tmp_path / "pvc"
+    done = _launch("--framework", "tensorflow", "--workers", "2", "--output", str(pvc / "tf2"),
+                   *_cluster_flags(pvc, "tf2", backend="tfjob"), "--", "python",
+                   os.path.abspath(os.path.join(EXAMPLES, "tf2_multi_worker_custom_loop.py")),
+                   "--steps", "60")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert abs(_saved_model_predicts(pvc / "tf2" / "model", 1.0) - 5.0) < 0.5
+    for label in ("worker-0", "worker-1"):
+        assert cluster.operator.replica_pids("tf2", label), label
+
+
+def test_sigterm_deletes_the_job_and_its_replicas(cluster, tmp_path):
+    program = tmp_path / "forever.py"
+    program.write_text("import time\nprint('up', flush=True)\ntime.sleep(600)\n")
+    pvc = tmp_path / "pvc"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kfdist", "launch", "--framework", "pytorch", "--workers", "2",
+         "--output", str(pvc / "run"), *_cluster_flags(pvc, "forever"), "--", "python",
+         str(program)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:  # the master's log, streamed once it runs
+            if "[master-0] up" in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "stopped by SIGTERM" in proc.stderr.read()
+    wait_for(lambda: not cluster.server.store.items(PYTORCHJOBS, NAMESPACE))
+    assert cluster.wait_no_processes() == []
