@@ -39,8 +39,9 @@ def add_launch_parser(sub) -> None:
     p.add_argument("--timeout", type=float, help="seconds before the job fails (no limit by default)")
     p.add_argument("--image", help="cluster backends: the image holding the program")
     p.add_argument("--namespace", default="default", help="cluster backends: the job's namespace")
-    p.add_argument("--name", help="cluster backends: the job's name (a DNS-1035 label); a step "
-                                  "that runs again with the same name re-attaches to the job")
+    p.add_argument("--name", help="cluster backends: the job's name (a DNS-1035 label; default: "
+                                  "kfdist-<tf|pt>-<hash of the command and --output>); running "
+                                  "again under the same name re-attaches to the job")
     p.add_argument("--pvc-name", help="cluster backends: a PersistentVolumeClaim mounted into "
                                       "every replica, on which --output (and a local --dataset) lie")
     p.add_argument("--pvc-mount-path", default=PVC_MOUNT_PATH,
@@ -87,6 +88,7 @@ def render_cluster_job(job, args):
         --name, or a directory the replicas cannot reach.
     """
     from kfdist.components.common.errors import InvalidInputError
+    from kfdist.components.launch_program import program_pod
     from kfdist.components.launch_program.program_pod import ProgramPlacement
     from kfdist.components.launch_program.render_program_tfjob import render_program_tfjob
     from kfdist.components.launch_program.render_pytorchjob import render_pytorchjob
@@ -95,10 +97,11 @@ def render_cluster_job(job, args):
     if args.backend != expected:
         raise InvalidInputError(f"backend {args.backend!r} does not run framework "
                                 f"{job.framework!r}; valid: 'local' or {expected!r}")
-    if not (args.image and args.name):
-        raise InvalidInputError(f"backend {args.backend!r} needs --image and --name")
-    placement = ProgramPlacement(args.name, args.namespace, args.image, args.pvc_name,
-                                 args.pvc_mount_path)
+    if not args.image:
+        raise InvalidInputError(f"backend {args.backend!r} needs --image: the image that holds "
+                                "your program")
+    placement = ProgramPlacement(args.name or program_pod.default_job_name(job), args.namespace,
+                                 args.image, args.pvc_name, args.pvc_mount_path)
     placement.validate()
     placement.check_location("--output", args.output)
     if job.data_dir is not None and "://" not in job.data_dir:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import posixpath
 from typing import Any, Dict, List, Optional
 
@@ -52,6 +54,14 @@ class ProgramPlacement:
         require(self.pvc_name is not None and posixpath.normpath(location).startswith(root),
                 f"{what} {location!r} is not where the replicas can reach it: pass a gs:// URI, "
                 f"or a path under {root} with --pvc-name CLAIM (the PVC the replicas mount there)")
+
+
+def default_job_name(job: ProgramJob) -> str:
+    """`kfdist-<tf|pt>-<hash>`: the same for the same framework, command and output location,
+    so that running the same launch again re-attaches to its job instead of starting another."""
+    key = json.dumps([job.framework, list(job.command), job.model_dir], separators=(",", ":"))
+    prefix = "tf" if job.framework == "tensorflow" else "pt"
+    return f"kfdist-{prefix}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def container(job: ProgramJob, placement: ProgramPlacement, name: str, port_name: str,

@@ -143,3 +143,18 @@ def test_pytorch_job_succeeds_when_the_master_does(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "ending the replicas still running: worker-0, worker-1" in done.stdout
     assert time.monotonic() - started < 50
+
+
+def test_a_cluster_job_is_named_by_its_command_and_output_unless_named():
+    import yaml
+
+    def name(*program, output="gs://b/run"):
+        done = _launch("--framework", "tensorflow", "--backend", "tfjob", "--image", "r/i:1",
+                       "--output", output, "--dry-run", "--", *program)
+        assert done.returncode == 0, done.stderr
+        return yaml.safe_load(done.stdout)["metadata"]["name"]
+
+    first = name("python", "train.py")
+    assert first.startswith("kfdist-tf-") and first == name("python", "train.py")
+    assert first != name("python", "train.py", "--epochs", "2")
+    assert first != name("python", "train.py", output="gs://b/other")
