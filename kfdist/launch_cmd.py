@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+import tempfile
 
-from kfdist.components.launch_program import program_job
+from kfdist import images
+from kfdist.components.launch_program import program_files, program_job
+from kfdist.components.launch_program.pod_entry import SCRATCH_ENV
+from kfdist.components.launch_program.program_job import check_local_command
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
 
@@ -46,6 +51,13 @@ def add_launch_parser(sub) -> None:
                                       "every replica, on which --output (and a local --dataset) lie")
     p.add_argument("--pvc-mount-path", default=PVC_MOUNT_PATH,
                    help="where the replicas mount --pvc-name (default: %(default)s)")
+    p.add_argument("--program-dir",
+                   help="a directory holding your program: kfdist ships it to OUTPUT/program and "
+                        "every replica runs COMMAND in its own copy of it, on a cluster in "
+                        "kfdist's runtime image unless --image (no image to build)")
+    p.add_argument("--requirements",
+                   help="with --program-dir: a requirements file of pinned packages "
+                        "(name==version) that every replica installs when it starts")
     p.add_argument("--dry-run", action="store_true",
                    help="cluster backends: print the job as YAML instead of creating it")
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -69,15 +81,39 @@ def _cmd_launch(args) -> int:
         model_dir=os.path.join(output, "model"), checkpoint_dir=os.path.join(output, "checkpoints"),
         data_dir=data_dir, restart_policy=args.restart_policy, backoff_limit=args.backoff_limit,
         active_deadline_seconds=args.timeout)
+    if args.requirements and not args.program_dir:
+        raise InvalidInputError("--requirements are installed with the program --program-dir "
+                                "ships; pass --program-dir DIR too")
+    if args.program_dir:
+        if not os.path.isdir(args.program_dir):
+            raise InvalidInputError(f"--program-dir {args.program_dir!r} is not a directory")
+        if args.requirements:
+            program_files.check_requirements(args.requirements)
+        job = dataclasses.replace(job, command=shipped_command(command, output, local))
     if not local:
         return _on_cluster(job, args)
     if "://" in args.output:
         raise InvalidInputError(f"--output {args.output!r} is a URI; the local backend writes to "
                                 "a directory on this machine")
-    result = run_local(job, lambda line: print(line, flush=True))
+    job.validate()
+    check_local_command(job.command)
+    with tempfile.TemporaryDirectory(prefix="kfdist-launch-") as scratch:
+        extra = {}
+        if args.program_dir:
+            program_files.ship(args.program_dir, args.requirements, output)
+            extra = {SCRATCH_ENV: scratch}  # each replica's copy, removed with the job
+        result = run_local(job, lambda line: print(line, flush=True), extra)
     print(f"kfdist: job succeeded ({result.restarts} restart(s)); model directory: "
           f"{job.model_dir}", file=sys.stderr)
     return 0
+
+
+def shipped_command(command, output: str, local: bool) -> tuple:
+    """COMMAND run by `pod_entry` from the program shipped to OUTPUT/program (the image's
+    `python` on a cluster, this one here)."""
+    python = sys.executable if local else "python"
+    return (python, "-m", "kfdist.components.launch_program.pod_entry", "--program",
+            program_files.program_uri(output), "--", *command)
 
 
 def render_cluster_job(job, args):
@@ -97,17 +133,32 @@ def render_cluster_job(job, args):
     if args.backend != expected:
         raise InvalidInputError(f"backend {args.backend!r} does not run framework "
                                 f"{job.framework!r}; valid: 'local' or {expected!r}")
-    if not args.image:
-        raise InvalidInputError(f"backend {args.backend!r} needs --image: the image that holds "
-                                "your program")
+    if not (args.image or args.program_dir):
+        raise InvalidInputError(f"backend {args.backend!r} needs --image (the image that holds "
+                                "your program) or --program-dir (your program's directory, run in "
+                                "kfdist's runtime image)")
+    image = args.image or images.image("runtime")
     placement = ProgramPlacement(args.name or program_pod.default_job_name(job), args.namespace,
-                                 args.image, args.pvc_name, args.pvc_mount_path)
+                                 image, args.pvc_name, args.pvc_mount_path)
     placement.validate()
     placement.check_location("--output", args.output)
     if job.data_dir is not None and "://" not in job.data_dir:
         placement.check_location("--dataset", job.data_dir)
     render = render_program_tfjob if job.framework == "tensorflow" else render_pytorchjob
     return render(job, placement)
+
+
+def _ship_for_cluster(args) -> None:
+    """Ships --program-dir to OUTPUT/program: `gs://`, or the PVC where it is mounted here too
+    (a pipeline step's pod); refused before the job is created otherwise."""
+    from kfdist.components.common.errors import InvalidInputError
+
+    if "://" not in args.output and not os.path.isdir(args.pvc_mount_path):
+        raise InvalidInputError(
+            f"--program-dir is shipped through --output {args.output!r}, on the PVC "
+            f"{args.pvc_name!r}, which is not mounted here at {args.pvc_mount_path}: use a gs:// "
+            "--output, or launch where the PVC is mounted (a pipeline step)")
+    program_files.ship(args.program_dir, args.requirements, args.output)
 
 
 def _on_cluster(job, args) -> int:
@@ -120,6 +171,8 @@ def _on_cluster(job, args) -> int:
 
         print(yaml.safe_dump(rendered.body, sort_keys=False), end="")
         return 0
+    if args.program_dir:
+        _ship_for_cluster(args)
     from kfdist.components.train_distributed.kubernetes.client import kube_api
     from kfdist.components.train_distributed.kubernetes.lifecycle import launcher, step_signals
 

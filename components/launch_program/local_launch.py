@@ -12,7 +12,7 @@ behind on failure, SIGTERM or Ctrl-C.
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import Callable, Dict, Optional
 
 from kfdist.components.launch_program import operator_env
 from kfdist.components.launch_program.program_job import ProgramJob, check_local_command
@@ -27,12 +27,14 @@ def base_env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in operator_env.INJECTED}
 
 
-def run_local(job: ProgramJob, log: Callable[[str], None]) -> LocalJobResult:
+def run_local(job: ProgramJob, log: Callable[[str], None],
+              extra_env: Optional[Dict[str, str]] = None) -> LocalJobResult:
     """Runs `job` locally until it succeeds or fails.
 
     Args:
       job: The job; validated here, and its command checked, before anything starts.
       log: Receives every replica line, prefixed `[worker-i] ` (`[master-0] `).
+      extra_env: Variables for kfdist's own wrapper of the command (`pod_entry`), if any.
 
     Returns:
       The restarts made and the replicas ended at the end (PS, evaluator).
@@ -52,7 +54,7 @@ def run_local(job: ProgramJob, log: Callable[[str], None]) -> LocalJobResult:
     reservation = PortReservation(job.replica_count)
     try:
         addresses = [f"localhost:{port}" for port in reservation.ports]
-        base = base_env()
+        base = {**base_env(), **(extra_env or {})}
         replicas = [(task, list(job.command), {**base, **env})
                     for task, env in operator_env.replica_envs(job, addresses)]
         return run_processes(replicas, spec, strategy_rules.MULTI_WORKER_MIRRORED, log)

@@ -132,3 +132,27 @@ def test_sigterm_deletes_the_job_and_its_replicas(cluster, tmp_path):
     assert "stopped by SIGTERM" in proc.stderr.read()
     wait_for(lambda: not cluster.server.store.items(PYTORCHJOBS, NAMESPACE))
     assert cluster.wait_no_processes() == []
+
+
+def test_a_shipped_program_runs_as_a_pytorchjob_without_an_image(cluster, tmp_path):
+    """--program-dir through the PVC (mounted here too, as in a pipeline step's pod), run by
+    kfdist's runtime image; the user's command starts in each replica's copy of it."""
+    program = tmp_path / "prog"
+    program.mkdir()
+    (program / "train.py").write_text(
+        "import os, helper\nprint('rank', os.environ['RANK'], 'helper', helper.VALUE, flush=True)\n")
+    (program / "helper.py").write_text("VALUE = 7\n")
+    pvc = tmp_path / "pvc"
+    pvc.mkdir()
+    flags = [f for f in _cluster_flags(pvc, "shipped") if f != "registry.example.com/team/trainer:1.0"]
+    flags.remove("--image")
+    done = _launch("--framework", "pytorch", "--workers", "2", "--output", str(pvc / "run"),
+                   "--program-dir", str(program), *flags, "--", "python", "train.py")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "[master-0] rank 0 helper 7" in done.stdout
+    assert (pvc / "run" / "program" / "helper.py").is_file()
+    job = cluster.server.store.get(PYTORCHJOBS + (NAMESPACE, "shipped"))
+    from kfdist import RUNTIME_IMAGE
+
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
+        "image"] == RUNTIME_IMAGE
