@@ -15,9 +15,9 @@ from kfdist.components.launch_program.program_job import check_local_command
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
 
-BACKENDS = ("local", "tfjob", "pytorchjob")
-#: The cluster kind each framework's job renders as.
-CLUSTER_BACKEND_OF = {"tensorflow": "tfjob", "pytorch": "pytorchjob"}
+BACKENDS = ("local", "tfjob", "pytorchjob", "trainjob")
+#: The cluster backends that run each framework's programs.
+CLUSTER_BACKENDS_OF = {"tensorflow": ("tfjob",), "pytorch": ("pytorchjob", "trainjob")}
 
 
 def add_launch_parser(sub) -> None:
@@ -116,8 +116,9 @@ def shipped_command(command, output: str, local: bool) -> tuple:
             program_files.program_uri(output), "--", *command)
 
 
-def render_cluster_job(job, args):
-    """The TFJob or PyTorchJob `kfdist launch` creates for `job` (`--dry-run` prints it).
+def render_cluster_job(job, args, customisation: str = "runtimePatches"):
+    """The TFJob, PyTorchJob or TrainJob `kfdist launch` creates for `job` (`--dry-run` prints
+    it); `customisation` is the installed Trainer's pod-customisation field.
 
     Raises:
       InvalidInputError: A backend that does not run the framework, a missing --image or
@@ -127,12 +128,13 @@ def render_cluster_job(job, args):
     from kfdist.components.launch_program import program_pod
     from kfdist.components.launch_program.program_pod import ProgramPlacement
     from kfdist.components.launch_program.render_program_tfjob import render_program_tfjob
+    from kfdist.components.launch_program.render_program_trainjob import render_program_trainjob
     from kfdist.components.launch_program.render_pytorchjob import render_pytorchjob
 
-    expected = CLUSTER_BACKEND_OF[job.framework]
-    if args.backend != expected:
+    expected = CLUSTER_BACKENDS_OF[job.framework]
+    if args.backend not in expected:
         raise InvalidInputError(f"backend {args.backend!r} does not run framework "
-                                f"{job.framework!r}; valid: 'local' or {expected!r}")
+                                f"{job.framework!r}; valid: {['local', *expected]}")
     if not (args.image or args.program_dir):
         raise InvalidInputError(f"backend {args.backend!r} needs --image (the image that holds "
                                 "your program) or --program-dir (your program's directory, run in "
@@ -144,6 +146,8 @@ def render_cluster_job(job, args):
     placement.check_location("--output", args.output)
     if job.data_dir is not None and "://" not in job.data_dir:
         placement.check_location("--dataset", job.data_dir)
+    if args.backend == "trainjob":
+        return render_program_trainjob(job, placement, customisation)
     render = render_program_tfjob if job.framework == "tensorflow" else render_pytorchjob
     return render(job, placement)
 
@@ -165,7 +169,15 @@ def _on_cluster(job, args) -> int:
     """Prints the job (`--dry-run`), or creates it and follows it to its end, as the training
     step does: re-attached when it exists, its leader's log streamed, deleted on Ctrl-C,
     SIGTERM or `--timeout`, failed with the operator's reason."""
-    rendered = render_cluster_job(job, args)
+    api = None
+    customisation = "runtimePatches"
+    if args.backend == "trainjob" and not args.dry_run:
+        from kfdist.components.train_distributed.kubernetes import backend
+        from kfdist.components.train_distributed.kubernetes.client import kube_api
+
+        api = kube_api.KubeApi.from_environment()
+        customisation = backend.trainer_customisation(api, lambda line: print(line, flush=True))
+    rendered = render_cluster_job(job, args, customisation)
     if args.dry_run:
         import yaml
 
@@ -176,7 +188,7 @@ def _on_cluster(job, args) -> int:
     from kfdist.components.train_distributed.kubernetes.client import kube_api
     from kfdist.components.train_distributed.kubernetes.lifecycle import launcher, step_signals
 
-    api = kube_api.KubeApi.from_environment()
+    api = api or kube_api.KubeApi.from_environment()
     print(f"kfdist: {rendered.kind.kind} {rendered.namespace}/{rendered.name}", flush=True)
     with step_signals.cancel_on_sigterm():
         outcome = launcher.launch_and_wait(

@@ -156,3 +156,24 @@ def test_a_shipped_program_runs_as_a_pytorchjob_without_an_image(cluster, tmp_pa
 
     assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
         "image"] == RUNTIME_IMAGE
+
+
+def test_pytorch_ddp_example_runs_as_a_trainjob_on_torch_distributed(cluster, tmp_path):
+    """Trainer's torch plugin sets only PET_*: the program starts under torchrun, which works
+    the same under --backend local and pytorchjob (whose replicas get PET_* too)."""
+    import torch
+
+    pvc = tmp_path / "pvc"
+    done = _launch("--framework", "pytorch", "--workers", "2", "--output", str(pvc / "tj"),
+                   *_cluster_flags(pvc, "ddp-tj", backend="trainjob"), "--", "python", "-m",
+                   "torch.distributed.run",
+                   os.path.abspath(os.path.join(EXAMPLES, "pytorch_ddp.py")), "--steps", "100")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "saved model.pt (world size 2)" in done.stdout  # node 0's log, streamed
+    weights = torch.load(pvc / "tj" / "model" / "model.pt")
+    assert abs(float(weights["weight"]) - 3) < 0.3 and abs(float(weights["bias"]) - 2) < 0.3
+    trainjob = cluster.server.store.get(("trainer.kubeflow.org", "v1alpha1", "trainjobs",
+                                         NAMESPACE, "ddp-tj"))
+    assert trainjob["spec"]["runtimeRef"]["name"] == "torch-distributed"
+    assert [c["type"] for c in trainjob["status"]["conditions"] if c["status"] == "True"][-1] == \
+        "Complete"

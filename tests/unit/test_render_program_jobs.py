@@ -1,5 +1,7 @@
 """Launch's PyTorchJob and TFJob, validated against the Training Operator v1.9 CRDs."""
 
+import json
+
 import pytest
 
 from fakes import crd_schema
@@ -107,3 +109,31 @@ def test_a_directory_the_replicas_cannot_reach_is_refused(placement, location, e
         placement.check_location("--output", location)
     ProgramPlacement("a", "ns", "i:1").check_location("--output", "gs://b/run")
     ProgramPlacement("a", "ns", "i:1", "work").check_location("--output", "/mnt/kfdist/run")
+
+
+@pytest.mark.parametrize("customisation, crd_file", [
+    ("runtimePatches", "trainer.kubeflow.org_trainjobs.trainer-v2.3.0.yaml"),
+    ("podTemplateOverrides", crd_schema.TRAINJOB_V2_1_CRD)])
+def test_program_trainjob_on_torch_distributed_is_valid_for_each_trainer(customisation, crd_file):
+    from kfdist.components.launch_program.render_program_trainjob import render_program_trainjob
+
+    placement = ProgramPlacement("ddp-run", "team-a", "registry.example/ddp:1.0", "team-work")
+    job = _job(model_dir="/mnt/kfdist/run/model", checkpoint_dir="/mnt/kfdist/run/ckpt",
+               active_deadline_seconds=None)
+    rendered = render_program_trainjob(job, placement, customisation)
+    assert crd_schema.load_crd(crd_schema.crd_path(crd_file)).validate(rendered.body) == []
+    spec = rendered.body["spec"]
+    assert spec["runtimeRef"]["name"] == "torch-distributed"
+    trainer = spec["trainer"]
+    assert (trainer["numNodes"], trainer["numProcPerNode"]) == (3, 2)
+    assert trainer["command"][4:] == ["torchrun", "train.py"]
+    # Trainer refuses the torchrun variables in trainer.env (its webhook): kfdist sets none.
+    assert not [e for e in trainer["env"] if e["name"].startswith("PET_")]
+    assert "volumes" in json.dumps(spec[customisation])
+
+
+def test_a_tensorflow_program_is_not_a_torch_trainjob():
+    from kfdist.components.launch_program.render_program_trainjob import render_program_trainjob
+
+    with pytest.raises(InvalidInputError, match="TensorFlow programs: --backend tfjob"):
+        render_program_trainjob(_job(framework="tensorflow", procs_per_worker=1), PLACEMENT)

@@ -131,7 +131,8 @@ def _documents(path: str) -> tuple:
 
 
 def install_trainer(store, *, runtimes: bool = True, trainjob_crd: Optional[str] = None) -> None:
-    """Installs Kubeflow Trainer into the test cluster: its TrainJob CRD and kfdist's runtimes.
+    """Installs Kubeflow Trainer into the test cluster: its TrainJob CRD, its own
+    `torch-distributed` runtime (tests/data/runtimes, from Trainer v2.3.0) and kfdist's runtimes.
 
     Args:
       store: The test API server's store.
@@ -145,6 +146,9 @@ def install_trainer(store, *, runtimes: bool = True, trainjob_crd: Optional[str]
     store.create(CRDS + ("", crd["metadata"]["name"]), crd)
     if not runtimes:
         return
+    torch = _documents(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "data", "runtimes", "torch_distributed.trainer-v2.3.0.yaml"))[0]
+    store.create(RUNTIMES + ("", torch["metadata"]["name"]), copy.deepcopy(torch))
     directory = os.path.join(_REPO, "manifests", "runtimes")
     for file_name in sorted(os.listdir(directory)):
         if file_name.endswith(".yaml") and file_name != "kustomization.yaml":

@@ -2,12 +2,15 @@
 
 Transcribed from the Go sources (kubeflow/trainer@v2.3.0, kubernetes-sigs/jobset@v0.12.0):
 
-* Trainer (pkg/runtime/core/trainingruntime.go, framework/plugins/{jobset,plainml,mpi}):
+* Trainer (pkg/runtime/core/trainingruntime.go, framework/plugins/{jobset,plainml,mpi,torch}):
   the JobSet copies the runtime's template, with `runtimePatches` (v2.2+) or
   `podTemplateOverrides` (v2.1) merged into the named replicated Jobs'
   pods; jobs labelled `trainjob-ancestor-step: trainer` get `replicas: 1`
   and, in their container `node`, the TrainJob's image, command, args and
-  env; `numNodes` sets parallelism = completions of the first such job
+  env; the torch plugin (`torch.go`) adds PET_NNODES, PET_NPROC_PER_NODE
+  (`numProcPerNode`, else "auto": 1 without GPUs or CPUs), PET_NODE_RANK (the
+  completion index annotation), PET_MASTER_ADDR (`<job>-node-0-0.<job>`) and
+  PET_MASTER_PORT (29500), and the port; `numNodes` sets parallelism = completions of the first such job
   (plain policy) or of the job `node` (mpi policy, one less when the
   launcher is a node); `resourcesPerNode` only applies with an mlPolicy.
   A TrainJob whose ClusterTrainingRuntime does not exist is refused by its
@@ -148,9 +151,30 @@ def jobset_spec(trainjob: Dict[str, Any], runtime: Dict[str, Any]) -> Dict[str, 
                 if field in trainer:
                     node[field] = copy.deepcopy(trainer[field])
         _upsert_env(node, trainer.get("env") or [])
+        if (policy or {}).get("torch") is not None and is_trainer[job["name"]]:
+            _upsert_env(node, torch_env(trainjob, count))
+            _merge_named(node.setdefault("ports", []), [{"containerPort": TORCH_PORT}],
+                         key="containerPort")
         if policy is not None and trainer.get("resourcesPerNode"):
             _merge_pod_level(node.setdefault("resources", {}), trainer["resourcesPerNode"])
     return spec
+
+
+#: `constants.ContainerTrainerPort`: the torch plugin's master port.
+TORCH_PORT = 29500
+
+
+def torch_env(trainjob: Dict[str, Any], nodes: int) -> List[Dict[str, Any]]:
+    """The torch plugin's PET_* variables (`EnforceMLPolicy`; no GPUs or CPUs asked here, so
+    "auto" processes per node is 1)."""
+    name = trainjob["metadata"]["name"]
+    per_node = (trainjob["spec"].get("trainer") or {}).get("numProcPerNode")
+    return [{"name": "PET_NNODES", "value": str(nodes)},
+            {"name": "PET_NPROC_PER_NODE", "value": str(per_node if per_node is not None else 1)},
+            {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {
+                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+            {"name": "PET_MASTER_ADDR", "value": f"{name}-node-0-0.{name}"},
+            {"name": "PET_MASTER_PORT", "value": str(TORCH_PORT)}]
 
 
 def mpi_slots(trainjob: Dict[str, Any], runtime: Dict[str, Any]) -> int:

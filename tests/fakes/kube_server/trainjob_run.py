@@ -98,6 +98,9 @@ class TrainJobRun(ProcessRun):
                 env[jobset_cluster.NODE_ADDRESSES_ENV] = ",".join(f"localhost:{p}" for p in ports)
             if mpi is not None and job.name == "launcher":
                 env.update(self._hostfile_env(mpi))
+            if any(e["name"] == "PET_MASTER_ADDR" for e in container.get("env") or []):
+                # Node 0's address and the master port, as this machine reaches them.
+                env.update({"PET_MASTER_ADDR": "localhost", "PET_MASTER_PORT": str(free_ports(1)[0])})
             self.env[job.name] = env
 
     def _hostfile_env(self, mpi: dict) -> Dict[str, str]:

@@ -1,0 +1,86 @@
+"""Renders a PyTorch `ProgramJob` as a Kubeflow Trainer TrainJob on `torch-distributed`, purely.
+
+What Trainer (v2.3, `pkg/runtime/framework/plugins/torch/torch.go`) does with it: one Indexed
+Job `node` of `numNodes` pods, the TrainJob's image, command and env in their container `node`,
+and, from the torch plugin, exactly `PET_NNODES`, `PET_NPROC_PER_NODE` (`numProcPerNode`),
+`PET_NODE_RANK` (the pod's completion index), `PET_MASTER_ADDR` (`<job>-node-0-0.<job>`) and
+`PET_MASTER_PORT` (29500). It sets no RANK, WORLD_SIZE or MASTER_ADDR: a program runs there under
+`torchrun`, which reads the PET_* variables (as it does in a PyTorchJob, whose operator sets them
+too). The KFDIST_* variables go in `trainer.env`; the PVC, when there is one, in the
+pod-customisation field of the installed Trainer (`runtimePatches`, or v2.1's
+`podTemplateOverrides`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from kfdist.components.common.errors import require
+from kfdist.components.launch_program import operator_env, program_pod
+from kfdist.components.launch_program.program_job import PYTORCH, ProgramJob
+from kfdist.components.launch_program.program_pod import ProgramPlacement
+from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
+    COMPLETION_INDEX_LABEL, JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL, TRAINJOB_V1ALPHA1, RenderedJob)
+from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
+    POD_CUSTOMISATIONS, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES)
+
+#: Trainer's own PyTorch runtime (a ClusterTrainingRuntime every Trainer install ships).
+TORCH_RUNTIME = "torch-distributed"
+#: Its replicated Job and container.
+NODE = "node"
+#: The `manager` of kfdist's entry in `runtimePatches`.
+PATCH_MANAGER = "kfdist.dev/launch"
+
+
+def _pod_patch(job: ProgramJob, placement: ProgramPlacement) -> Dict[str, Any]:
+    container = program_pod.container(job, placement, NODE, "unused", 0)
+    pod = program_pod.pod_spec(container, placement)
+    return {"volumes": pod["volumes"],
+            "containers": [{"name": NODE, "volumeMounts": container["volumeMounts"]}]}
+
+
+def render_program_trainjob(job: ProgramJob, placement: ProgramPlacement,
+                            customisation: str = RUNTIME_PATCHES) -> RenderedJob:
+    """Renders `job` as a TrainJob on `torch-distributed`.
+
+    Args:
+      job: A PyTorch job; validated here.
+      placement: Name, namespace, image and PVC.
+      customisation: The installed Trainer's pod-customisation field (`POD_CUSTOMISATIONS`).
+
+    Returns:
+      The TrainJob, its kind, and the selector of its node-0 pod.
+
+    Raises:
+      InvalidInputError: If `job` is invalid or not PyTorch, or the name is not a DNS-1035 label.
+    """
+    job.validate()
+    require(job.framework == PYTORCH, "a TrainJob on torch-distributed runs framework 'pytorch', "
+            f"got {job.framework!r} (TensorFlow programs: --backend tfjob)")
+    require(customisation in POD_CUSTOMISATIONS, f"unknown pod customisation field "
+            f"{customisation!r}; valid: {list(POD_CUSTOMISATIONS)}")
+    placement.validate()
+    trainer: Dict[str, Any] = {
+        "image": placement.image, "command": program_pod.command(job, placement),
+        "numNodes": job.workers, "numProcPerNode": job.procs_per_worker,
+        "env": [{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()]}
+    spec: Dict[str, Any] = {
+        "runtimeRef": {"apiGroup": TRAINJOB_V1ALPHA1.group, "kind": "ClusterTrainingRuntime",
+                       "name": TORCH_RUNTIME},
+        "trainer": trainer}
+    if job.active_deadline_seconds is not None:
+        require(customisation == RUNTIME_PATCHES, "--timeout needs Trainer v2.2 or later on a "
+                "TrainJob (v2.1 has no activeDeadlineSeconds)")
+        spec["activeDeadlineSeconds"] = int(job.active_deadline_seconds)
+    if placement.pvc_name is not None:
+        patch = _pod_patch(job, placement)
+        if customisation == POD_TEMPLATE_OVERRIDES:
+            spec[customisation] = [dict(targetJobs=[{"name": NODE}], spec=patch)]
+        else:
+            spec[customisation] = [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {
+                "spec": {"replicatedJobs": [{"name": NODE, "template": {"spec": {
+                    "template": {"spec": patch}}}}]}}}}]
+    body = program_pod.body(TRAINJOB_V1ALPHA1, placement, spec)
+    selector = {JOBSET_NAME_LABEL: placement.name, REPLICATED_JOB_LABEL: NODE,
+                COMPLETION_INDEX_LABEL: "0"}
+    return RenderedJob(TRAINJOB_V1ALPHA1, placement.name, placement.namespace, body, selector)
