@@ -15,7 +15,7 @@ from kfdist.components.launch_program.program_job import check_local_command
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
 
-BACKENDS = ("local", "tfjob", "pytorchjob", "trainjob")
+BACKENDS = ("local", "tfjob", "pytorchjob", "trainjob", "auto")
 #: The cluster backends that run each framework's programs.
 CLUSTER_BACKENDS_OF = {"tensorflow": ("tfjob",), "pytorch": ("pytorchjob", "trainjob")}
 
@@ -28,7 +28,11 @@ def add_launch_parser(sub) -> None:
                     "injects (TF_CONFIG; or MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, PET_*), "
                     "plus KFDIST_MODEL_DIR, KFDIST_DATA_DIR and KFDIST_CHECKPOINT_DIR.")
     p.add_argument("--framework", choices=program_job.FRAMEWORKS, required=True)
-    p.add_argument("--backend", choices=BACKENDS, default="local")
+    p.add_argument("--backend", choices=BACKENDS, default="local",
+                   help="local processes, a TFJob, a PyTorchJob, a TrainJob (PyTorch, on "
+                        "torch-distributed), or auto: local without a Kubernetes API, else a "
+                        "TFJob for TensorFlow and, for PyTorch, a TrainJob where Trainer runs "
+                        "torch-distributed, else a PyTorchJob (default: %(default)s)")
     p.add_argument("--workers", type=int, default=strategy_rules.DEFAULT_WORKER_COUNT,
                    help="TensorFlow workers, or PyTorch nodes (a master and workers-1 workers)")
     p.add_argument("--ps", type=int, default=0, help="TensorFlow parameter servers")
@@ -69,6 +73,10 @@ def _cmd_launch(args) -> int:
     from kfdist.components.launch_program.local_launch import run_local
 
     command = tuple(args.program[1:] if args.program[:1] == ["--"] else args.program)
+    if args.backend == "auto":
+        from kfdist.components.launch_program.program_backend import choose_program_backend
+
+        args.backend = choose_program_backend(args.framework, lambda line: print(line, flush=True))
     local = args.backend == "local"
     # On a cluster the paths are the replicas' (on the PVC), not this machine's.
     output = args.output if "://" in args.output or not local else os.path.abspath(args.output)

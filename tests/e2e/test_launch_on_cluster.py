@@ -177,3 +177,34 @@ def test_pytorch_ddp_example_runs_as_a_trainjob_on_torch_distributed(cluster, tm
     assert trainjob["spec"]["runtimeRef"]["name"] == "torch-distributed"
     assert [c["type"] for c in trainjob["status"]["conditions"] if c["status"] == "True"][-1] == \
         "Complete"
+
+
+def test_auto_picks_the_trainjob_where_trainer_runs_torch_distributed(cluster, tmp_path):
+    pvc = tmp_path / "pvc"
+    done = _launch("--framework", "pytorch", "--workers", "2", "--output", str(pvc / "auto"),
+                   *_cluster_flags(pvc, "auto-pt", backend="auto"), "--dry-run", "--", "python",
+                   "-m", "torch.distributed.run", "train.py")
+    assert done.returncode == 0, done.stderr
+    assert "backend auto: trainjob (Kubeflow Trainer and its torch-distributed runtime" in \
+        done.stdout
+    assert "kind: TrainJob" in done.stdout
+    cluster.server.store.delete(("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes",
+                                 "", "torch-distributed"))
+    done = _launch("--framework", "pytorch", "--workers", "2", "--output", str(pvc / "auto"),
+                   *_cluster_flags(pvc, "auto-pt", backend="auto"), "--dry-run", "--", "python",
+                   "train.py")
+    assert "backend auto: pytorchjob (Kubeflow Trainer or its runtime torch-distributed is not" \
+        in done.stdout and "kind: PyTorchJob" in done.stdout
+
+
+def test_auto_without_a_kubernetes_api_runs_locally(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    program = tmp_path / "p.py"
+    program.write_text("import os\nprint('rank', os.environ['RANK'], flush=True)\n")
+    done = _launch("--framework", "pytorch", "--workers", "2", "--backend", "auto", "--output",
+                   str(tmp_path / "out"), "--", sys.executable, str(program))
+    assert done.returncode == 0, done.stderr
+    assert "backend auto: local (no Kubernetes API" in done.stdout
+    assert "[worker-0] rank 1" in done.stdout
