@@ -17,7 +17,7 @@ from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PAT
 
 BACKENDS = ("local", "tfjob", "pytorchjob", "trainjob", "auto")
 #: The cluster backends that run each framework's programs.
-CLUSTER_BACKENDS_OF = {"tensorflow": ("tfjob",), "pytorch": ("pytorchjob", "trainjob")}
+CLUSTER_BACKENDS_OF = {"tensorflow": ("tfjob", "trainjob"), "pytorch": ("pytorchjob", "trainjob")}
 
 
 def add_launch_parser(sub) -> None:
@@ -29,8 +29,9 @@ def add_launch_parser(sub) -> None:
                     "plus KFDIST_MODEL_DIR, KFDIST_DATA_DIR and KFDIST_CHECKPOINT_DIR.")
     p.add_argument("--framework", choices=program_job.FRAMEWORKS, required=True)
     p.add_argument("--backend", choices=BACKENDS, default="local",
-                   help="local processes, a TFJob, a PyTorchJob, a TrainJob (PyTorch, on "
-                        "torch-distributed), or auto: local without a Kubernetes API, else a "
+                   help="local processes, a TFJob, a PyTorchJob, a TrainJob (PyTorch on "
+                        "torch-distributed; TensorFlow on kfdist-tensorflow, in an image that "
+                        "holds kfdist), or auto: local without a Kubernetes API, else a "
                         "TFJob for TensorFlow and, for PyTorch, a TrainJob where Trainer runs "
                         "torch-distributed, else a PyTorchJob (default: %(default)s)")
     p.add_argument("--workers", type=int, default=strategy_rules.DEFAULT_WORKER_COUNT,

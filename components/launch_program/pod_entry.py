@@ -1,6 +1,7 @@
-"""A replica of a shipped program (`kfdist launch --program-dir`): fetch, install, run.
+"""A replica of a program kfdist starts in its own image: fetch, install, set up, run.
 
-    python -m kfdist.components.launch_program.pod_entry --program URI -- COMMAND [ARGS...]
+    python -m kfdist.components.launch_program.pod_entry [--program URI] [--tf-layout COUNTS]
+        -- COMMAND [ARGS...]
 
 Runs in every replica, in kfdist's runtime image on a cluster and as a process here alike. It
 copies the program from `URI` (`gs://` or a directory on the PVC) into a scratch directory of
@@ -8,11 +9,16 @@ its own, installs the shipped requirements there (`pip install --target`, put fi
 PYTHONPATH, so the image's own packages are left as they are), makes the KFDIST_* directories
 that are local paths, and replaces itself with COMMAND, run in the program's directory. A
 command that cannot start ends it with exit 2 and one line naming it.
+
+`--tf-layout '{"worker": 2, "ps": 1}'` is for a TensorFlow program in a TrainJob on kfdist's
+`kfdist-tensorflow` runtime, where Trainer injects no TF_CONFIG: the replica derives the Training
+Operator's TF_CONFIG from its pod's JobSet identity (`jobset_cluster`) before the command starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -53,11 +59,27 @@ def install_requirements(program_dir: str, scratch: str) -> Optional[str]:
     return target
 
 
+def _install_tf_config(env: dict, counts: dict) -> None:
+    """TF_CONFIG from the pod's JobSet identity (none for a lone replica, as the operator)."""
+    from kfdist.components.train_distributed.job import jobset_cluster, tf_config
+
+    if env.get(tf_config.TF_CONFIG_ENV):
+        return
+    identity = jobset_cluster.pod_identity(env)
+    if identity is None:
+        _say("--tf-layout needs the JobSet identity the kfdist-tensorflow runtime gives its pods")
+        raise SystemExit(CANNOT_START)
+    value = jobset_cluster.jobset_tf_config(identity, counts, env)
+    if value is not None:
+        env[tf_config.TF_CONFIG_ENV] = tf_config.to_env_value(value)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Fetches the program, installs its requirements and execs the command; returns only on
     an error (its exit status)."""
     parser = argparse.ArgumentParser(prog="kfdist-program")
-    parser.add_argument("--program", required=True, help="the shipped program's URI")
+    parser.add_argument("--program", help="the shipped program's URI")
+    parser.add_argument("--tf-layout", help="replicas by TensorFlow type, as JSON")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -65,16 +87,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         _say("no command after --")
         return CANNOT_START
     env = dict(os.environ)
-    scratch = tempfile.mkdtemp(prefix="kfdist-program-", dir=env.pop(SCRATCH_ENV, None))
-    program_dir = storage.copy_dir_from(args.program, os.path.join(scratch, "program"))
-    packages = install_requirements(program_dir, scratch)
-    paths = [p for p in (packages, program_dir, env.get("PYTHONPATH")) if p]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
+    scratch = env.pop(SCRATCH_ENV, None)
+    if args.tf_layout:
+        _install_tf_config(env, json.loads(args.tf_layout))
+    if args.program:
+        scratch = tempfile.mkdtemp(prefix="kfdist-program-", dir=scratch)
+        program_dir = storage.copy_dir_from(args.program, os.path.join(scratch, "program"))
+        packages = install_requirements(program_dir, scratch)
+        paths = [p for p in (packages, program_dir, env.get("PYTHONPATH")) if p]
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        os.chdir(program_dir)
     for name in (operator_env.MODEL_DIR_ENV, operator_env.CHECKPOINT_DIR_ENV):
         location = env.get(name)
         if location and not storage.is_gcs(location):
             os.makedirs(location, exist_ok=True)
-    os.chdir(program_dir)
     executable = command[0] if os.sep in command[0] else shutil.which(command[0], path=env.get("PATH"))
     if executable is None or not os.access(executable, os.X_OK):
         _say(f"command {command[0]!r} cannot start: not an executable file, nor on PATH")

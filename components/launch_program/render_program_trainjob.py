@@ -1,4 +1,5 @@
-"""Renders a PyTorch `ProgramJob` as a Kubeflow Trainer TrainJob on `torch-distributed`, purely.
+"""Renders a `ProgramJob` as a Kubeflow Trainer TrainJob, purely: PyTorch on Trainer's own
+`torch-distributed` runtime, TensorFlow on kfdist's `kfdist-tensorflow`.
 
 What Trainer (v2.3, `pkg/runtime/framework/plugins/torch/torch.go`) does with it: one Indexed
 Job `node` of `numNodes` pods, the TrainJob's image, command and env in their container `node`,
@@ -6,14 +7,23 @@ and, from the torch plugin, exactly `PET_NNODES`, `PET_NPROC_PER_NODE` (`numProc
 `PET_NODE_RANK` (the pod's completion index), `PET_MASTER_ADDR` (`<job>-node-0-0.<job>`) and
 `PET_MASTER_PORT` (29500). It sets no RANK, WORLD_SIZE or MASTER_ADDR: a program runs there under
 `torchrun`, which reads the PET_* variables (as it does in a PyTorchJob, whose operator sets them
-too). The KFDIST_* variables go in `trainer.env`; the PVC, when there is one, in the
+too).
+
+On `kfdist-tensorflow` (`manifests/runtimes`), Trainer injects no TF_CONFIG: the replicas run
+the program through kfdist's `pod_entry --tf-layout`, which derives the Training Operator's
+TF_CONFIG from the pod's JobSet identity, so the image must hold kfdist (its runtime image, or
+one built on it; `--program-dir` ships the program into the runtime image). Node 0 is the chief
+(else worker 0); the runtime's success and failure policies are the TFJob's.
+
+The KFDIST_* variables go in `trainer.env`; the PVC, when there is one, in the
 pod-customisation field of the installed Trainer (`runtimePatches`, or v2.1's
 `podTemplateOverrides`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict
+import json
+from typing import Any, Dict, List
 
 from kfdist.components.common.errors import require
 from kfdist.components.launch_program import operator_env, program_pod
@@ -26,6 +36,10 @@ from kfdist.components.train_distributed.kubernetes.build.render_trainjob import
 
 #: Trainer's own PyTorch runtime (a ClusterTrainingRuntime every Trainer install ships).
 TORCH_RUNTIME = "torch-distributed"
+#: kfdist's TensorFlow runtime.
+TF_RUNTIME = "kfdist-tensorflow"
+#: The replica-side entry of kfdist's image.
+POD_ENTRY = ["python", "-m", "kfdist.components.launch_program.pod_entry"]
 #: Its replicated Job and container.
 NODE = "node"
 #: The `manager` of kfdist's entry in `runtimePatches`.
@@ -39,9 +53,18 @@ def _pod_patch(job: ProgramJob, placement: ProgramPlacement) -> Dict[str, Any]:
             "containers": [{"name": NODE, "volumeMounts": container["volumeMounts"]}]}
 
 
+def _tf_command(job: ProgramJob) -> List[str]:
+    """The program under `pod_entry --tf-layout` (added to a shipped program's own entry)."""
+    layout = json.dumps(operator_env.tensorflow_cluster_counts(job), separators=(",", ":"))
+    command = list(job.command)
+    if command[1:3] == POD_ENTRY[1:]:
+        return POD_ENTRY + ["--tf-layout", layout] + command[3:]
+    return POD_ENTRY + ["--tf-layout", layout, "--"] + command
+
+
 def render_program_trainjob(job: ProgramJob, placement: ProgramPlacement,
                             customisation: str = RUNTIME_PATCHES) -> RenderedJob:
-    """Renders `job` as a TrainJob on `torch-distributed`.
+    """Renders `job` as a TrainJob on `torch-distributed` (PyTorch) or `kfdist-tensorflow`.
 
     Args:
       job: A PyTorch job; validated here.
@@ -52,21 +75,23 @@ def render_program_trainjob(job: ProgramJob, placement: ProgramPlacement,
       The TrainJob, its kind, and the selector of its node-0 pod.
 
     Raises:
-      InvalidInputError: If `job` is invalid or not PyTorch, or the name is not a DNS-1035 label.
+      InvalidInputError: If `job` is invalid, or the name is not a DNS-1035 label.
     """
     job.validate()
-    require(job.framework == PYTORCH, "a TrainJob on torch-distributed runs framework 'pytorch', "
-            f"got {job.framework!r} (TensorFlow programs: --backend tfjob)")
+    torch = job.framework == PYTORCH
     require(customisation in POD_CUSTOMISATIONS, f"unknown pod customisation field "
             f"{customisation!r}; valid: {list(POD_CUSTOMISATIONS)}")
     placement.validate()
     trainer: Dict[str, Any] = {
-        "image": placement.image, "command": program_pod.command(job, placement),
-        "numNodes": job.workers, "numProcPerNode": job.procs_per_worker,
-        "env": [{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()]}
+        "image": placement.image,
+        "command": program_pod.command(job, placement) if torch else _tf_command(job),
+        "numNodes": job.workers if torch else job.replica_count}
+    if torch:
+        trainer["numProcPerNode"] = job.procs_per_worker
+    trainer["env"] = [{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()]
     spec: Dict[str, Any] = {
         "runtimeRef": {"apiGroup": TRAINJOB_V1ALPHA1.group, "kind": "ClusterTrainingRuntime",
-                       "name": TORCH_RUNTIME},
+                       "name": TORCH_RUNTIME if torch else TF_RUNTIME},
         "trainer": trainer}
     if job.active_deadline_seconds is not None:
         require(customisation == RUNTIME_PATCHES, "--timeout needs Trainer v2.2 or later on a "

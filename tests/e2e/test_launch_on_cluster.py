@@ -208,3 +208,27 @@ def test_auto_without_a_kubernetes_api_runs_locally(tmp_path, monkeypatch):
     assert done.returncode == 0, done.stderr
     assert "backend auto: local (no Kubernetes API" in done.stdout
     assert "[worker-0] rank 1" in done.stdout
+
+
+def test_tf2_example_runs_as_a_trainjob_on_kfdists_tensorflow_runtime(cluster, tmp_path):
+    """Shipped into the runtime image; each node derives the operator's TF_CONFIG from its
+    JobSet identity (kfdist's entry), node 0 is the chief that saves the SavedModel."""
+    import shutil
+
+    program = tmp_path / "prog"
+    program.mkdir()
+    shutil.copy(os.path.join(EXAMPLES, "tf2_multi_worker_custom_loop.py"), program)
+    pvc = tmp_path / "pvc"
+    pvc.mkdir()
+    flags = _cluster_flags(pvc, "tf2-tj", backend="trainjob")
+    image = flags.index("--image")
+    del flags[image:image + 2]
+    done = _launch("--framework", "tensorflow", "--workers", "2", "--output", str(pvc / "tf2"),
+                   "--program-dir", str(program), *flags, "--", "python",
+                   "tf2_multi_worker_custom_loop.py", "--steps", "60")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert abs(_saved_model_predicts(pvc / "tf2" / "model", 1.0) - 5.0) < 0.5
+    trainjob = cluster.server.store.get(("trainer.kubeflow.org", "v1alpha1", "trainjobs",
+                                         NAMESPACE, "tf2-tj"))
+    assert trainjob["spec"]["runtimeRef"]["name"] == "kfdist-tensorflow"
+    assert trainjob["spec"]["trainer"]["numNodes"] == 2

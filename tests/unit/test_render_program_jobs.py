@@ -132,8 +132,18 @@ def test_program_trainjob_on_torch_distributed_is_valid_for_each_trainer(customi
     assert "volumes" in json.dumps(spec[customisation])
 
 
-def test_a_tensorflow_program_is_not_a_torch_trainjob():
+def test_a_tensorflow_trainjob_derives_tf_config_in_kfdists_entry():
     from kfdist.components.launch_program.render_program_trainjob import render_program_trainjob
 
-    with pytest.raises(InvalidInputError, match="TensorFlow programs: --backend tfjob"):
-        render_program_trainjob(_job(framework="tensorflow", procs_per_worker=1), PLACEMENT)
+    job = _job(framework="tensorflow", procs_per_worker=1, workers=2, ps=1, chief=True,
+               command=("python", "train.py"), active_deadline_seconds=None)
+    rendered = render_program_trainjob(job, PLACEMENT)
+    crd = crd_schema.load_crd(crd_schema.crd_path(
+        "trainer.kubeflow.org_trainjobs.trainer-v2.3.0.yaml"))
+    assert crd.validate(rendered.body) == []
+    spec = rendered.body["spec"]
+    assert spec["runtimeRef"]["name"] == "kfdist-tensorflow"
+    assert spec["trainer"]["numNodes"] == 4 and "numProcPerNode" not in spec["trainer"]
+    assert spec["trainer"]["command"] == [
+        "python", "-m", "kfdist.components.launch_program.pod_entry", "--tf-layout",
+        '{"chief":1,"worker":2,"ps":1}', "--", "python", "train.py"]
