@@ -15,7 +15,7 @@ from kfdist.components.launch_program.program_job import check_local_command
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
 
-BACKENDS = ("local", "tfjob", "pytorchjob", "trainjob", "auto")
+BACKENDS = ("local", "tfjob", "pytorchjob", "trainjob", "mpijob", "auto")
 #: The cluster backends that run each framework's programs.
 CLUSTER_BACKENDS_OF = {"tensorflow": ("tfjob", "trainjob"), "pytorch": ("pytorchjob", "trainjob")}
 
@@ -40,11 +40,17 @@ def add_launch_parser(sub) -> None:
     p.add_argument("--chief", action="store_true", help="add a TensorFlow chief replica")
     p.add_argument("--evaluator", action="store_true", help="add a TensorFlow evaluator replica")
     p.add_argument("--procs-per-worker", type=int, default=1,
-                   help="PyTorch processes per node (PET_NPROC_PER_NODE)")
+                   help="PyTorch processes per node (PET_NPROC_PER_NODE), or MPI ranks per "
+                        "worker with --mpi")
+    p.add_argument("--mpi", action="store_true",
+                   help="an MPI program (Horovod): mpirun starts workers x procs-per-worker "
+                        "ranks, as an MPIJob's launcher does (backends local, mpijob)")
     p.add_argument("--dataset", help="KFDIST_DATA_DIR: a directory or any URI")
     p.add_argument("--output", required=True,
                    help="directory for the model (OUTPUT/model) and checkpoints (OUTPUT/checkpoints)")
-    p.add_argument("--restart-policy", choices=strategy_rules.RESTART_POLICIES, default="ExitCode")
+    p.add_argument("--restart-policy", choices=strategy_rules.RESTART_POLICIES,
+                   help="default: ExitCode, or OnFailure for an MPI program (an MPIJob's "
+                        "launcher takes Never or OnFailure)")
     p.add_argument("--backoff-limit", type=int, default=6)
     p.add_argument("--timeout", type=float, help="seconds before the job fails (no limit by default)")
     p.add_argument("--image", help="cluster backends: the image holding the program")
@@ -77,7 +83,8 @@ def _cmd_launch(args) -> int:
     if args.backend == "auto":
         from kfdist.components.launch_program.program_backend import choose_program_backend
 
-        args.backend = choose_program_backend(args.framework, lambda line: print(line, flush=True))
+        args.backend = choose_program_backend(args.framework, lambda line: print(line, flush=True),
+                                              mpi=args.mpi)
     local = args.backend == "local"
     # On a cluster the paths are the replicas' (on the PVC), not this machine's.
     output = args.output if "://" in args.output or not local else os.path.abspath(args.output)
@@ -88,8 +95,9 @@ def _cmd_launch(args) -> int:
         framework=args.framework, command=command, workers=args.workers, ps=args.ps,
         chief=args.chief, evaluator=args.evaluator, procs_per_worker=args.procs_per_worker,
         model_dir=os.path.join(output, "model"), checkpoint_dir=os.path.join(output, "checkpoints"),
-        data_dir=data_dir, restart_policy=args.restart_policy, backoff_limit=args.backoff_limit,
-        active_deadline_seconds=args.timeout)
+        data_dir=data_dir, backoff_limit=args.backoff_limit, active_deadline_seconds=args.timeout,
+        restart_policy=args.restart_policy or ("OnFailure" if args.mpi else "ExitCode"),
+        mpi=args.mpi)
     if args.requirements and not args.program_dir:
         raise InvalidInputError("--requirements are installed with the program --program-dir "
                                 "ships; pass --program-dir DIR too")
@@ -137,10 +145,11 @@ def render_cluster_job(job, args, customisation: str = "runtimePatches"):
     from kfdist.components.launch_program import program_pod
     from kfdist.components.launch_program.program_pod import ProgramPlacement
     from kfdist.components.launch_program.render_program_tfjob import render_program_tfjob
+    from kfdist.components.launch_program.render_program_mpijob import render_program_mpijob
     from kfdist.components.launch_program.render_program_trainjob import render_program_trainjob
     from kfdist.components.launch_program.render_pytorchjob import render_pytorchjob
 
-    expected = CLUSTER_BACKENDS_OF[job.framework]
+    expected = ("mpijob",) if job.mpi else CLUSTER_BACKENDS_OF[job.framework]
     if args.backend not in expected:
         raise InvalidInputError(f"backend {args.backend!r} does not run framework "
                                 f"{job.framework!r}; valid: {['local', *expected]}")
@@ -148,7 +157,7 @@ def render_cluster_job(job, args, customisation: str = "runtimePatches"):
         raise InvalidInputError(f"backend {args.backend!r} needs --image (the image that holds "
                                 "your program) or --program-dir (your program's directory, run in "
                                 "kfdist's runtime image)")
-    image = args.image or images.image("runtime")
+    image = args.image or images.image("horovod" if job.mpi else "runtime")
     placement = ProgramPlacement(args.name or program_pod.default_job_name(job), args.namespace,
                                  image, args.pvc_name, args.pvc_mount_path)
     placement.validate()
@@ -157,6 +166,8 @@ def render_cluster_job(job, args, customisation: str = "runtimePatches"):
         placement.check_location("--dataset", job.data_dir)
     if args.backend == "trainjob":
         return render_program_trainjob(job, placement, customisation)
+    if args.backend == "mpijob":
+        return render_program_mpijob(job, placement)
     render = render_program_tfjob if job.framework == "tensorflow" else render_pytorchjob
     return render(job, placement)
 

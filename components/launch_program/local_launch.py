@@ -12,14 +12,16 @@ behind on failure, SIGTERM or Ctrl-C.
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Callable, Dict, Optional
 
 from kfdist.components.launch_program import operator_env
 from kfdist.components.launch_program.program_job import ProgramJob, check_local_command
-from kfdist.components.train_distributed.job import config, strategy_rules
+from kfdist.components.train_distributed.job import config, strategy_rules, tf_config
+from kfdist.components.train_distributed.local import local_mpi
 from kfdist.components.train_distributed.local.local_backend import run_processes
 from kfdist.components.train_distributed.local.ports import PortReservation
-from kfdist.components.train_distributed.local.supervisor import LocalJobResult
+from kfdist.components.train_distributed.local.supervisor import LAUNCHER, LocalJobResult
 
 
 def base_env() -> dict:
@@ -48,9 +50,12 @@ def run_local(job: ProgramJob, log: Callable[[str], None],
     os.makedirs(job.model_dir, exist_ok=True)
     os.makedirs(job.checkpoint_dir, exist_ok=True)
     spec = config.JobSpec(backend=strategy_rules.LOCAL_BACKEND, workers=job.workers,
+                          slots_per_worker=job.procs_per_worker if job.mpi else 1,
                           restart_policy=job.restart_policy, backoff_limit=job.backoff_limit,
                           active_deadline_seconds=job.active_deadline_seconds,
                           success_policy="")
+    if job.mpi:
+        return _run_mpi(job, spec, log, extra_env or {})
     reservation = PortReservation(job.replica_count)
     try:
         addresses = [f"localhost:{port}" for port in reservation.ports]
@@ -60,3 +65,14 @@ def run_local(job: ProgramJob, log: Callable[[str], None],
         return run_processes(replicas, spec, strategy_rules.MULTI_WORKER_MIRRORED, log)
     finally:
         reservation.release()
+
+
+def _run_mpi(job: ProgramJob, spec: config.JobSpec, log: Callable[[str], None],
+             extra_env: Dict[str, str]) -> LocalJobResult:
+    """An MPI program: one `mpirun` over `workers x procs_per_worker` local ranks, with the
+    MPI Operator's launcher environment, supervised as an MPIJob's launcher."""
+    with tempfile.TemporaryDirectory(prefix="kfdist-mpi-") as work_dir:
+        env = {**base_env(), **extra_env, **operator_env.kfdist_env(job)}
+        argv, launcher_env = local_mpi.launcher(spec, list(job.command), work_dir, env)
+        return run_processes([(tf_config.Task(LAUNCHER, 0), argv, launcher_env)], spec,
+                             strategy_rules.HOROVOD, log)

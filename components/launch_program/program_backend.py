@@ -1,6 +1,7 @@
 """`kfdist launch --backend auto`: where a program runs, from what this machine can reach.
 
 * No Kubernetes API (not in a pod, no kubeconfig): `local`.
+* An MPI program (`--mpi`): `mpijob`.
 * TensorFlow: `tfjob`.
 * PyTorch: `trainjob` where Kubeflow Trainer and its `torch-distributed` runtime are installed,
   else `pytorchjob`.
@@ -31,8 +32,10 @@ def _no_torch_trainjob(api) -> Optional[str]:
     return None
 
 
-def choose_program_backend(framework: str, log: Callable[[str], None], api=None) -> str:
-    """The backend `auto` stands for, for a program of `framework`, logged with its reason.
+def choose_program_backend(framework: str, log: Callable[[str], None], api=None,
+                           mpi: bool = False) -> str:
+    """The backend `auto` stands for, for a program of `framework` (an MPI one with `mpi`),
+    logged with its reason.
 
     Raises:
       KubeApiError: The API server could not be reached.
@@ -44,6 +47,9 @@ def choose_program_backend(framework: str, log: Callable[[str], None], api=None)
     if api is None:
         log("backend auto: local (no Kubernetes API: not in a pod and no kubeconfig)")
         return "local"
+    if mpi:
+        log("backend auto: mpijob (an MPI program on a cluster)")
+        return "mpijob"
     if framework == TENSORFLOW:
         log("backend auto: tfjob (a TensorFlow program on a cluster)")
         return "tfjob"

@@ -18,6 +18,8 @@ from kfdist.components.train_distributed.job import strategy_rules
 TENSORFLOW = "tensorflow"
 PYTORCH = "pytorch"
 FRAMEWORKS = (TENSORFLOW, PYTORCH)
+#: The restart policies the MPI Operator accepts for a launcher (a batch Job's pod).
+MPI_RESTART_POLICIES = ("Never", "OnFailure")
 #: The most replica processes a local job starts on one machine.
 MAX_LOCAL_REPLICAS = 16
 
@@ -42,6 +44,8 @@ class ProgramJob:
       restart_policy: `Never`, `OnFailure` or `ExitCode`, as the operators define them.
       backoff_limit: Restarts allowed before the job fails (None: unlimited).
       active_deadline_seconds: The job fails once it ran this long (None: no deadline).
+      mpi: An MPI program (Horovod): `mpirun`, as an MPIJob's launcher runs it, starts
+        `workers x procs_per_worker` ranks, with neither TF_CONFIG nor the PyTorch variables.
     """
 
     framework: str
@@ -57,6 +61,7 @@ class ProgramJob:
     restart_policy: str = "ExitCode"
     backoff_limit: Optional[int] = 6
     active_deadline_seconds: Optional[float] = None
+    mpi: bool = False
 
     def validate(self) -> None:
         """Checks every field before anything starts.
@@ -72,7 +77,14 @@ class ProgramJob:
         _require(self.ps >= 0, f"ps must be >= 0, got {self.ps}")
         _require(self.procs_per_worker >= 1,
                  f"procs_per_worker must be >= 1, got {self.procs_per_worker}")
-        if self.framework == PYTORCH:
+        if self.mpi:
+            _require(not (self.ps or self.chief or self.evaluator),
+                     "an MPI program's replicas are ranks: use --workers and --procs-per-worker "
+                     "(ranks per worker), not --ps, --chief or --evaluator")
+            _require(self.restart_policy in MPI_RESTART_POLICIES,
+                     f"restart policy {self.restart_policy!r} is not one an MPIJob's launcher "
+                     f"takes; valid: {list(MPI_RESTART_POLICIES)}")
+        elif self.framework == PYTORCH:
             _require(not (self.ps or self.chief or self.evaluator),
                      "--ps, --chief and --evaluator are TensorFlow replica types; a PyTorch job "
                      "has a master and workers: use --workers and --procs-per-worker")

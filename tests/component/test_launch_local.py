@@ -158,3 +158,27 @@ def test_a_cluster_job_is_named_by_its_command_and_output_unless_named():
     assert first.startswith("kfdist-tf-") and first == name("python", "train.py")
     assert first != name("python", "train.py", "--epochs", "2")
     assert first != name("python", "train.py", output="gs://b/other")
+
+
+HOROVOD_PROGRAM = """
+import os
+import horovod.tensorflow as hvd
+import tensorflow as tf
+hvd.init()
+total = hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum)
+print(f"rank {hvd.rank()} of {hvd.size()} sum {float(total)}", flush=True)  # one write
+if hvd.rank() == 0:
+    with open(os.path.join(os.environ["KFDIST_MODEL_DIR"], "sum.txt"), "w") as f:
+        f.write(str(float(total)))
+"""
+
+
+def test_an_mpi_program_runs_under_mpirun_as_an_mpijobs_launcher_would(tmp_path):
+    program = tmp_path / "allreduce.py"
+    program.write_text(HOROVOD_PROGRAM)
+    done = _launch("--framework", "tensorflow", "--mpi", "--workers", "2", "--output",
+                   str(tmp_path / "out"), "--", sys.executable, str(program))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "[rank-0] rank 0 of 2 sum 3.0" in done.stdout
+    assert "[rank-1] rank 1 of 2 sum 3.0" in done.stdout
+    assert (tmp_path / "out" / "model" / "sum.txt").read_text() == "3.0"

@@ -232,3 +232,26 @@ def test_tf2_example_runs_as_a_trainjob_on_kfdists_tensorflow_runtime(cluster, t
                                          NAMESPACE, "tf2-tj"))
     assert trainjob["spec"]["runtimeRef"]["name"] == "kfdist-tensorflow"
     assert trainjob["spec"]["trainer"]["numNodes"] == 2
+
+
+def test_an_mpi_program_runs_as_an_mpijob(cluster, tmp_path):
+    """The launcher's mpirun starts the ranks (here on this machine, the workers' sshd being the
+    test operator's); the launcher's log carries every rank's lines."""
+    from component.test_launch_local import HOROVOD_PROGRAM
+
+    program = tmp_path / "allreduce.py"
+    program.write_text(HOROVOD_PROGRAM)
+    from kfdist import HOROVOD_IMAGE
+
+    pvc = tmp_path / "pvc"
+    flags = _cluster_flags(pvc, "hvd", backend="mpijob")
+    flags[flags.index("--image") + 1] = HOROVOD_IMAGE
+    done = _launch("--framework", "tensorflow", "--mpi", "--workers", "2", "--output",
+                   str(pvc / "hvd"), *flags, "--", "python", str(program))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "rank 1 of 2 sum 3.0" in done.stdout
+    assert (pvc / "hvd" / "model" / "sum.txt").read_text() == "3.0"
+    job = cluster.server.store.get(("kubeflow.org", "v2beta1", "mpijobs", NAMESPACE, "hvd"))
+    assert job["spec"]["sshAuthMountPath"] == "/home/mpiuser/.ssh"
+    assert job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+        "image"] == HOROVOD_IMAGE

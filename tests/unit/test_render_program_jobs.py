@@ -1,6 +1,7 @@
 """Launch's PyTorchJob and TFJob, validated against the Training Operator v1.9 CRDs."""
 
 import json
+import re
 
 import pytest
 
@@ -147,3 +148,34 @@ def test_a_tensorflow_trainjob_derives_tf_config_in_kfdists_entry():
     assert spec["trainer"]["command"] == [
         "python", "-m", "kfdist.components.launch_program.pod_entry", "--tf-layout",
         '{"chief":1,"worker":2,"ps":1}', "--", "python", "train.py"]
+
+
+def test_program_mpijob_runs_mpirun_over_every_slot_with_sshd_workers():
+    from kfdist import HOROVOD_IMAGE
+    from kfdist.components.launch_program.render_program_mpijob import render_program_mpijob
+    from kfdist.components.train_distributed.kubernetes.build.job_kinds import MPIJOB_V2BETA1
+
+    job = _job(framework="tensorflow", mpi=True, workers=2, procs_per_worker=2,
+               restart_policy="OnFailure", command=("python", "train.py"))
+    rendered = render_program_mpijob(job, ProgramPlacement("hvd", "team-a", HOROVOD_IMAGE))
+    assert crd_schema.load_crd(crd_schema.crd_path_for(MPIJOB_V2BETA1)).validate(rendered.body) == []
+    spec = rendered.body["spec"]
+    assert (spec["slotsPerWorker"], spec["sshAuthMountPath"]) == (2, "/home/mpiuser/.ssh")
+    launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert launcher["command"][:3] == ["mpirun", "-np", "4"]
+    assert launcher["command"][-2:] == ["python", "train.py"]
+    for name in ("KFDIST_MODEL_DIR", "KFDIST_CHECKPOINT_DIR", "KFDIST_DATA_DIR"):
+        assert launcher["command"][launcher["command"].index(name) - 1] == "-x"
+    assert "command" not in worker  # the operator runs sshd
+    assert spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert rendered.log_pod_selector["training.kubeflow.org/job-role"] == "launcher"
+
+
+@pytest.mark.parametrize("changes, expected", [
+    (dict(mpi=True, restart_policy="ExitCode"), "valid: ['Never', 'OnFailure']"),
+    (dict(mpi=True, ps=1, restart_policy="OnFailure"), "ranks: use --workers and --procs"),
+])
+def test_bad_mpi_programs_are_refused(changes, expected):
+    with pytest.raises(InvalidInputError, match=re.escape(expected)):
+        _job(framework="tensorflow", procs_per_worker=1, **changes).validate()

@@ -66,14 +66,21 @@ def mpirun_command(spec: ClusterJobSpec) -> List[str]:
     """
     if posixpath.basename(spec.command[0]) in MPI_LAUNCHERS:
         return list(spec.command)
-    processes = str(spec.layout.workers * spec.layout.slots_per_worker)
-    names = list(FORWARDED_ENV) + list(spec.env)
-    if (spec.mpi_implementation or "OpenMPI") == "OpenMPI":
+    return launcher_command(spec.layout.workers * spec.layout.slots_per_worker, list(spec.env),
+                            list(spec.command), spec.mpi_implementation or "OpenMPI")
+
+
+def launcher_command(processes: int, env_names: List[str], command: List[str],
+                     implementation: str = "OpenMPI") -> List[str]:
+    """`mpirun` over `processes` ranks running `command`, forwarding `env_names` (and PATH,
+    LD_LIBRARY_PATH) to the ranks it starts over SSH."""
+    names = list(FORWARDED_ENV) + list(env_names)
+    if implementation == "OpenMPI":
         forward = [arg for name in names for arg in ("-x", name)]
-        return (["mpirun", "-np", processes, "--allow-run-as-root", "-bind-to", "none",
+        return (["mpirun", "-np", str(processes), "--allow-run-as-root", "-bind-to", "none",
                  "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib"]
-                + forward + list(spec.command))
-    return ["mpirun", "-n", processes, "-genvlist", ",".join(names)] + list(spec.command)
+                + forward + command)
+    return ["mpirun", "-n", str(processes), "-genvlist", ",".join(names)] + command
 
 
 def mpijob_log_pod_selector(spec: ClusterJobSpec, api_version: str) -> Dict[str, str]:
