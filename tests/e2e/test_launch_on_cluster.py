@@ -255,3 +255,71 @@ def test_an_mpi_program_runs_as_an_mpijob(cluster, tmp_path):
     assert job["spec"]["sshAuthMountPath"] == "/home/mpiuser/.ssh"
     assert job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
         "image"] == HOROVOD_IMAGE
+
+
+def test_tf1_parameter_server_example_runs_as_a_tfjob_with_a_ps(cluster, tmp_path):
+    """Between-graph replication, as the notebook submits it: the chief (worker 0) decides the
+    job; the parameter server, which never ends by itself, is deleted then (cleanPodPolicy)."""
+    import json
+
+    pvc = tmp_path / "pvc"
+    done = _launch("--framework", "tensorflow", "--workers", "2", "--ps", "1", "--output",
+                   str(pvc / "tf1"), *_cluster_flags(pvc, "tf1-ps", backend="tfjob"), "--",
+                   "python", os.path.abspath(os.path.join(EXAMPLES, "tf1_parameter_server.py")),
+                   "--steps", "200")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    weights = json.loads((pvc / "tf1" / "model" / "weights.json").read_text())
+    assert abs(weights["w"] - 3) < 0.3 and abs(weights["b"] - 2) < 0.3, weights
+    job = cluster.server.store.get(("kubeflow.org", "v1", "tfjobs", NAMESPACE, "tf1-ps"))
+    assert set(job["spec"]["tfReplicaSpecs"]) == {"Worker", "PS"}
+    assert cluster.operator.replica_pids("tf1-ps", "ps-0")
+
+
+def test_keras_example_reads_the_dataset_on_the_pvc_as_a_tfjob(cluster, tmp_path, digits_dataset):
+    import shutil
+
+    from component.test_launch_examples import _eval_accuracy
+
+    pvc = tmp_path / "pvc"
+    shutil.copytree(digits_dataset, pvc / "data" / "digits")
+    done = _launch("--framework", "tensorflow", "--workers", "2", "--output", str(pvc / "keras"),
+                   "--dataset", str(pvc / "data" / "digits"),
+                   *_cluster_flags(pvc, "keras", backend="tfjob"), "--", "python",
+                   os.path.abspath(os.path.join(EXAMPLES, "keras_fit_backup_restore.py")),
+                   "--epochs", "3")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert _eval_accuracy(pvc / "keras" / "model", digits_dataset) > 0.8
+
+
+def test_a_killed_keras_worker_pod_is_recreated_and_the_job_resumes(cluster, tmp_path,
+                                                                    digits_dataset):
+    """ExitCode as the Training Operator applies it: worker 1 SIGKILLed (137) gets a new pod,
+    worker 0 loses its peer and exits 138 (retryable, a new pod too), and both resume from the
+    BackupAndRestore backup in KFDIST_CHECKPOINT_DIR instead of epoch 1."""
+    import shutil
+
+    from component.test_launch_examples import _eval_accuracy
+
+    pvc = tmp_path / "pvc"
+    shutil.copytree(digits_dataset, pvc / "data" / "digits")
+    argv = [sys.executable, "-m", "kfdist", "launch", "--framework", "tensorflow", "--workers",
+            "2", "--restart-policy", "ExitCode", "--output", str(pvc / "keras"), "--dataset",
+            str(pvc / "data" / "digits"), *_cluster_flags(pvc, "keras-kill", backend="tfjob"),
+            "--", "python", os.path.abspath(os.path.join(EXAMPLES, "keras_fit_backup_restore.py")),
+            "--epochs", "4", "--steps-per-epoch", "300"]
+    lines, killed = [], False
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as job:
+        for line in job.stdout:
+            lines.append(line.rstrip("\n"))
+            if not killed and line.startswith("[worker-0] Epoch 2/4"):
+                [pid] = cluster.operator.replica_pids("keras-kill", "worker-1")
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+        assert job.wait(timeout=400) == 0, "\n".join(lines[-60:])
+    output = "\n".join(lines)
+    assert killed
+    after_kill = output[output.index("[worker-0] Epoch 2/4"):]
+    assert "[worker-0] Epoch 1/4" not in after_kill, output[-4000:]  # resumed, not restarted
+    assert "[worker-0] Epoch 4/4" in after_kill
+    assert len(cluster.operator.replica_pids("keras-kill", "worker-1")) >= 2  # a new pod ran
+    assert _eval_accuracy(pvc / "keras" / "model", digits_dataset) > 0.8
