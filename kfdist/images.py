@@ -80,10 +80,17 @@ def images_from(registry: Optional[str], tag: Optional[str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def kfdist_image_name(reference: str) -> Optional[str]:
+    """Which of kfdist's images (`IMAGE_NAMES`) `reference` names, in any registry and with any
+    tag or digest; None for another image."""
+    repository = reference.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    name = repository[len("kfdist-"):] if repository.startswith("kfdist-") else None
+    return name if name in IMAGE_NAMES else None
+
+
 def is_kfdist_image(reference: str) -> bool:
     """Whether `reference` names one of kfdist's images, in any registry and with any tag."""
-    repository = reference.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
-    return repository in {f"kfdist-{name}" for name in IMAGE_NAMES}
+    return kfdist_image_name(reference) is not None
 
 
 def default_images() -> List[str]:

@@ -10,10 +10,11 @@ import tempfile
 
 from kfdist import images
 from kfdist.components.launch_program import program_files, program_job
-from kfdist.components.launch_program.pod_entry import SCRATCH_ENV
+from kfdist.components.launch_program.pod_entry import SCRATCH_ENV, entry_command
 from kfdist.components.launch_program.program_job import check_local_command
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
+from kfdist.components.train_distributed.kubernetes.build.render_trainjob import RUNTIME_PATCHES
 
 BACKENDS = ("local", "tfjob", "pytorchjob", "trainjob", "mpijob", "auto")
 #: The cluster backends that run each framework's programs.
@@ -31,9 +32,10 @@ def add_launch_parser(sub) -> None:
     p.add_argument("--backend", choices=BACKENDS, default="local",
                    help="local processes, a TFJob, a PyTorchJob, a TrainJob (PyTorch on "
                         "torch-distributed; TensorFlow on kfdist-tensorflow, in an image that "
-                        "holds kfdist), or auto: local without a Kubernetes API, else a "
-                        "TFJob for TensorFlow and, for PyTorch, a TrainJob where Trainer runs "
-                        "torch-distributed, else a PyTorchJob (default: %(default)s)")
+                        "holds kfdist), an MPIJob (--mpi), or auto: local without a Kubernetes "
+                        "API, else an MPIJob for --mpi, a TFJob for TensorFlow and, for PyTorch, "
+                        "a TrainJob where Trainer runs torch-distributed, else a PyTorchJob "
+                        "(default: %(default)s)")
     p.add_argument("--workers", type=int, default=strategy_rules.DEFAULT_WORKER_COUNT,
                    help="TensorFlow workers, or PyTorch nodes (a master and workers-1 workers)")
     p.add_argument("--ps", type=int, default=0, help="TensorFlow parameter servers")
@@ -102,10 +104,7 @@ def _cmd_launch(args) -> int:
         raise InvalidInputError("--requirements are installed with the program --program-dir "
                                 "ships; pass --program-dir DIR too")
     if args.program_dir:
-        if not os.path.isdir(args.program_dir):
-            raise InvalidInputError(f"--program-dir {args.program_dir!r} is not a directory")
-        if args.requirements:
-            program_files.check_requirements(args.requirements)
+        program_files.check_program(args.program_dir, args.requirements)
         job = dataclasses.replace(job, command=shipped_command(command, output, local))
     if not local:
         return _on_cluster(job, args)
@@ -129,11 +128,11 @@ def shipped_command(command, output: str, local: bool) -> tuple:
     """COMMAND run by `pod_entry` from the program shipped to OUTPUT/program (the image's
     `python` on a cluster, this one here)."""
     python = sys.executable if local else "python"
-    return (python, "-m", "kfdist.components.launch_program.pod_entry", "--program",
-            program_files.program_uri(output), "--", *command)
+    return tuple(entry_command(python, ["--program", program_files.program_uri(output)],
+                               list(command)))
 
 
-def render_cluster_job(job, args, customisation: str = "runtimePatches"):
+def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
     """The TFJob, PyTorchJob or TrainJob `kfdist launch` creates for `job` (`--dry-run` prints
     it); `customisation` is the installed Trainer's pod-customisation field.
 
@@ -190,7 +189,7 @@ def _on_cluster(job, args) -> int:
     step does: re-attached when it exists, its leader's log streamed, deleted on Ctrl-C,
     SIGTERM or `--timeout`, failed with the operator's reason."""
     api = None
-    customisation = "runtimePatches"
+    customisation = RUNTIME_PATCHES
     if args.backend == "trainjob" and not args.dry_run:
         from kfdist.components.train_distributed.kubernetes import backend
         from kfdist.components.train_distributed.kubernetes.client import kube_api

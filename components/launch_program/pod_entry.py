@@ -31,11 +31,18 @@ from kfdist.components.common import storage
 from kfdist.components.launch_program import operator_env
 from kfdist.components.launch_program.program_files import REQUIREMENTS_FILE
 
+#: The module every replica runs it as.
+MODULE = "kfdist.components.launch_program.pod_entry"
 #: Exit status of a replica whose program cannot start (a bad command, not a training failure).
 CANNOT_START = 2
 #: Where to make the replica's scratch directory (`kfdist launch --backend local` sets it to a
 #: directory it removes after the job; taken out of the environment before the program starts).
 SCRATCH_ENV = "KFDIST_PROGRAM_SCRATCH"
+
+
+def entry_command(python: str, options: List[str], command: List[str]) -> List[str]:
+    """`python -m <this module> OPTIONS -- COMMAND`, as a replica's command."""
+    return [python, "-m", MODULE, *options, "--", *command]
 
 
 def _say(message: str) -> None:

@@ -15,6 +15,7 @@ from typing import Callable, Optional
 
 from kfdist.components.launch_program.program_job import TENSORFLOW
 from kfdist.components.launch_program.render_program_trainjob import TORCH_RUNTIME
+from kfdist.components.train_distributed.kubernetes.backend_choice import reachable_api
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TRAINJOB_V1ALPHA1
 from kfdist.components.train_distributed.kubernetes.client import kube_errors
 
@@ -40,12 +41,8 @@ def choose_program_backend(framework: str, log: Callable[[str], None], api=None,
     Raises:
       KubeApiError: The API server could not be reached.
     """
+    api = reachable_api(api, log)
     if api is None:
-        from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi
-
-        api = KubeApi.from_environment_if_any()
-    if api is None:
-        log("backend auto: local (no Kubernetes API: not in a pod and no kubeconfig)")
         return "local"
     if mpi:
         log("backend auto: mpijob (an MPI program on a cluster)")

@@ -51,15 +51,21 @@ def check_requirements(path: str) -> List[str]:
     return lines
 
 
-def ship(program_dir: str, requirements: Optional[str], output: str) -> str:
-    """Copies `program_dir` (and `requirements`) to the job's output location; returns its URI.
+def check_program(program_dir: str, requirements: Optional[str]) -> None:
+    """Refuses a `program_dir` that is not a directory or a requirement that is not pinned,
+    before anything is written.
 
     Raises:
-      InvalidInputError: If `program_dir` is not a directory or a requirement is not pinned.
+      InvalidInputError: Naming the directory or the line.
     """
     require(os.path.isdir(program_dir), f"--program-dir {program_dir!r} is not a directory")
     if requirements is not None:
         check_requirements(requirements)
+
+
+def ship(program_dir: str, requirements: Optional[str], output: str) -> str:
+    """Copies `program_dir` (and `requirements`), checked by `check_program`, to the job's
+    output location; returns its URI."""
     uri = program_uri(output)
     storage.copy_dir_to(program_dir, uri)
     if requirements is not None:

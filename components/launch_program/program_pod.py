@@ -64,12 +64,15 @@ def default_job_name(job: ProgramJob) -> str:
     return f"kfdist-{prefix}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
-def container(job: ProgramJob, placement: ProgramPlacement, name: str, port_name: str,
-              port: int) -> Dict[str, Any]:
-    """The replica container: the program as its command, KFDIST_* in its env, the operator's port."""
-    spec = {"name": name, "image": placement.image, "command": command(job, placement),
-            "env": [{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()],
-            "ports": [{"name": port_name, "containerPort": port, "protocol": "TCP"}]}
+def container(job: ProgramJob, placement: ProgramPlacement, name: str,
+              port_name: Optional[str] = None, port: Optional[int] = None) -> Dict[str, Any]:
+    """The replica container: the program as its command, KFDIST_* in its env, the operator's
+    port (when the operator reads one)."""
+    spec: Dict[str, Any] = {
+        "name": name, "image": placement.image, "command": command(job, placement),
+        "env": [{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()]}
+    if port_name is not None:
+        spec["ports"] = [{"name": port_name, "containerPort": port, "protocol": "TCP"}]
     if placement.pvc_name is not None:
         spec["volumeMounts"] = [{"name": PVC_VOLUME, "mountPath": placement.pvc_mount_path}]
     return spec

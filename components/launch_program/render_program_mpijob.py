@@ -15,6 +15,7 @@ import copy
 from typing import Any, Dict
 
 from kfdist import HOROVOD_IMAGE_SSH_DIR
+from kfdist.images import kfdist_image_name
 from kfdist.components.common.errors import require
 from kfdist.components.launch_program import operator_env, program_pod
 from kfdist.components.launch_program.program_job import ProgramJob
@@ -23,10 +24,6 @@ from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     JOB_NAME_LABEL, JOB_ROLE_LABEL, MPIJOB_V2BETA1, RenderedJob)
 from kfdist.components.train_distributed.kubernetes.build.render_mpijob import (
     MPI_CONTAINER_NAME, launcher_command)
-
-#: The repository of kfdist's Horovod image, whose keys live in its non-root user's home.
-HOROVOD_REPOSITORY = "kfdist-horovod"
-
 
 def render_program_mpijob(job: ProgramJob, placement: ProgramPlacement) -> RenderedJob:
     """Renders `job` as an MPIJob.
@@ -46,8 +43,8 @@ def render_program_mpijob(job: ProgramJob, placement: ProgramPlacement) -> Rende
             "starts)")
     placement.validate()
     env = operator_env.kfdist_env(job)
-    worker = program_pod.container(job, placement, MPI_CONTAINER_NAME, "unused", 0)
-    del worker["command"], worker["ports"]  # the operator runs sshd
+    worker = program_pod.container(job, placement, MPI_CONTAINER_NAME)
+    del worker["command"]  # the operator runs sshd
     launcher = copy.deepcopy(worker)
     launcher["command"] = launcher_command(job.workers * job.procs_per_worker, list(env),
                                            program_pod.command(job, placement))
@@ -58,7 +55,7 @@ def render_program_mpijob(job: ProgramJob, placement: ProgramPlacement) -> Rende
     body_spec: Dict[str, Any] = {"slotsPerWorker": job.procs_per_worker,
                                  "launcherCreationPolicy": "WaitForWorkersReady",
                                  "mpiImplementation": "OpenMPI"}
-    if HOROVOD_REPOSITORY in placement.image.rsplit("/", 1)[-1]:
+    if kfdist_image_name(placement.image) == "horovod":  # keys in its non-root user's home
         body_spec["sshAuthMountPath"] = HOROVOD_IMAGE_SSH_DIR
     body_spec["runPolicy"] = program_pod.run_policy(job)
     body_spec["mpiReplicaSpecs"] = specs

@@ -26,7 +26,7 @@ import json
 from typing import Any, Dict, List
 
 from kfdist.components.common.errors import require
-from kfdist.components.launch_program import operator_env, program_pod
+from kfdist.components.launch_program import operator_env, pod_entry, program_pod
 from kfdist.components.launch_program.program_job import PYTORCH, ProgramJob
 from kfdist.components.launch_program.program_pod import ProgramPlacement
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
@@ -38,8 +38,6 @@ from kfdist.components.train_distributed.kubernetes.build.render_trainjob import
 TORCH_RUNTIME = "torch-distributed"
 #: kfdist's TensorFlow runtime.
 TF_RUNTIME = "kfdist-tensorflow"
-#: The replica-side entry of kfdist's image.
-POD_ENTRY = ["python", "-m", "kfdist.components.launch_program.pod_entry"]
 #: Its replicated Job and container.
 NODE = "node"
 #: The `manager` of kfdist's entry in `runtimePatches`.
@@ -47,7 +45,7 @@ PATCH_MANAGER = "kfdist.dev/launch"
 
 
 def _pod_patch(job: ProgramJob, placement: ProgramPlacement) -> Dict[str, Any]:
-    container = program_pod.container(job, placement, NODE, "unused", 0)
+    container = program_pod.container(job, placement, NODE)
     pod = program_pod.pod_spec(container, placement)
     return {"volumes": pod["volumes"],
             "containers": [{"name": NODE, "volumeMounts": container["volumeMounts"]}]}
@@ -57,9 +55,9 @@ def _tf_command(job: ProgramJob) -> List[str]:
     """The program under `pod_entry --tf-layout` (added to a shipped program's own entry)."""
     layout = json.dumps(operator_env.tensorflow_cluster_counts(job), separators=(",", ":"))
     command = list(job.command)
-    if command[1:3] == POD_ENTRY[1:]:
-        return POD_ENTRY + ["--tf-layout", layout] + command[3:]
-    return POD_ENTRY + ["--tf-layout", layout, "--"] + command
+    if command[1:3] == ["-m", pod_entry.MODULE]:  # a shipped program: one entry, both options
+        return ["python", "-m", pod_entry.MODULE, "--tf-layout", layout] + command[3:]
+    return pod_entry.entry_command("python", ["--tf-layout", layout], command)
 
 
 def render_program_trainjob(job: ProgramJob, placement: ProgramPlacement,

@@ -26,7 +26,7 @@ import os
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping
 
 #: Default mode of a Secret or ConfigMap volume's files (Kubernetes' `defaultMode`).
 DEFAULT_VOLUME_MODE = 0o644
@@ -145,7 +145,7 @@ class PodRunner:
             source = self.claims[volume["persistentVolumeClaim"]["claimName"]]
             fs_group = pod.get("securityContext", {}).get("fsGroup")
             if fs_group is not None:
-                _give_group(source, fs_group)
+                give_group(source, fs_group)
             read_only = read_only or bool(volume["persistentVolumeClaim"].get("readOnly"))
         else:
             kind = "secret" if "secret" in volume else "configMap"
@@ -177,13 +177,8 @@ class PodRunner:
                                 timeout=60)
         return result.stdout + result.stderr
 
-    def running_names(self) -> List[str]:
-        """Names of the job's containers that still run."""
-        return _podman(self.podman, "ps", "--filter", f"label={self.label}",
-                       "--format", "{{.Names}}").split()
 
-
-def _give_group(folder: Path, group: int) -> None:
+def give_group(folder: Path, group: int) -> None:
     """What the kubelet does to a volume for `fsGroup`: the group owns it, can write it, and
     new files inherit the group (set-gid directories)."""
     for path in [folder, *folder.rglob("*")]:
@@ -195,9 +190,3 @@ def _give_group(folder: Path, group: int) -> None:
 def pod_name_of(job: Mapping[str, Any], replica_type: str, index: int) -> str:
     """`<job>-<type>-<i>`, the pod (and service) name both operators give a replica."""
     return f"{job['metadata']['name']}-{replica_type.lower()}-{index}"
-
-
-def spec_of(job: Mapping[str, Any], replica_type: str, key: str) -> Optional[Mapping[str, Any]]:
-    """The pod spec of `replica_type` in the job's `key` (tfReplicaSpecs, mpiReplicaSpecs)."""
-    replica = job["spec"][key].get(replica_type)
-    return None if replica is None else replica["template"]["spec"]

@@ -26,7 +26,7 @@ from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.job import config
 
 from containers.operators import mpijob_pods, tfjob_pods
-from containers.pods import PodRunner, _give_group
+from containers.pods import PodRunner, give_group
 
 CLAIM, MOUNT = "kfdist-work", "/mnt/kfdist"
 WORK_URI = f"{MOUNT}/work"
@@ -53,7 +53,7 @@ def _render_and_stage(podman, kfdist_images, digits_dataset: str, pvc: Path, *fl
     pod = next(iter(job["spec"].get("tfReplicaSpecs", job["spec"].get("mpiReplicaSpecs"))
                     .values()))["template"]["spec"]
     group = pod["securityContext"]["fsGroup"]
-    _give_group(pvc, group)
+    give_group(pvc, group)
     staged = subprocess.run(
         [podman, "run", "--rm", "--group-add", str(group), "--network", "none",
          "-v", f"{pvc}:{MOUNT}", "-v", f"{digits_dataset}:{digits_dataset}:ro",

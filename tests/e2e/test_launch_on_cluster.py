@@ -40,10 +40,12 @@ def _launch(*args, timeout: float = 400) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
-def _cluster_flags(pvc, name: str, backend: str = "pytorchjob"):
-    return ["--backend", backend, "--image", "registry.example.com/team/trainer:1.0", "--name",
-            name, "--namespace", NAMESPACE, "--pvc-name", "team-work", "--pvc-mount-path",
-            str(pvc), "--timeout", "300"]
+def _cluster_flags(pvc, name: str, backend: str = "pytorchjob",
+                   image: str = "registry.example.com/team/trainer:1.0"):
+    """The cluster options; `image=""` leaves the image to kfdist (with --program-dir)."""
+    return ["--backend", backend, *(["--image", image] if image else []), "--name", name,
+            "--namespace", NAMESPACE, "--pvc-name", "team-work", "--pvc-mount-path", str(pvc),
+            "--timeout", "300"]
 
 
 def test_pytorch_ddp_example_runs_as_a_pytorchjob(cluster, tmp_path):
@@ -144,10 +146,9 @@ def test_a_shipped_program_runs_as_a_pytorchjob_without_an_image(cluster, tmp_pa
     (program / "helper.py").write_text("VALUE = 7\n")
     pvc = tmp_path / "pvc"
     pvc.mkdir()
-    flags = [f for f in _cluster_flags(pvc, "shipped") if f != "registry.example.com/team/trainer:1.0"]
-    flags.remove("--image")
     done = _launch("--framework", "pytorch", "--workers", "2", "--output", str(pvc / "run"),
-                   "--program-dir", str(program), *flags, "--", "python", "train.py")
+                   "--program-dir", str(program), *_cluster_flags(pvc, "shipped", image=""), "--",
+                   "python", "train.py")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "[master-0] rank 0 helper 7" in done.stdout
     assert (pvc / "run" / "program" / "helper.py").is_file()
@@ -220,11 +221,9 @@ def test_tf2_example_runs_as_a_trainjob_on_kfdists_tensorflow_runtime(cluster, t
     shutil.copy(os.path.join(EXAMPLES, "tf2_multi_worker_custom_loop.py"), program)
     pvc = tmp_path / "pvc"
     pvc.mkdir()
-    flags = _cluster_flags(pvc, "tf2-tj", backend="trainjob")
-    image = flags.index("--image")
-    del flags[image:image + 2]
     done = _launch("--framework", "tensorflow", "--workers", "2", "--output", str(pvc / "tf2"),
-                   "--program-dir", str(program), *flags, "--", "python",
+                   "--program-dir", str(program),
+                   *_cluster_flags(pvc, "tf2-tj", backend="trainjob", image=""), "--", "python",
                    "tf2_multi_worker_custom_loop.py", "--steps", "60")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert abs(_saved_model_predicts(pvc / "tf2" / "model", 1.0) - 5.0) < 0.5
@@ -244,10 +243,10 @@ def test_an_mpi_program_runs_as_an_mpijob(cluster, tmp_path):
     from kfdist import HOROVOD_IMAGE
 
     pvc = tmp_path / "pvc"
-    flags = _cluster_flags(pvc, "hvd", backend="mpijob")
-    flags[flags.index("--image") + 1] = HOROVOD_IMAGE
     done = _launch("--framework", "tensorflow", "--mpi", "--workers", "2", "--output",
-                   str(pvc / "hvd"), *flags, "--", "python", str(program))
+                   str(pvc / "hvd"), *_cluster_flags(pvc, "hvd", backend="mpijob",
+                                                     image=HOROVOD_IMAGE),
+                   "--", "python", str(program))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "rank 1 of 2 sum 3.0" in done.stdout
     assert (pvc / "hvd" / "model" / "sum.txt").read_text() == "3.0"

@@ -155,3 +155,13 @@ def kfdist_pipelines():
     from kfdist.pipelines import registry
 
     return registry.pipelines()
+
+
+def test_kfdist_images_are_recognised_in_any_registry_with_any_tag():
+    from kfdist.images import is_kfdist_image, kfdist_image_name
+
+    assert kfdist_image_name("registry.example.com:5000/ml/kfdist-horovod:0.2.0") == "horovod"
+    assert kfdist_image_name("ghcr.io/kfdist/kfdist-runtime@sha256:" + "0" * 64) == "runtime"
+    assert kfdist_image_name("ghcr.io/team/kfdist-horovod-extra:1") is None
+    assert kfdist_image_name("ghcr.io/team/trainer:1") is None
+    assert is_kfdist_image("kfdist-training-gpu:1") and not is_kfdist_image("python:3.11")

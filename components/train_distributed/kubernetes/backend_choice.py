@@ -53,6 +53,18 @@ def _trainjob_unavailable(api, strategy: str, fits_trainjob: Callable[[], None])
     return None
 
 
+def reachable_api(api, log: Callable[[str], None]):
+    """`api`, else the pod's service account's or the kubeconfig's Kubernetes API; None, logged
+    as `auto` choosing `local`, where there is none."""
+    if api is None:
+        from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi
+
+        api = KubeApi.from_environment_if_any()
+    if api is None:
+        log("backend auto: local (no Kubernetes API: not in a pod and no kubeconfig)")
+    return api
+
+
 def choose_backend(strategy: str, fits_trainjob: Callable[[], None], log: Callable[[str], None],
                    api=None) -> str:
     """The backend `auto` stands for here and now, logged with its reason.
@@ -66,12 +78,8 @@ def choose_backend(strategy: str, fits_trainjob: Callable[[], None], log: Callab
     Raises:
       KubeApiError: The API server could not be reached.
     """
+    api = reachable_api(api, log)
     if api is None:
-        from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi
-
-        api = KubeApi.from_environment_if_any()
-    if api is None:
-        log("backend auto: local (no Kubernetes API: not in a pod and no kubeconfig)")
         return strategy_rules.LOCAL_BACKEND
     reason = _trainjob_unavailable(api, strategy, fits_trainjob)
     if reason is None:
