@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 from kfdist import images
-from kfdist.components.launch_program import program_files, program_job
+from kfdist.components.launch_program import program_files, program_job, staging
 from kfdist.components.launch_program.pod_entry import SCRATCH_ENV, entry_command
 from kfdist.components.launch_program.program_job import check_local_command
 from kfdist.components.train_distributed.job import strategy_rules
@@ -71,6 +71,15 @@ def add_launch_parser(sub) -> None:
     p.add_argument("--requirements",
                    help="with --program-dir: a requirements file of pinned packages "
                         "(name==version) that every replica installs when it starts")
+    p.add_argument("--stage", action="store_true",
+                   help="for a program that reads and writes only local paths: every replica "
+                        "gets local KFDIST_* directories for the gs:// ones (the dataset "
+                        "downloaded, the checkpoints downloaded and the leader's uploaded every "
+                        "--sync-seconds and at its end, the leader's model uploaded when it "
+                        "succeeds); on a cluster the image must hold kfdist")
+    p.add_argument("--sync-seconds", type=float, default=staging.DEFAULT_SYNC_SECONDS,
+                   help="with --stage: how often the leader's checkpoints are uploaded "
+                        "(default: %(default)s)")
     p.add_argument("--dry-run", action="store_true",
                    help="cluster backends: print the job as YAML instead of creating it")
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -105,31 +114,59 @@ def _cmd_launch(args) -> int:
                                 "ships; pass --program-dir DIR too")
     if args.program_dir:
         program_files.check_program(args.program_dir, args.requirements)
-        job = dataclasses.replace(job, command=shipped_command(command, output, local))
+    if args.stage:
+        _check_stage(args, job)
+        if local and not args.program_dir:
+            check_local_command(command)  # kfdist's entry is what the replicas start
+    entry = entry_options(args, output)
+    if entry:
+        job = dataclasses.replace(job, command=entry_wrapped(command, entry, local))
     if not local:
         return _on_cluster(job, args)
-    if "://" in args.output:
-        raise InvalidInputError(f"--output {args.output!r} is a URI; the local backend writes to "
-                                "a directory on this machine")
     job.validate()
     check_local_command(job.command)
     with tempfile.TemporaryDirectory(prefix="kfdist-launch-") as scratch:
-        extra = {}
         if args.program_dir:
             program_files.ship(args.program_dir, args.requirements, output)
-            extra = {SCRATCH_ENV: scratch}  # each replica's copy, removed with the job
+        extra = {SCRATCH_ENV: scratch} if entry else {}  # the replicas' copies, removed after
         result = run_local(job, lambda line: print(line, flush=True), extra)
     print(f"kfdist: job succeeded ({result.restarts} restart(s)); model directory: "
           f"{job.model_dir}", file=sys.stderr)
     return 0
 
 
-def shipped_command(command, output: str, local: bool) -> tuple:
-    """COMMAND run by `pod_entry` from the program shipped to OUTPUT/program (the image's
-    `python` on a cluster, this one here)."""
+def entry_options(args, output: str) -> list:
+    """The options of kfdist's entry (`pod_entry`) that --program-dir and --stage ask for."""
+    options = []
+    if args.program_dir:
+        options += ["--program", program_files.program_uri(output)]
+    if args.stage:
+        options += ["--stage", f"{args.sync_seconds:g}"]
+    return options
+
+
+def entry_wrapped(command, options: list, local: bool) -> tuple:
+    """COMMAND run by `pod_entry` with `options` (the image's `python` on a cluster, this one
+    here)."""
     python = sys.executable if local else "python"
-    return tuple(entry_command(python, ["--program", program_files.program_uri(output)],
-                               list(command)))
+    return tuple(entry_command(python, options, list(command)))
+
+
+def _check_stage(args, job) -> None:
+    """Refuses --stage where it would do nothing, or where kfdist's entry does not start the
+    ranks (an MPI program's are started by mpirun on the workers)."""
+    from kfdist.components.common.errors import InvalidInputError
+
+    if job.mpi:
+        raise InvalidInputError("--stage is not for --mpi: mpirun starts the ranks on the "
+                                "workers, where kfdist's entry does not run; give the program "
+                                "gs:// locations it writes itself, or the PVC")
+    if not any("://" in (where or "") for where in (args.output, args.dataset)):
+        raise InvalidInputError(f"--stage stages gs:// locations, and --output {args.output!r}"
+                                f"{'' if args.dataset is None else ' and --dataset ' + repr(args.dataset)}"
+                                " are not: pass a gs:// --output, or leave --stage out")
+    if not args.sync_seconds > 0:
+        raise InvalidInputError(f"--sync-seconds must be > 0, got {args.sync_seconds:g}")
 
 
 def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional, Tuple
+from typing import Mapping, Optional, Tuple
 
 from kfdist.components.common import dataset_spec
 from kfdist.components.common.errors import InvalidInputError
@@ -54,15 +54,22 @@ def checkpoint_dir() -> str:
     return _variable(CHECKPOINT_DIR_VAR)
 
 
-def is_leader() -> bool:
-    """Whether this replica writes the model: the chief, else worker 0 (TF_CONFIG), else rank 0."""
-    config = os.environ.get("TF_CONFIG")
+def is_leader(env: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether this replica writes the model: the chief, else worker 0 (TF_CONFIG), else rank 0
+    (`RANK`; a pod whose processes `torchrun` starts has only `PET_NODE_RANK`), else the lone
+    replica.
+
+    Args:
+      env: The replica's environment; default this process's.
+    """
+    env = os.environ if env is None else env
+    config = env.get("TF_CONFIG")
     if config:
         task = json.loads(config).get("task", {})
         cluster = json.loads(config).get("cluster", {})
         leader = "chief" if "chief" in cluster else "worker"
         return task.get("type") == leader and int(task.get("index", 0)) == 0
-    return int(os.environ.get("RANK", "0")) == 0
+    return int(env.get("RANK", env.get("PET_NODE_RANK", "0"))) == 0
 
 
 def metadata(directory: Optional[str] = None) -> dataset_spec.DatasetMetadata:

@@ -166,6 +166,23 @@ def copy_dir_from(uri: str, local_dir: str) -> str:
     return local_dir
 
 
+def delete(uri: str) -> None:
+    """Deletes one file (a `gs://` object or a local path); one already gone is not an error."""
+    if is_gcs(uri):
+        from google.api_core import exceptions
+
+        bucket, key = split_gcs(uri)
+        try:
+            _client().bucket(bucket).blob(key).delete()
+        except exceptions.NotFound:
+            pass
+        return
+    try:
+        os.remove(uri)
+    except FileNotFoundError:
+        pass
+
+
 def remove_tree(uri: str) -> int:
     """Deletes every file below `uri` (a `gs://` prefix or a directory); returns how many.
 

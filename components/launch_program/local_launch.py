@@ -15,6 +15,7 @@ import os
 import tempfile
 from typing import Callable, Dict, Optional
 
+from kfdist.components.common import storage
 from kfdist.components.launch_program import operator_env
 from kfdist.components.launch_program.program_job import ProgramJob, check_local_command
 from kfdist.components.train_distributed.job import config, strategy_rules, tf_config
@@ -47,8 +48,9 @@ def run_local(job: ProgramJob, log: Callable[[str], None],
     """
     job.validate()
     check_local_command(job.command)
-    os.makedirs(job.model_dir, exist_ok=True)
-    os.makedirs(job.checkpoint_dir, exist_ok=True)
+    for directory in (job.model_dir, job.checkpoint_dir):
+        if not storage.is_gcs(directory):
+            os.makedirs(directory, exist_ok=True)
     spec = config.JobSpec(backend=strategy_rules.LOCAL_BACKEND, workers=job.workers,
                           slots_per_worker=job.procs_per_worker if job.mpi else 1,
                           restart_policy=job.restart_policy, backoff_limit=job.backoff_limit,

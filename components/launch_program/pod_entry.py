@@ -87,6 +87,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="kfdist-program")
     parser.add_argument("--program", help="the shipped program's URI")
     parser.add_argument("--tf-layout", help="replicas by TensorFlow type, as JSON")
+    parser.add_argument("--stage", type=float, metavar="SYNC_SECONDS",
+                        help="give the program local KFDIST_* directories for its gs:// ones, "
+                             "the leader's checkpoints uploaded every SYNC_SECONDS (`staging`)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -97,8 +100,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     scratch = env.pop(SCRATCH_ENV, None)
     if args.tf_layout:
         _install_tf_config(env, json.loads(args.tf_layout))
-    if args.program:
+    if args.program or args.stage is not None:
         scratch = tempfile.mkdtemp(prefix="kfdist-program-", dir=scratch)
+    if args.program:
         program_dir = storage.copy_dir_from(args.program, os.path.join(scratch, "program"))
         packages = install_requirements(program_dir, scratch)
         paths = [p for p in (packages, program_dir, env.get("PYTHONPATH")) if p]
@@ -112,6 +116,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if executable is None or not os.access(executable, os.X_OK):
         _say(f"command {command[0]!r} cannot start: not an executable file, nor on PATH")
         return CANNOT_START
+    if args.stage is not None:
+        from kfdist.components.launch_program import staging
+
+        return staging.run_staged([executable, *command[1:]], env, scratch, args.stage)
     os.execve(executable, command, env)
     return CANNOT_START  # not reached
 

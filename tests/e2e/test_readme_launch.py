@@ -1,0 +1,88 @@
+"""The README's "one flag" walk-through, run as written: each `kfdist launch` command with
+`--backend local`, then with each cluster backend of its framework on the test cluster, changing
+that flag alone.
+
+The commands ship `examples/` with `--program-dir`, keep every directory on `gs://` (the GCS
+emulator here) and `--stage` them, so the same program writes its model to the same place
+whichever backend ran it. The test cluster's replicas are processes of this machine, so the
+`--image` the PyTorch command names is not pulled.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from component.test_launch_examples import _saved_model_predicts
+from kfdist.components.common import storage
+from kfdist.launch_cmd import CLUSTER_BACKENDS_OF
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
+SECTION = "### From your laptop to the cluster: one flag"
+
+
+def readme_commands():
+    """The `kfdist launch` commands of the section's first shell block, as argument lists."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    section = text[text.index(SECTION):]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def _option(command, name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def _with_backend(command, backend: str):
+    changed = list(command)
+    changed[changed.index("--backend") + 1] = backend
+    return changed
+
+
+def _check_model(framework: str, model_uri: str, local_dir) -> None:
+    storage.copy_dir_from(model_uri, str(local_dir))
+    if framework == "tensorflow":
+        assert abs(_saved_model_predicts(local_dir, 1.0) - 5.0) < 0.5
+        return
+    import torch
+
+    weights = torch.load(local_dir / "model.pt")
+    assert abs(float(weights["weight"]) - 3) < 0.3 and abs(float(weights["bias"]) - 2) < 0.3
+
+
+def test_the_readme_shows_one_command_per_framework_on_the_local_backend():
+    commands = readme_commands()
+    assert [_option(c, "--framework") for c in commands] == ["tensorflow", "pytorch"]
+    for command in commands:
+        assert command[:2] == ["kfdist", "launch"] and _option(command, "--backend") == "local"
+        assert _option(command, "--output").startswith("gs://") and "--stage" in command
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["tensorflow", "pytorch"])
+def test_the_readme_command_runs_on_every_backend_changing_only_the_backend(
+        framework, cluster, gcs_emulator, tmp_path):
+    command = next(c for c in readme_commands() if _option(c, "--framework") == framework)
+    output = _option(command, "--output")
+    bucket = storage.split_gcs(output)[0]
+    if not gcs_emulator.client().lookup_bucket(bucket):
+        gcs_emulator.create_bucket(bucket)
+    for backend in ("local", *CLUSTER_BACKENDS_OF[framework]):
+        storage.remove_tree(output)
+        done = subprocess.run([sys.executable, "-m", "kfdist", *_with_backend(command, backend)[1:]],
+                              capture_output=True, text=True, timeout=400, cwd=ROOT)
+        assert done.returncode == 0, backend + done.stdout[-3000:] + done.stderr[-3000:]
+        assert "job succeeded" in done.stderr, backend
+        _check_model(framework, f"{output}/model", tmp_path / backend)
+        script = next(a for a in command[command.index("--"):] if a.endswith(".py"))
+        assert storage.exists(f"{output}/program/{script}"), backend  # shipped, as it ran
+        if backend != "local":
+            assert "kfdist: " + ("TrainJob" if backend == "trainjob" else
+                                 {"tfjob": "TFJob", "pytorchjob": "PyTorchJob"}[backend]) \
+                in done.stdout, done.stdout[-2000:]
