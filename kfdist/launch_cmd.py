@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 from kfdist import images
+from kfdist.step_flags import add_step_flags, step_values
 from kfdist.components.launch_program import program_files, program_job, staging
 from kfdist.components.launch_program.pod_entry import SCRATCH_ENV, entry_command
 from kfdist.components.launch_program.program_job import check_local_command
@@ -16,6 +17,10 @@ from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
 from kfdist.components.train_distributed.kubernetes.build.render_trainjob import RUNTIME_PATCHES
 
+#: The training step's cluster parameters that `launch` takes as they are (flags from
+#: `job.step_params`); image, namespace, PVC and timeout have launch flags of their own.
+CLUSTER_PARAMS = ("gpus_per_worker", "cpu_per_worker", "memory_per_worker", "node_selector",
+                  "service_account", "queue_name", "timeout_from")
 BACKENDS = ("local", "tfjob", "pytorchjob", "trainjob", "mpijob", "auto")
 #: The cluster backends that run each framework's programs.
 CLUSTER_BACKENDS_OF = {"tensorflow": ("tfjob", "trainjob"), "pytorch": ("pytorchjob", "trainjob")}
@@ -82,6 +87,8 @@ def add_launch_parser(sub) -> None:
                         "(default: %(default)s)")
     p.add_argument("--dry-run", action="store_true",
                    help="cluster backends: print the job as YAML instead of creating it")
+    add_step_flags(p, lambda param: param.name in CLUSTER_PARAMS,
+                   title="cluster backends (as the training step's)")
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     p.set_defaults(func=_cmd_launch)
 
@@ -194,8 +201,8 @@ def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
                                 "your program) or --program-dir (your program's directory, run in "
                                 "kfdist's runtime image)")
     image = args.image or images.image("horovod" if job.mpi else "runtime")
-    placement = ProgramPlacement(args.name or program_pod.default_job_name(job), args.namespace,
-                                 image, args.pvc_name, args.pvc_mount_path)
+    placement = program_pod.placement_for(args.name or program_pod.default_job_name(job), image,
+                                          cluster_options(args))
     placement.validate()
     placement.check_location("--output", args.output)
     if job.data_dir is not None and "://" not in job.data_dir:
@@ -206,6 +213,23 @@ def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
         return render_program_mpijob(job, placement)
     render = render_program_tfjob if job.framework == "tensorflow" else render_pytorchjob
     return render(job, placement)
+
+
+def cluster_options(args) -> "ClusterOptions":
+    """The cluster options of `launch`'s flags (an unset one is None), validated.
+
+    Raises:
+      InvalidInputError: Naming the first bad value.
+    """
+    from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
+
+    values = {k: v if k in ("gpus_per_worker", "node_selector", "timeout_from") else v or None
+              for k, v in step_values(args).items() if k in CLUSTER_PARAMS}
+    options = ClusterOptions(image=args.image, namespace=args.namespace, pvc_name=args.pvc_name,
+                             pvc_mount_path=args.pvc_mount_path, timeout_seconds=args.timeout,
+                             **values)
+    options.validate()
+    return options
 
 
 def _ship_for_cluster(args) -> None:
@@ -249,7 +273,7 @@ def _on_cluster(job, args) -> int:
     with step_signals.cancel_on_sigterm():
         outcome = launcher.launch_and_wait(
             rendered, api, timeout_seconds=args.timeout, log=lambda line: print(line, flush=True),
-            owner=api.read_own_pod_reference())
+            owner=api.read_own_pod_reference(), timeout_from=args.timeout_from)
     print(f"kfdist: job succeeded ({outcome.restarts} restart(s)); model directory: "
           f"{job.model_dir} (on the replicas' PVC or gs://)", file=sys.stderr)
     return 0

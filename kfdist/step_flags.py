@@ -24,7 +24,9 @@ def _key_values(flag: str, value: str) -> Dict[str, str]:
 
 def add_step_flags(parser: argparse.ArgumentParser,
                    include: Callable[[Param], bool] = lambda p: True,
-                   defaults_from: str = "") -> None:
+                   defaults_from: str = "",
+                   title: str = "training step (the train_distributed component's parameters)"
+                   ) -> None:
     """Adds a flag for every training-step parameter `include` accepts.
 
     Booleans are switches (`--chief`); a string map takes `KEY=VALUE[,KEY=VALUE]`
@@ -36,8 +38,9 @@ def add_step_flags(parser: argparse.ArgumentParser,
       defaults_from: Where the defaults of flags left out come from, when not
         from the step (e.g. "the pipeline's"): such flags are then left out of
         the parsed arguments (and of `step_values`).
+      title: The flags' group heading in `--help`.
     """
-    group = parser.add_argument_group("training step (the train_distributed component's parameters)")
+    group = parser.add_argument_group(title)
     for param in TRAIN_STEP_PARAMS:
         if not include(param):
             continue

@@ -6,14 +6,20 @@ import dataclasses
 import hashlib
 import json
 import posixpath
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from kfdist.components.common.errors import require
 from kfdist.components.launch_program import operator_env
 from kfdist.components.launch_program.program_job import ProgramJob
 from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
 from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
-from kfdist.components.train_distributed.kubernetes.build.job_parts import PvcMount
+from kfdist.components.train_distributed.kubernetes.build import job_validation
+from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import QUEUE_NAME_LABEL
+from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
+from kfdist.components.train_distributed.kubernetes.build.job_parts import (
+    PvcMount, Resources, check_labels)
+from kfdist.components.train_distributed.kubernetes.build.pod_template import (
+    CONTAINER_SECURITY, is_kfdist_image, pod_security, render_resources)
 
 #: The PVC volume's name in the pods.
 PVC_VOLUME = "kfdist-pvc"
@@ -30,6 +36,11 @@ class ProgramPlacement:
       pvc_name: A PersistentVolumeClaim mounted into every replica at `pvc_mount_path`, where
         the KFDIST_* directories are (None: they are `gs://` URIs the program reads itself).
       pvc_mount_path: Where the PVC is mounted.
+      resources: Each replica's CPU, memory and GPUs (a parameter server's and an MPI
+        launcher's without GPUs).
+      node_selector: Node labels every replica requires.
+      service_account: The replica pods' service account (None: the namespace's default).
+      labels: The job's labels (Kueue's queue label, when it goes to a queue).
     """
 
     name: str
@@ -37,13 +48,22 @@ class ProgramPlacement:
     image: str
     pvc_name: Optional[str] = None
     pvc_mount_path: str = PVC_MOUNT_PATH
+    resources: Resources = Resources()
+    node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    service_account: Optional[str] = None
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def validate(self) -> None:
-        """Raises InvalidInputError naming a name that is not a DNS-1035 label, or a bad PVC."""
+        """Raises InvalidInputError naming a name that is not a DNS-1035 label, a bad PVC,
+        quantity, node selector, service account or label."""
         require(k8s.is_dns1035_label(self.name),
                 f"job name {self.name!r} is not a DNS-1035 label (lower-case letters, digits, '-')")
         if self.pvc_name is not None:
             PvcMount(claim_name=self.pvc_name, mount_path=self.pvc_mount_path).validate()
+        self.resources.validate("Worker resources")
+        check_labels("node_selector", self.node_selector)
+        check_labels("labels", self.labels)
+        job_validation.check_object_name("service_account", self.service_account)
 
     def check_location(self, what: str, location: Optional[str]) -> None:
         """Raises InvalidInputError unless the replicas can reach `location` (a directory of
@@ -56,6 +76,18 @@ class ProgramPlacement:
                 f"or a path under {root} with --pvc-name CLAIM (the PVC the replicas mount there)")
 
 
+def placement_for(name: str, image: str, options: ClusterOptions) -> ProgramPlacement:
+    """The placement of a job named `name` in `image`, with the cluster options' namespace,
+    PVC, resources (requests at their limits), node selector, service account and queue."""
+    labels = {QUEUE_NAME_LABEL: options.queue_name} if options.queue_name else {}
+    resources = Resources(cpu=options.cpu_per_worker, memory=options.memory_per_worker,
+                          cpu_limit=options.cpu_per_worker, memory_limit=options.memory_per_worker,
+                          gpus=options.gpus_per_worker)
+    return ProgramPlacement(name, options.namespace or "default", image, options.pvc_name,
+                            options.pvc_mount_path, resources, dict(options.node_selector),
+                            options.service_account, labels)
+
+
 def default_job_name(job: ProgramJob) -> str:
     """`kfdist-<tf|pt>-<hash>`: the same for the same framework, command and output location,
     so that running the same launch again re-attaches to its job instead of starting another."""
@@ -65,16 +97,24 @@ def default_job_name(job: ProgramJob) -> str:
 
 
 def container(job: ProgramJob, placement: ProgramPlacement, name: str,
-              port_name: Optional[str] = None, port: Optional[int] = None) -> Dict[str, Any]:
+              port_name: Optional[str] = None, port: Optional[int] = None,
+              gpus: bool = True) -> Dict[str, Any]:
     """The replica container: the program as its command, KFDIST_* in its env, the operator's
-    port (when the operator reads one)."""
+    port (when the operator reads one), its resources (`gpus=False`: none requested), and
+    kfdist's non-root settings in kfdist's images."""
     spec: Dict[str, Any] = {
         "name": name, "image": placement.image, "command": command(job, placement),
         "env": [{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()]}
     if port_name is not None:
         spec["ports"] = [{"name": port_name, "containerPort": port, "protocol": "TCP"}]
+    resources = render_resources(placement.resources if gpus
+                                 else placement.resources.without_gpus())
+    if resources:
+        spec["resources"] = resources
     if placement.pvc_name is not None:
         spec["volumeMounts"] = [{"name": PVC_VOLUME, "mountPath": placement.pvc_mount_path}]
+    if is_kfdist_image(placement.image):
+        spec["securityContext"] = dict(CONTAINER_SECURITY)
     return spec
 
 
@@ -94,9 +134,23 @@ def command(job: ProgramJob, placement: ProgramPlacement) -> List[str]:
 def pod_spec(container_spec: Dict[str, Any], placement: ProgramPlacement) -> Dict[str, Any]:
     """A replica's pod spec: the container, and the PVC volume when there is one."""
     pod: Dict[str, Any] = {"containers": [container_spec]}
+    pod.update(pod_settings(placement))
+    return pod
+
+
+def pod_settings(placement: ProgramPlacement) -> Dict[str, Any]:
+    """The pod-level fields of every replica: the PVC volume, node selector, service account
+    and, in kfdist's images, its non-root security context."""
+    pod: Dict[str, Any] = {}
     if placement.pvc_name is not None:
         pod["volumes"] = [{"name": PVC_VOLUME,
                            "persistentVolumeClaim": {"claimName": placement.pvc_name}}]
+    if placement.node_selector:
+        pod["nodeSelector"] = dict(placement.node_selector)
+    if placement.service_account:
+        pod["serviceAccountName"] = placement.service_account
+    if is_kfdist_image(placement.image):
+        pod["securityContext"] = pod_security()
     return pod
 
 
@@ -112,5 +166,7 @@ def run_policy(job: ProgramJob) -> Dict[str, Any]:
 
 def body(kind, placement: ProgramPlacement, spec: Dict[str, Any]) -> Dict[str, Any]:
     """The whole object: apiVersion, kind, metadata and `spec`."""
-    return {"apiVersion": kind.api_version, "kind": kind.kind,
-            "metadata": {"name": placement.name, "namespace": placement.namespace}, "spec": spec}
+    metadata: Dict[str, Any] = {"name": placement.name, "namespace": placement.namespace}
+    if placement.labels:
+        metadata["labels"] = dict(placement.labels)
+    return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata, "spec": spec}

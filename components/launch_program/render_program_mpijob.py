@@ -46,6 +46,7 @@ def render_program_mpijob(job: ProgramJob, placement: ProgramPlacement) -> Rende
     worker = program_pod.container(job, placement, MPI_CONTAINER_NAME)
     del worker["command"]  # the operator runs sshd
     launcher = copy.deepcopy(worker)
+    launcher.pop("resources", None)  # it runs mpirun only; the workers compute
     launcher["command"] = launcher_command(job.workers * job.procs_per_worker, list(env),
                                            program_pod.command(job, placement))
     specs: Dict[str, Any] = {}

@@ -9,7 +9,6 @@ succeeds when the chief (worker 0 without one) succeeds.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Dict
 
 from kfdist.components.common.errors import require
@@ -42,12 +41,13 @@ def render_program_tfjob(job: ProgramJob, placement: ProgramPlacement) -> Render
     require(job.framework == TENSORFLOW,
             f"a TFJob runs framework 'tensorflow', got {job.framework!r}")
     placement.validate()
-    container = program_pod.container(job, placement, TF_CONTAINER_NAME, TF_PORT_NAME, TF_PORT)
-    replica_specs: Dict[str, Any] = {
-        TFJOB_REPLICA_TYPES[task_type]: {
+    replica_specs: Dict[str, Any] = {}
+    for task_type, replicas in operator_env.tensorflow_cluster_counts(job).items():
+        container = program_pod.container(job, placement, TF_CONTAINER_NAME, TF_PORT_NAME,
+                                          TF_PORT, gpus=task_type != "ps")  # PS: variables only
+        replica_specs[TFJOB_REPLICA_TYPES[task_type]] = {
             "replicas": replicas, "restartPolicy": job.restart_policy,
-            "template": {"spec": program_pod.pod_spec(copy.deepcopy(container), placement)}}
-        for task_type, replicas in operator_env.tensorflow_cluster_counts(job).items()}
+            "template": {"spec": program_pod.pod_spec(container, placement)}}
     body = program_pod.body(TFJOB_V1, placement, {"runPolicy": program_pod.run_policy(job),
                                                   "tfReplicaSpecs": replica_specs})
     leader = "chief" if job.chief else "worker"

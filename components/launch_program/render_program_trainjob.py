@@ -44,11 +44,20 @@ NODE = "node"
 PATCH_MANAGER = "kfdist.dev/launch"
 
 
-def _pod_patch(job: ProgramJob, placement: ProgramPlacement) -> Dict[str, Any]:
-    container = program_pod.container(job, placement, NODE)
-    pod = program_pod.pod_spec(container, placement)
-    return {"volumes": pod["volumes"],
-            "containers": [{"name": NODE, "volumeMounts": container["volumeMounts"]}]}
+def _pod_patch(job: ProgramJob, placement: ProgramPlacement,
+               customisation: str) -> Dict[str, Any]:
+    """The pod fields Trainer's TrainJob has no field for: the PVC, node selector, service
+    account and kfdist's security context (which v2.1's `podTemplateOverrides` cannot carry;
+    kfdist's own runtime sets it there)."""
+    pod = program_pod.pod_settings(placement)
+    node = program_pod.container(job, placement, NODE)
+    patched = {k: node[k] for k in ("volumeMounts", "securityContext") if k in node}
+    if customisation == POD_TEMPLATE_OVERRIDES:
+        pod.pop("securityContext", None)
+        patched.pop("securityContext", None)
+    if patched:
+        pod["containers"] = [{"name": NODE, **patched}]
+    return pod
 
 
 def _tf_command(job: ProgramJob) -> List[str]:
@@ -95,8 +104,11 @@ def render_program_trainjob(job: ProgramJob, placement: ProgramPlacement,
         require(customisation == RUNTIME_PATCHES, "--timeout needs Trainer v2.2 or later on a "
                 "TrainJob (v2.1 has no activeDeadlineSeconds)")
         spec["activeDeadlineSeconds"] = int(job.active_deadline_seconds)
-    if placement.pvc_name is not None:
-        patch = _pod_patch(job, placement)
+    resources = program_pod.container(job, placement, NODE).get("resources")
+    if resources:
+        trainer["resourcesPerNode"] = resources
+    patch = _pod_patch(job, placement, customisation)
+    if patch:
         if customisation == POD_TEMPLATE_OVERRIDES:
             spec[customisation] = [dict(targetJobs=[{"name": NODE}], spec=patch)]
         else:

@@ -12,6 +12,7 @@ from kfdist.components.launch_program.program_job import ProgramJob
 from kfdist.components.launch_program.program_pod import ProgramPlacement
 from kfdist.components.launch_program.render_program_tfjob import render_program_tfjob
 from kfdist.components.launch_program.render_pytorchjob import render_pytorchjob
+from kfdist.components.train_distributed.kubernetes.build.job_parts import Resources
 
 CRD = "pytorchjobs.kubeflow.org.v1.training-operator-v1.9.yaml"
 PLACEMENT = ProgramPlacement("ddp-run", "team-a", "registry.example/ddp@sha256:" + "0" * 64)
@@ -179,3 +180,92 @@ def test_program_mpijob_runs_mpirun_over_every_slot_with_sshd_workers():
 def test_bad_mpi_programs_are_refused(changes, expected):
     with pytest.raises(InvalidInputError, match=re.escape(expected)):
         _job(framework="tensorflow", procs_per_worker=1, **changes).validate()
+
+
+SCHEDULED = ProgramPlacement(
+    "sched", "team-a", "registry.example/train:1.0", "team-work",
+    resources=Resources(cpu="4", memory="8Gi", cpu_limit="4", memory_limit="8Gi", gpus=2),
+    node_selector={"pool": "gpu"}, service_account="trainer",
+    labels={"kueue.x-k8s.io/queue-name": "team-q"})
+
+
+def _pods(body):
+    """Every pod spec of a rendered job (a TrainJob's patch, or each replica type's)."""
+    spec = body["spec"]
+    for key in ("tfReplicaSpecs", "pytorchReplicaSpecs", "mpiReplicaSpecs"):
+        for replica_type, replica in spec.get(key, {}).items():
+            yield replica_type, replica["template"]["spec"]
+
+
+@pytest.mark.parametrize("kind", ["tfjob", "pytorchjob", "mpijob", "trainjob", "trainjob-v2.1"])
+def test_cluster_options_reach_every_replica_and_every_crd_keeps_them(kind):
+    """GPUs on the replicas that compute (not on a PS or an MPI launcher), CPU and memory,
+    node selector, service account and Kueue's queue label, none pruned by the CRD."""
+    from kfdist.components.launch_program.render_program_mpijob import render_program_mpijob
+    from kfdist.components.launch_program.render_program_trainjob import render_program_trainjob
+
+    paths = dict(model_dir="/mnt/kfdist/r/model", checkpoint_dir="/mnt/kfdist/r/ckpt",
+                 active_deadline_seconds=None)
+    if kind == "tfjob":
+        rendered = render_program_tfjob(_job(framework="tensorflow", procs_per_worker=1, ps=1,
+                                             **paths), SCHEDULED)
+        crd = crd_schema.crd_path_for(TFJOB_V1)
+    elif kind == "pytorchjob":
+        rendered, crd = render_pytorchjob(_job(**paths), SCHEDULED), crd_schema.crd_path(CRD)
+    elif kind == "mpijob":
+        rendered = render_program_mpijob(_job(mpi=True, restart_policy="OnFailure", **paths),
+                                         SCHEDULED)
+        crd = crd_schema.crd_path_for(rendered.kind)
+    else:
+        v21 = kind.endswith("v2.1")
+        rendered = render_program_trainjob(
+            _job(**paths), SCHEDULED, "podTemplateOverrides" if v21 else "runtimePatches")
+        crd = crd_schema.crd_path(crd_schema.TRAINJOB_V2_1_CRD if v21 else
+                                  "trainer.kubeflow.org_trainjobs.trainer-v2.3.0.yaml")
+    body = rendered.body
+    assert crd_schema.load_crd(crd).validate(body) == []
+    assert body["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "team-q"}
+    if kind.startswith("trainjob"):
+        assert body["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == 2
+        text = json.dumps(body["spec"])
+        assert '"nodeSelector": {"pool": "gpu"}' in text
+        assert '"serviceAccountName": "trainer"' in text
+        return
+    pods = dict(_pods(body))
+    for replica_type, pod in pods.items():
+        assert pod["nodeSelector"] == {"pool": "gpu"} and pod["serviceAccountName"] == "trainer"
+        resources = pod["containers"][0].get("resources", {})
+        computes = replica_type not in ("PS", "Launcher")
+        assert ("nvidia.com/gpu" in resources.get("limits", {})) == computes, replica_type
+        if replica_type != "Launcher":
+            assert resources["requests"] == {"cpu": "4", "memory": "8Gi"}, replica_type
+
+
+def test_bad_cluster_options_are_refused_naming_them():
+    import dataclasses
+
+    for changes, expected in [
+            (dict(resources=Resources(cpu="4x")), "cpu '4x' is not a positive Kubernetes quantity"),
+            (dict(node_selector={"bad key!": "x"}), "node_selector key 'bad key!'"),
+            (dict(service_account="Trainer_1"), "service_account 'Trainer_1'")]:
+        with pytest.raises(InvalidInputError, match=re.escape(expected)):
+            render_pytorchjob(_job(), dataclasses.replace(PLACEMENT, **changes))
+
+
+@pytest.mark.parametrize("customisation, crd_file", [
+    ("runtimePatches", "trainer.kubeflow.org_trainjobs.trainer-v2.3.0.yaml"),
+    ("podTemplateOverrides", crd_schema.TRAINJOB_V2_1_CRD)])
+def test_kfdists_image_runs_as_its_non_root_user_where_the_trainjob_can_say_so(customisation,
+                                                                                crd_file):
+    """v2.3's runtimePatches carry kfdist's security context; v2.1's podTemplateOverrides
+    cannot (kfdist's own runtime sets it there), so it is left out rather than pruned."""
+    import dataclasses
+
+    from kfdist import RUNTIME_IMAGE
+    from kfdist.components.launch_program.render_program_trainjob import render_program_trainjob
+
+    placement = dataclasses.replace(SCHEDULED, image=RUNTIME_IMAGE)
+    rendered = render_program_trainjob(_job(model_dir="gs://b/m", active_deadline_seconds=None),
+                                       placement, customisation)
+    assert crd_schema.load_crd(crd_schema.crd_path(crd_file)).validate(rendered.body) == []
+    assert ('"runAsNonRoot": true' in json.dumps(rendered.body)) == (customisation == "runtimePatches")
