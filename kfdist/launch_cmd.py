@@ -9,21 +9,21 @@ import sys
 import tempfile
 
 from kfdist import images
+from kfdist.components.common import storage
 from kfdist.step_flags import add_step_flags, step_values
-from kfdist.components.launch_program import program_files, program_job, staging
+from kfdist.components.launch_program import program_cluster, program_files, program_job, staging
 from kfdist.components.launch_program.pod_entry import SCRATCH_ENV, entry_command
 from kfdist.components.launch_program.program_job import check_local_command
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
-from kfdist.components.train_distributed.kubernetes.build.render_trainjob import RUNTIME_PATCHES
+from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
+    CUSTOMISATION_BY_RELEASE, RUNTIME_PATCHES)
 
 #: The training step's cluster parameters that `launch` takes as they are (flags from
 #: `job.step_params`); image, namespace, PVC and timeout have launch flags of their own.
 CLUSTER_PARAMS = ("gpus_per_worker", "cpu_per_worker", "memory_per_worker", "node_selector",
                   "service_account", "queue_name", "timeout_from")
 BACKENDS = ("local", "tfjob", "pytorchjob", "trainjob", "mpijob", "auto")
-#: The cluster backends that run each framework's programs.
-CLUSTER_BACKENDS_OF = {"tensorflow": ("tfjob", "trainjob"), "pytorch": ("pytorchjob", "trainjob")}
 
 
 def add_launch_parser(sub) -> None:
@@ -33,6 +33,24 @@ def add_launch_parser(sub) -> None:
         description="Runs COMMAND in every replica with the environment the Kubeflow operator "
                     "injects (TF_CONFIG; or MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, PET_*), "
                     "plus KFDIST_MODEL_DIR, KFDIST_DATA_DIR and KFDIST_CHECKPOINT_DIR.")
+    add_launch_flags(p)
+    p.set_defaults(func=_cmd_launch)
+
+
+def render_launch(args) -> int:
+    """`kfdist render launch ...`: prints the job `kfdist launch` with the same flags creates
+    (its `--dry-run`, with the TrainJob for `--trainer-version`)."""
+    args.dry_run = True
+    if args.backend == "local":
+        from kfdist.components.common.errors import InvalidInputError
+
+        raise InvalidInputError("kfdist render launch prints a cluster job: pass --backend "
+                                "tfjob, pytorchjob, trainjob, mpijob or auto, not 'local'")
+    return _cmd_launch(args)
+
+
+def add_launch_flags(p) -> None:
+    """Every flag of `kfdist launch` (also `kfdist render launch`'s)."""
     p.add_argument("--framework", choices=program_job.FRAMEWORKS, required=True)
     p.add_argument("--backend", choices=BACKENDS, default="local",
                    help="local processes, a TFJob, a PyTorchJob, a TrainJob (PyTorch on "
@@ -56,8 +74,9 @@ def add_launch_parser(sub) -> None:
     p.add_argument("--output", required=True,
                    help="directory for the model (OUTPUT/model) and checkpoints (OUTPUT/checkpoints)")
     p.add_argument("--restart-policy", choices=strategy_rules.RESTART_POLICIES,
-                   help="default: ExitCode, or OnFailure for an MPI program (an MPIJob's "
-                        "launcher takes Never or OnFailure)")
+                   help="default: ExitCode, OnFailure for an MPI program (an MPIJob's launcher "
+                        "takes Never or OnFailure), and a TrainJob's runtime's (kfdist-tensorflow: "
+                        "ExitCode; torch-distributed: OnFailure), which it cannot change")
     p.add_argument("--backoff-limit", type=int, default=6)
     p.add_argument("--timeout", type=float, help="seconds before the job fails (no limit by default)")
     p.add_argument("--image", help="cluster backends: the image holding the program")
@@ -69,6 +88,16 @@ def add_launch_parser(sub) -> None:
                                       "every replica, on which --output (and a local --dataset) lie")
     p.add_argument("--pvc-mount-path", default=PVC_MOUNT_PATH,
                    help="where the replicas mount --pvc-name (default: %(default)s)")
+    _add_shipping_flags(p)
+    p.add_argument("--dry-run", action="store_true",
+                   help="cluster backends: print the job as YAML instead of creating it")
+    add_step_flags(p, lambda param: param.name in CLUSTER_PARAMS,
+                   title="cluster backends (as the training step's)")
+    p.add_argument("program", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+
+
+def _add_shipping_flags(p) -> None:
+    """The flags that ship a program directory and stage the job's directories."""
     p.add_argument("--program-dir",
                    help="a directory holding your program: kfdist ships it to OUTPUT/program and "
                         "every replica runs COMMAND in its own copy of it, on a cluster in "
@@ -85,12 +114,6 @@ def add_launch_parser(sub) -> None:
     p.add_argument("--sync-seconds", type=float, default=staging.DEFAULT_SYNC_SECONDS,
                    help="with --stage: how often the leader's checkpoints are uploaded "
                         "(default: %(default)s)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="cluster backends: print the job as YAML instead of creating it")
-    add_step_flags(p, lambda param: param.name in CLUSTER_PARAMS,
-                   title="cluster backends (as the training step's)")
-    p.add_argument("program", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
-    p.set_defaults(func=_cmd_launch)
 
 
 def _cmd_launch(args) -> int:
@@ -114,7 +137,8 @@ def _cmd_launch(args) -> int:
         chief=args.chief, evaluator=args.evaluator, procs_per_worker=args.procs_per_worker,
         model_dir=os.path.join(output, "model"), checkpoint_dir=os.path.join(output, "checkpoints"),
         data_dir=data_dir, backoff_limit=args.backoff_limit, active_deadline_seconds=args.timeout,
-        restart_policy=args.restart_policy or ("OnFailure" if args.mpi else "ExitCode"),
+        restart_policy=args.restart_policy or program_cluster.default_restart_policy(
+            args.framework, args.mpi, args.backend),
         mpi=args.mpi)
     if args.requirements and not args.program_dir:
         raise InvalidInputError("--requirements are installed with the program --program-dir "
@@ -132,6 +156,8 @@ def _cmd_launch(args) -> int:
         return _on_cluster(job, args)
     job.validate()
     check_local_command(job.command)
+    if storage.is_gcs(output):
+        storage.list_uris(storage.join(output, "model") + "/")  # a missing bucket, refused now
     with tempfile.TemporaryDirectory(prefix="kfdist-launch-") as scratch:
         if args.program_dir:
             program_files.ship(args.program_dir, args.requirements, output)
@@ -177,25 +203,17 @@ def _check_stage(args, job) -> None:
 
 
 def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
-    """The TFJob, PyTorchJob or TrainJob `kfdist launch` creates for `job` (`--dry-run` prints
-    it); `customisation` is the installed Trainer's pod-customisation field.
+    """The TFJob, PyTorchJob, MPIJob or TrainJob `kfdist launch` creates for `job` (`--dry-run`
+    prints it); `customisation` is the installed Trainer's pod-customisation field.
 
     Raises:
       InvalidInputError: A backend that does not run the framework, a missing --image or
         --name, or a directory the replicas cannot reach.
     """
     from kfdist.components.common.errors import InvalidInputError
-    from kfdist.components.launch_program import program_pod
-    from kfdist.components.launch_program.program_pod import ProgramPlacement
-    from kfdist.components.launch_program.render_program_tfjob import render_program_tfjob
-    from kfdist.components.launch_program.render_program_mpijob import render_program_mpijob
-    from kfdist.components.launch_program.render_program_trainjob import render_program_trainjob
-    from kfdist.components.launch_program.render_pytorchjob import render_pytorchjob
+    from kfdist.components.launch_program import program_cluster, program_pod
 
-    expected = ("mpijob",) if job.mpi else CLUSTER_BACKENDS_OF[job.framework]
-    if args.backend not in expected:
-        raise InvalidInputError(f"backend {args.backend!r} does not run framework "
-                                f"{job.framework!r}; valid: {['local', *expected]}")
+    program_cluster.check_backend(job, args.backend)
     if not (args.image or args.program_dir):
         raise InvalidInputError(f"backend {args.backend!r} needs --image (the image that holds "
                                 "your program) or --program-dir (your program's directory, run in "
@@ -207,12 +225,7 @@ def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
     placement.check_location("--output", args.output)
     if job.data_dir is not None and "://" not in job.data_dir:
         placement.check_location("--dataset", job.data_dir)
-    if args.backend == "trainjob":
-        return render_program_trainjob(job, placement, customisation)
-    if args.backend == "mpijob":
-        return render_program_mpijob(job, placement)
-    render = render_program_tfjob if job.framework == "tensorflow" else render_pytorchjob
-    return render(job, placement)
+    return program_cluster.render(job, args.backend, placement, customisation)
 
 
 def cluster_options(args) -> "ClusterOptions":
@@ -249,14 +262,16 @@ def _on_cluster(job, args) -> int:
     """Prints the job (`--dry-run`), or creates it and follows it to its end, as the training
     step does: re-attached when it exists, its leader's log streamed, deleted on Ctrl-C,
     SIGTERM or `--timeout`, failed with the operator's reason."""
+    from kfdist.components.launch_program import program_cluster
+
+    log = lambda line: print(line, flush=True)  # noqa: E731
     api = None
-    customisation = RUNTIME_PATCHES
-    if args.backend == "trainjob" and not args.dry_run:
-        from kfdist.components.train_distributed.kubernetes import backend
+    customisation = CUSTOMISATION_BY_RELEASE[getattr(args, "trainer_version", None) or "2.3"]
+    if args.backend == program_cluster.TRAINJOB and not args.dry_run:
         from kfdist.components.train_distributed.kubernetes.client import kube_api
 
         api = kube_api.KubeApi.from_environment()
-        customisation = backend.trainer_customisation(api, lambda line: print(line, flush=True))
+        customisation = program_cluster.customisation_for(args.backend, api, log)
     rendered = render_cluster_job(job, args, customisation)
     if args.dry_run:
         import yaml
@@ -266,14 +281,10 @@ def _on_cluster(job, args) -> int:
     if args.program_dir:
         _ship_for_cluster(args)
     from kfdist.components.train_distributed.kubernetes.client import kube_api
-    from kfdist.components.train_distributed.kubernetes.lifecycle import launcher, step_signals
 
     api = api or kube_api.KubeApi.from_environment()
-    print(f"kfdist: {rendered.kind.kind} {rendered.namespace}/{rendered.name}", flush=True)
-    with step_signals.cancel_on_sigterm():
-        outcome = launcher.launch_and_wait(
-            rendered, api, timeout_seconds=args.timeout, log=lambda line: print(line, flush=True),
-            owner=api.read_own_pod_reference(), timeout_from=args.timeout_from)
+    outcome = program_cluster.follow(rendered, api, timeout_seconds=args.timeout, log=log,
+                                     timeout_from=args.timeout_from)
     print(f"kfdist: job succeeded ({outcome.restarts} restart(s)); model directory: "
           f"{job.model_dir} (on the replicas' PVC or gs://)", file=sys.stderr)
     return 0

@@ -61,7 +61,24 @@ def add_render_parser(subparsers) -> argparse.ArgumentParser:
 
     add_image_flags(p)
     p.set_defaults(func=run_render)
+    _add_render_launch(p, CUSTOMISATION_BY_RELEASE)
     return p
+
+
+def _add_render_launch(p, releases) -> None:
+    """`kfdist render launch [launch flags] -- COMMAND`: the job `kfdist launch` creates."""
+    from kfdist.launch_cmd import add_launch_flags, render_launch
+
+    sub = p.add_subparsers(dest="render_what", metavar="launch", required=False)
+    launch = sub.add_parser("launch", help="print the TFJob, PyTorchJob, MPIJob or TrainJob "
+                                           "`kfdist launch` creates with the same flags",
+                            description="Prints, as YAML, the job `kfdist launch` creates with "
+                                        "the same flags, from its code path (its --dry-run).")
+    add_launch_flags(launch)
+    launch.add_argument("--trainer-version", default=max(releases), choices=sorted(releases),
+                        help="Kubeflow Trainer release the TrainJob is for (launch reads it from "
+                             "the cluster's CRD); default: %(default)s")
+    launch.set_defaults(func=render_launch)
 
 
 def render_from_args(args: argparse.Namespace):

@@ -18,7 +18,7 @@ from kfdist.components.common.errors import InvalidInputError
 #: The sample the `program` pipeline runs on when no source is given.
 SAMPLE_OF_PROGRAM = "mnist"
 #: What `kfdist run` takes for the `program` pipeline beside the training flags they share.
-PROGRAM_ONLY_SETTINGS = ("command", "framework", "procs_per_worker")
+PROGRAM_ONLY_SETTINGS = ("command", "framework", "procs_per_worker", "mpi", "stage")
 
 
 def add_program_flags(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,13 @@ def add_program_flags(parser: argparse.ArgumentParser) -> None:
                          help="tensorflow (TF_CONFIG) or pytorch (MASTER_ADDR, RANK, ...) "
                               "(default: tensorflow)")
     program.add_argument("--procs-per-worker", type=int, default=argparse.SUPPRESS,
-                         help="PyTorch processes per node (default: 1)")
+                         help="PyTorch processes per node, or MPI ranks per worker with --mpi "
+                              "(default: 1)")
+    program.add_argument("--mpi", action="store_true", default=argparse.SUPPRESS,
+                         help="an MPI program: one mpirun over workers x procs-per-worker ranks")
+    program.add_argument("--stage", action="store_true", default=argparse.SUPPRESS,
+                         help="cluster backends: give the program local directories for its "
+                              "gs:// ones (see kfdist launch --stage)")
 
 
 def refuse_program_settings(pipeline: str, training: Mapping[str, Any]) -> None:
@@ -106,11 +112,19 @@ def validate_program(training: Mapping[str, Any]) -> None:
     Raises:
       InvalidInputError: Naming the first bad value.
     """
+    from kfdist.components.launch_program.program_cluster import (
+        check_backend, default_restart_policy)
     from kfdist.components.launch_program.program_job import ProgramJob, check_local_command
 
-    ProgramJob(framework=training["framework"], command=tuple(training["command"]),
-               workers=training["workers"], ps=training["ps"], chief=training["chief"],
-               evaluator=training["evaluator"], procs_per_worker=training["procs_per_worker"],
-               restart_policy=training["restart_policy"],
-               backoff_limit=training["backoff_limit"]).validate()
-    check_local_command(tuple(training["command"]))
+    job = ProgramJob(framework=training["framework"], command=tuple(training["command"]),
+                     workers=training["workers"], ps=training["ps"], chief=training["chief"],
+                     evaluator=training["evaluator"],
+                     procs_per_worker=training["procs_per_worker"],
+                     restart_policy=training["restart_policy"] or default_restart_policy(
+                         training["framework"], training["mpi"], training["backend"]),
+                     backoff_limit=training["backoff_limit"], mpi=training["mpi"])
+    job.validate()
+    if training["backend"] == "local":
+        check_local_command(job.command)  # on a cluster, the command is in the image
+    elif training["backend"] != "auto":
+        check_backend(job, training["backend"])

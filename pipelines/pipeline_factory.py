@@ -134,7 +134,8 @@ def train_params(definition: PipelineDefinition) -> Tuple[TrainParam, ...]:
         inputs = train_program.component_spec.inputs
         return tuple(TrainParam(name, p.annotation, definition.train_defaults.get(name, p.default),
                                 " ".join(inputs[name].description.split()).rstrip("."))
-                     for name, p in signature.items() if name not in _ARTIFACTS)
+                     for name, p in signature.items()
+                     if name not in _ARTIFACTS and name not in _SET_BY_PIPELINE)
     return tuple(TrainParam(p.name, Dict[str, str] if isinstance(p.default, dict) else type(p.default),
                             train_default(definition, p),
                             p.help + (" (cluster backends)" if p.cluster else ""))
@@ -174,14 +175,14 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
     train_args = {p.name: values[p.name] for p in train_params(definition)}
     shard_args = {k: v for k, v in values.items() if k in _SHARD_PARAMS and k not in train_args}
     shard_args["runner"] = values["shard_runner"]
+    named = dict(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                 task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
     if definition.trainer == PROGRAM:
         shard = shard_dataset(**shard_args, **definition.shard_settings)
-        train = train_program(dataset=shard.outputs["dataset"], **train_args)
+        train = train_program(dataset=shard.outputs["dataset"], **train_args, **named)
     else:
         shard = shard_dataset(**shard_args, **definition.shard_settings, seed=train_args["seed"])
-        train = train_distributed(dataset=shard.outputs["dataset"], **train_args,
-                                  run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-                                  task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
+        train = train_distributed(dataset=shard.outputs["dataset"], **train_args, **named)
     evaluate = evaluate_model(model=train.outputs["model"], dataset=shard.outputs["dataset"],
                               accuracy_threshold=values["accuracy_threshold"])
     with dsl.If(evaluate.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a DSL condition)

@@ -22,8 +22,13 @@ from kfdist.components.common import dataset_spec
 from kfdist.components.common import model_artifact as ma
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.launch_program.local_launch import run_local
+from kfdist.components.launch_program.program_cluster import default_restart_policy
 from kfdist.components.launch_program.program_job import ProgramJob
 
+#: The backend that runs the replicas as processes of the step.
+LOCAL = "local"
+#: The backend chosen against the cluster (`program_backend`).
+AUTO = "auto"
 #: Where a step of this kind records what ran, in the Model artifact.
 PROGRAM_REPORT_FILE = "program_report.json"
 
@@ -39,6 +44,7 @@ class ProgramReport:
       restarts: Replica restarts made under the restart policy.
       wall_seconds: From the first replica's start to the job's end.
       serving_model: Whether the serving SavedModel was built (else the export builds it).
+      backend: Where the replicas ran: `local`, `tfjob`, `pytorchjob`, `trainjob` or `mpijob`.
     """
 
     command: Sequence[str]
@@ -47,6 +53,7 @@ class ProgramReport:
     restarts: int
     wall_seconds: float
     serving_model: bool
+    backend: str = LOCAL
 
     def to_json(self) -> str:
         """The report as JSON."""
@@ -56,8 +63,10 @@ class ProgramReport:
 def train_program(dataset_dir: str, model_dir: str, command: Sequence[str], *,
                   framework: str, workers: int, ps: int = 0, chief: bool = False,
                   evaluator: bool = False, procs_per_worker: int = 1,
-                  restart_policy: str = "ExitCode", backoff_limit: int = 6,
-                  active_deadline_seconds: Optional[float] = None,
+                  restart_policy: str = "", backoff_limit: int = 6,
+                  active_deadline_seconds: Optional[float] = None, mpi: bool = False,
+                  backend: str = "local", stage: bool = False,
+                  cluster: Optional["ClusterOptions"] = None, dataset_uri: Optional[str] = None,
                   log: Callable[[str], None] = print) -> ProgramReport:
     """Runs `command` as a distributed job on the dataset and completes the Model artifact.
 
@@ -72,9 +81,16 @@ def train_program(dataset_dir: str, model_dir: str, command: Sequence[str], *,
       chief: Add a TensorFlow chief.
       evaluator: Add a TensorFlow evaluator.
       procs_per_worker: PyTorch processes per node.
-      restart_policy: `Never`, `OnFailure` or `ExitCode`.
+      restart_policy: `Never`, `OnFailure` or `ExitCode`; empty: `ExitCode`, `OnFailure` for
+        an MPI program, a TrainJob's runtime's (`program_cluster.default_restart_policy`).
       backoff_limit: Restarts allowed before the step fails.
       active_deadline_seconds: The job fails once it ran this long (None: no deadline).
+      mpi: An MPI program: one `mpirun` over `workers x procs_per_worker` ranks.
+      backend: `local` (processes here), `tfjob`, `pytorchjob`, `trainjob` or `mpijob`
+        (`program_step_cluster`).
+      stage: On a cluster, give the program local directories for the `gs://` ones.
+      cluster: The cluster settings of a cluster backend.
+      dataset_uri: The dataset artifact's URI (a cluster's replicas read a `gs://` one in place).
       log: Receives every replica line and the step's own lines.
 
     Returns:
@@ -86,13 +102,27 @@ def train_program(dataset_dir: str, model_dir: str, command: Sequence[str], *,
     """
     meta = dataset_spec.load_metadata(dataset_dir)
     saved = os.path.join(model_dir, ma.SAVED_MODEL_DIR)
+    if backend == AUTO:
+        from kfdist.components.launch_program.program_backend import choose_program_backend
+
+        backend = choose_program_backend(framework, log, mpi=mpi)
     job = ProgramJob(framework=framework, command=tuple(command), workers=workers, ps=ps,
                      chief=chief, evaluator=evaluator, procs_per_worker=procs_per_worker,
                      model_dir=saved, checkpoint_dir=os.path.join(model_dir, ma.CHECKPOINTS_DIR),
-                     data_dir=dataset_dir, restart_policy=restart_policy,
-                     backoff_limit=backoff_limit, active_deadline_seconds=active_deadline_seconds)
+                     data_dir=dataset_dir, backoff_limit=backoff_limit,
+                     restart_policy=restart_policy or default_restart_policy(framework, mpi,
+                                                                             backend),
+                     active_deadline_seconds=active_deadline_seconds, mpi=mpi)
     started = time.monotonic()
-    result = run_local(job, log)
+    if backend == LOCAL:
+        restarts = run_local(job, log).restarts
+    else:
+        from kfdist.components.launch_program.program_step_cluster import run_on_cluster
+        from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
+
+        restarts = run_on_cluster(job, backend, cluster or ClusterOptions(),
+                                  dataset_dir=dataset_dir, dataset_uri=dataset_uri,
+                                  saved_model_dir=saved, stage=stage, log=log)
     wall = time.monotonic() - started
     if not os.path.isfile(os.path.join(saved, "saved_model.pb")):
         raise TrainingFailedError(
@@ -103,11 +133,11 @@ def train_program(dataset_dir: str, model_dir: str, command: Sequence[str], *,
         f.write(meta.to_json())
     serving = _build_serving_model(saved, meta, os.path.join(model_dir, ma.SERVING_MODEL_DIR), log)
     report = ProgramReport(command=list(command), framework=framework,
-                           replicas=job.replica_count, restarts=result.restarts,
-                           wall_seconds=round(wall, 3), serving_model=serving)
+                           replicas=job.replica_count, restarts=restarts,
+                           wall_seconds=round(wall, 3), serving_model=serving, backend=backend)
     with open(os.path.join(model_dir, PROGRAM_REPORT_FILE), "w") as f:
         f.write(report.to_json())
-    log(f"program succeeded in {wall:.1f} s ({result.restarts} restart(s)); model: {saved}")
+    log(f"program succeeded in {wall:.1f} s ({restarts} restart(s)); model: {saved}")
     return report
 
 

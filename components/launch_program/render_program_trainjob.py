@@ -27,7 +27,8 @@ from typing import Any, Dict, List
 
 from kfdist.components.common.errors import require
 from kfdist.components.launch_program import operator_env, pod_entry, program_pod
-from kfdist.components.launch_program.program_job import PYTORCH, ProgramJob
+from kfdist.components.launch_program.program_job import PYTORCH, TENSORFLOW, ProgramJob
+from kfdist.components.train_distributed.kubernetes.build import trainjob_runtime
 from kfdist.components.launch_program.program_pod import ProgramPlacement
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     COMPLETION_INDEX_LABEL, JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL, TRAINJOB_V1ALPHA1, RenderedJob)
@@ -37,9 +38,12 @@ from kfdist.components.train_distributed.kubernetes.build.render_trainjob import
 #: Trainer's own PyTorch runtime (a ClusterTrainingRuntime every Trainer install ships).
 TORCH_RUNTIME = "torch-distributed"
 #: kfdist's TensorFlow runtime.
-TF_RUNTIME = "kfdist-tensorflow"
+TF_RUNTIME = trainjob_runtime.TF_RUNTIME
 #: Its replicated Job and container.
 NODE = "node"
+#: The restart policy of each runtime's pods, which a TrainJob cannot change: kfdist's TF
+#: runtime sets it; Trainer's torch-distributed sets none, so JobSet's webhook defaults it.
+RESTART_POLICIES = {PYTORCH: "OnFailure", TENSORFLOW: trainjob_runtime.RESTART_POLICIES[TF_RUNTIME]}
 #: The `manager` of kfdist's entry in `runtimePatches`.
 PATCH_MANAGER = "kfdist.dev/launch"
 
@@ -86,6 +90,14 @@ def render_program_trainjob(job: ProgramJob, placement: ProgramPlacement,
     """
     job.validate()
     torch = job.framework == PYTORCH
+    runtime = TORCH_RUNTIME if torch else TF_RUNTIME
+    require(job.restart_policy == RESTART_POLICIES[job.framework],
+            f"restart policy {job.restart_policy!r}: a TrainJob's replicas follow its runtime "
+            f"{runtime}, whose policy is {RESTART_POLICIES[job.framework]!r}; leave the restart "
+            "policy out, or use a TFJob or a PyTorchJob")
+    require(job.backoff_limit == trainjob_runtime.BACKOFF_LIMIT,
+            f"backoff limit {job.backoff_limit!r}: a TrainJob takes its runtime {runtime}'s "
+            f"({trainjob_runtime.BACKOFF_LIMIT}); leave it out, or use a TFJob or a PyTorchJob")
     require(customisation in POD_CUSTOMISATIONS, f"unknown pod customisation field "
             f"{customisation!r}; valid: {list(POD_CUSTOMISATIONS)}")
     placement.validate()
@@ -98,7 +110,7 @@ def render_program_trainjob(job: ProgramJob, placement: ProgramPlacement,
     trainer["env"] = [{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()]
     spec: Dict[str, Any] = {
         "runtimeRef": {"apiGroup": TRAINJOB_V1ALPHA1.group, "kind": "ClusterTrainingRuntime",
-                       "name": TORCH_RUNTIME if torch else TF_RUNTIME},
+                       "name": runtime},
         "trainer": trainer}
     if job.active_deadline_seconds is not None:
         require(customisation == RUNTIME_PATCHES, "--timeout needs Trainer v2.2 or later on a "

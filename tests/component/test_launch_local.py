@@ -128,9 +128,19 @@ def test_dry_run_prints_the_pytorchjob_valid_against_the_crd(tmp_path):
     assert {"name": "KFDIST_MODEL_DIR", "value": "gs://b/run/model"} in env
 
 
-def test_local_backend_refuses_a_uri_output():
-    done = _launch("--framework", "tensorflow", "--output", "gs://b/run", "--", "true")
-    assert done.returncode == 2 and "'gs://b/run' is a URI" in done.stderr
+def test_a_gs_output_reaches_the_replicas_and_one_in_no_bucket_is_refused(gcs_emulator):
+    """Without --stage, a gs:// --output reaches the program as it is (TensorFlow writes there
+    itself); a bucket that does not exist is refused before any replica starts."""
+    gcs_emulator.client().lookup_bucket("launch-out") or gcs_emulator.create_bucket("launch-out")
+    program = "import os; print('model dir', os.environ['KFDIST_MODEL_DIR'], flush=True)"
+    done = _launch("--framework", "tensorflow", "--output", "gs://launch-out/run", "--",
+                   sys.executable, "-c", program)
+    assert done.returncode == 0, done.stderr
+    assert "model dir gs://launch-out/run/model" in done.stdout
+    done = _launch("--framework", "tensorflow", "--output", "gs://no-such-bucket-kfdist/run",
+                   "--", sys.executable, "-c", program)
+    assert done.returncode == 2 and "no-such-bucket-kfdist" in done.stderr, done.stderr
+    assert "model dir" not in done.stdout and "Traceback" not in done.stderr
 
 
 def test_pytorch_job_succeeds_when_the_master_does(tmp_path):

@@ -20,7 +20,7 @@ import pytest
 
 from component.test_launch_examples import _saved_model_predicts
 from kfdist.components.common import storage
-from kfdist.launch_cmd import CLUSTER_BACKENDS_OF
+from kfdist.components.launch_program.program_cluster import CLUSTER_BACKENDS_OF
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
 SECTION = "### From your laptop to the cluster: one flag"

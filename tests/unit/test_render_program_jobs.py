@@ -18,6 +18,10 @@ CRD = "pytorchjobs.kubeflow.org.v1.training-operator-v1.9.yaml"
 PLACEMENT = ProgramPlacement("ddp-run", "team-a", "registry.example/ddp@sha256:" + "0" * 64)
 
 
+#: What Trainer's torch-distributed runtime fixes for every TrainJob on it.
+TRAINJOB_POLICY = dict(restart_policy="OnFailure", backoff_limit=6)
+
+
 def _job(**changes):
     fields = dict(framework="pytorch", command=("torchrun", "train.py"), workers=3,
                   procs_per_worker=2, model_dir="gs://b/run/model", checkpoint_dir="gs://b/run/ckpt",
@@ -121,7 +125,7 @@ def test_program_trainjob_on_torch_distributed_is_valid_for_each_trainer(customi
 
     placement = ProgramPlacement("ddp-run", "team-a", "registry.example/ddp:1.0", "team-work")
     job = _job(model_dir="/mnt/kfdist/run/model", checkpoint_dir="/mnt/kfdist/run/ckpt",
-               active_deadline_seconds=None)
+               active_deadline_seconds=None, **TRAINJOB_POLICY)
     rendered = render_program_trainjob(job, placement, customisation)
     assert crd_schema.load_crd(crd_schema.crd_path(crd_file)).validate(rendered.body) == []
     spec = rendered.body["spec"]
@@ -138,7 +142,7 @@ def test_a_tensorflow_trainjob_derives_tf_config_in_kfdists_entry():
     from kfdist.components.launch_program.render_program_trainjob import render_program_trainjob
 
     job = _job(framework="tensorflow", procs_per_worker=1, workers=2, ps=1, chief=True,
-               command=("python", "train.py"), active_deadline_seconds=None)
+               command=("python", "train.py"), active_deadline_seconds=None, backoff_limit=6)
     rendered = render_program_trainjob(job, PLACEMENT)
     crd = crd_schema.load_crd(crd_schema.crd_path(
         "trainer.kubeflow.org_trainjobs.trainer-v2.3.0.yaml"))
@@ -219,7 +223,7 @@ def test_cluster_options_reach_every_replica_and_every_crd_keeps_them(kind):
     else:
         v21 = kind.endswith("v2.1")
         rendered = render_program_trainjob(
-            _job(**paths), SCHEDULED, "podTemplateOverrides" if v21 else "runtimePatches")
+            _job(**paths, **TRAINJOB_POLICY), SCHEDULED, "podTemplateOverrides" if v21 else "runtimePatches")
         crd = crd_schema.crd_path(crd_schema.TRAINJOB_V2_1_CRD if v21 else
                                   "trainer.kubeflow.org_trainjobs.trainer-v2.3.0.yaml")
     body = rendered.body
@@ -265,7 +269,23 @@ def test_kfdists_image_runs_as_its_non_root_user_where_the_trainjob_can_say_so(c
     from kfdist.components.launch_program.render_program_trainjob import render_program_trainjob
 
     placement = dataclasses.replace(SCHEDULED, image=RUNTIME_IMAGE)
-    rendered = render_program_trainjob(_job(model_dir="gs://b/m", active_deadline_seconds=None),
-                                       placement, customisation)
+    rendered = render_program_trainjob(_job(model_dir="gs://b/m", active_deadline_seconds=None,
+                                            **TRAINJOB_POLICY), placement, customisation)
     assert crd_schema.load_crd(crd_schema.crd_path(crd_file)).validate(rendered.body) == []
     assert ('"runAsNonRoot": true' in json.dumps(rendered.body)) == (customisation == "runtimePatches")
+
+
+@pytest.mark.parametrize("changes, expected", [
+    (dict(restart_policy="ExitCode", backoff_limit=6),
+     "restart policy 'ExitCode': a TrainJob's replicas follow its runtime torch-distributed, "
+     "whose policy is 'OnFailure'"),
+    (dict(restart_policy="OnFailure", backoff_limit=2),
+     "backoff limit 2: a TrainJob takes its runtime torch-distributed's (6)"),
+    (dict(framework="tensorflow", procs_per_worker=1, restart_policy="OnFailure", backoff_limit=6),
+     "runtime kfdist-tensorflow, whose policy is 'ExitCode'"),
+])
+def test_a_trainjob_refuses_what_its_runtime_fixes_instead_of_ignoring_it(changes, expected):
+    from kfdist.components.launch_program.render_program_trainjob import render_program_trainjob
+
+    with pytest.raises(InvalidInputError, match=re.escape(expected)):
+        render_program_trainjob(_job(**changes), PLACEMENT)
