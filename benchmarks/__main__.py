@@ -2,6 +2,7 @@
 
     python -m benchmarks            # real sizes: 70k/700k digits, a 1 GB CSV, 60k-digit runs
     python -m benchmarks --quick    # small inputs, no polling runs, fewer measures: under 2 minutes
+    python -m benchmarks --peers    # kfdist beside TFX's component libraries (their own venv)
 
 Every figure is measured in the same run as its baseline and reported as a
 ratio, because shared machines are noisy; see each module for what is compared.
@@ -17,8 +18,8 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from benchmarks import (end_to_end, input_pipeline, launcher, library_paths, report, sharding,
-                        time_to_accuracy, training)
+from benchmarks import (end_to_end, input_pipeline, launcher, library_paths, peer_end_to_end,
+                        peer_sharding, report, sharding, time_to_accuracy, training)
 from benchmarks.common import machine, write_synthetic_mnist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -26,14 +27,16 @@ SIZES = {
     "full": dict(mnist_examples=70_000, csv_bytes=10 ** 9, dataset_examples=10_000, train_epochs=2,
                  launcher_jobs=5, polls=(15.0,), e2e_train_examples=60_000, e2e_epochs=6,
                  tta_epochs=1, tta_target=0.96, library_examples=70_000,
-                 library_csv_bytes=200 * 10 ** 6),
+                 library_csv_bytes=200 * 10 ** 6, peer_csv_bytes=10 ** 9),
     "quick": dict(mnist_examples=3_000, csv_bytes=5 * 10 ** 6, dataset_examples=3_000,
                   train_epochs=2, launcher_jobs=2, polls=(), e2e_train_examples=3_000,
                   e2e_epochs=2, tta_epochs=1, tta_target=0.5, library_examples=5_000,
-                  library_csv_bytes=5 * 10 ** 6),
+                  library_csv_bytes=5 * 10 ** 6, peer_csv_bytes=5 * 10 ** 6),
 }
 MEASURES = ("sharding", "input_pipeline", "training", "launcher", "end_to_end", "time_to_accuracy",
             "library_paths")
+#: kfdist beside its peers (`--peers`): TFX's component libraries, installed on first use.
+PEER_MEASURES = ("peers_sharding", "peers_penguins")
 #: `--quick` leaves out the measures whose small-size figures are only start-up times.
 QUICK_MEASURES = ("sharding", "input_pipeline", "launcher", "end_to_end")
 
@@ -51,6 +54,16 @@ TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], Any], Callable[[Any], b
     ("launcher", "reaction to terminal condition (s)", lambda m: m["kfdist"]["reaction_seconds_max"], lambda v: v <= 1.0, "<= 1 s"),
     ("end_to_end", "kfdist run mnist vs plain script (no credit for a slow `fit` return)",
      lambda m: m["kfdist_over_plain_without_fit_return"], lambda v: v <= 1.3, "<= 1.3x"),
+    ("peers_sharding", "sharding + statistics: kfdist local speed-up over TFX ExampleGen + "
+     "Transform analysis", lambda m: m["kfdist_local_speedup_over_tfx"], lambda v: v >= 2,
+     ">= 2x"),
+    ("peers_sharding", "sharding + statistics: kfdist local memory / TFX's",
+     lambda m: m["kfdist_local_memory_over_tfx"], lambda v: v < 1, "< 1"),
+    ("peers_penguins", "penguins end to end: kfdist speed-up over TFX's pipeline",
+     lambda m: m["kfdist_speedup_over_tfx"], lambda v: v >= 2, ">= 2x"),
+    ("peers_penguins", "penguins: held-out accuracy, kfdist - TFX",
+     lambda m: m["accuracy_difference"], lambda v: abs(v) <= 0.01,
+     "within 0.01 (one held-out row: 0.0145)"),
 ]
 
 
@@ -90,6 +103,8 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
                 measures.get("end_to_end"))),
             ("library_paths", lambda: library_paths.measure(
                 size["library_examples"], size["library_csv_bytes"], log)),
+            ("peers_sharding", lambda: peer_sharding.measure(size["peer_csv_bytes"], root, log)),
+            ("peers_penguins", lambda: peer_end_to_end.measure_penguins(root, log)),
         ]
         for name, fn in steps:
             if name not in only:
@@ -138,6 +153,10 @@ def main(argv=None) -> int:
                         help=f"small sizes, measures {', '.join(QUICK_MEASURES)} (under 2 minutes)")
     parser.add_argument("--only", default=None,
                         help=f"comma-separated measures to run (default: {', '.join(MEASURES)})")
+    parser.add_argument("--peers", action="store_true",
+                        help=f"measure kfdist beside TFX's component libraries "
+                             f"({', '.join(PEER_MEASURES)}); installs them into their own "
+                             "environment first")
     parser.add_argument("--out-dir", default=HERE, help="where results.json and results.md go")
     parser.add_argument("--kubeconfig", default=None,
                         help="API server of the launcher measure (no training operator may "
@@ -145,18 +164,20 @@ def main(argv=None) -> int:
                              "started as a program")
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "full"
-    chosen = args.only or ",".join(QUICK_MEASURES if args.quick else MEASURES)
+    chosen = args.only or ",".join(PEER_MEASURES if args.peers
+                                   else QUICK_MEASURES if args.quick else MEASURES)
     only = [name.strip() for name in chosen.split(",") if name.strip()]
     started = time.perf_counter()
     measures = run(mode, only, lambda line: print(line, file=sys.stderr, flush=True),
                    args.kubeconfig)
     result = {"mode": mode, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "command": "python -m benchmarks" + (" --quick" if args.quick else "")
+                         + (" --peers" if args.peers else "")
                          + (f" --only {args.only}" if args.only else ""),
               "machine": machine(), "seconds": round(time.perf_counter() - started),
               "measures": measures}
     result["measured"] = {name: result["date"] for name in measures}
-    if args.only:
+    if args.only or args.peers:
         _keep_earlier_measures(result, os.path.join(args.out_dir, "results.json"))
     result["targets"] = target_rows(result["measures"])
     os.makedirs(args.out_dir, exist_ok=True)

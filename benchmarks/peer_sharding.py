@@ -52,7 +52,7 @@ def measure(csv_bytes: int, root: str, log: Callable[[str], None]) -> Dict[str, 
     result["tfx"] = peers.run_tree([python, os.path.join(peers.HERE, "tfx_examplegen.py"),
                                     "--csv-glob", os.path.join(source, "*.csv"),
                                     "--out", os.path.join(root, "peer-tfx"),
-                                    "--workers", str(WORKERS)])
+                                    "--workers", str(WORKERS)], env=peers.peer_env())
     log(f"peers sharding: TFX ExampleGen + Transform analysis {result['tfx']['wall_seconds']} s")
     local, tfx = result["kfdist_local"], result["tfx"]
     result["kfdist_local_speedup_over_tfx"] = round(tfx["wall_seconds"] / local["wall_seconds"], 2)

@@ -110,9 +110,13 @@ def markdown(result: Dict[str, Any]) -> str:
         [r["measure"], r["figure"], r["value"], r["target"], "yes" if r["met"] else "**no**"]
         for r in result["targets"]]))
     measures = result["measures"]
+    from benchmarks import peer_report
+
     for name, render in (("sharding", sharding_tables), ("end_to_end", end_to_end_lines),
                          ("time_to_accuracy", time_to_accuracy_lines),
-                         ("library_paths", library_paths_lines)):
+                         ("library_paths", library_paths_lines),
+                         ("peers_sharding", peer_report.sharding_lines),
+                         ("peers_penguins", peer_report.penguins_lines)):
         if name in measures:
             lines += [""] + render(measures[name])
     lines += ["", "Raw figures (baselines beside kfdist) are in `results.json`."]

@@ -1,7 +1,8 @@
 """The peers kfdist is measured against: TFX's component libraries, in their own environment.
 
 `peer_python()` makes (once, and again when `requirements.txt` changes) a virtual environment
-beside this package holding the pinned peer libraries, and returns its interpreter. The peer
+at the repository's root, `.venv-peers`, holding the pinned peer libraries, and returns its
+interpreter. The peer
 programs (`tfx_*.py`) run there, never in kfdist's environment. `run_tree()` runs any program
 and samples the summed memory of its whole process tree (Beam's worker processes included), the
 same way for kfdist's contenders and the peer's.
@@ -20,8 +21,8 @@ from typing import Callable, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REQUIREMENTS = os.path.join(HERE, "requirements.txt")
-#: The peer environment (ignored by git).
-VENV = os.path.join(os.path.dirname(HERE), ".venv-peers")
+#: The peer environment, beside kfdist's `.venv` (ignored by git).
+VENV = os.path.join(os.path.dirname(os.path.dirname(HERE)), ".venv-peers")
 #: How often `run_tree` samples memory.
 SAMPLE_SECONDS = 0.2
 
@@ -47,6 +48,13 @@ def peer_python(log: Callable[[str], None]) -> str:
         f.write(_stamp())
     log(f"peers: installed in {time.monotonic() - started:.0f} s")
     return python
+
+
+def peer_env() -> Dict[str, str]:
+    """The environment of a peer program: its directory on the path of Beam's worker processes
+    too (they unpickle the program's functions by module name), TensorFlow's logs quiet."""
+    return dict(os.environ, PYTHONPATH=HERE, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1",
+                PYTHONUNBUFFERED="1")
 
 
 def _tree_rss(root) -> int:

@@ -68,23 +68,36 @@ def _split_of(serialized: bytes, _count: int) -> int:
 
 
 def example_gen(files, out_dir: str, workers: int) -> dict:
-    """CsvExampleGen: CSV files to train/eval GZIP TFRecords of tf.Examples; the column types."""
-    with open(files[0], encoding="utf-8", newline="") as f:
+    """CsvExampleGen: CSV files to GZIP TFRecords of tf.Examples, hashed 2:1 into train and eval
+    (or, given `{split: files}`, each split from its own files); returns the column types."""
+    splits = files if isinstance(files, dict) else {"all": list(files)}
+    first = next(iter(splits.values()))[0]
+    with open(first, encoding="utf-8", newline="") as f:
         names = next(csv.reader(f))  # as TFX's io_utils.load_csv_column_names
     types_out = os.path.join(out_dir, "column_types.json")
     with beam.Pipeline(options=beam_options(workers)) as pipeline:
-        parsed = (pipeline | "Files" >> beam.Create(files)
-                  | "Lines" >> beam.FlatMap(_lines)
-                  | "Parse" >> beam.ParDo(csv_decoder.ParseCSVLine(delimiter=","))
-                  | "Cells" >> beam.Keys())
-        infos = beam.pvalue.AsSingleton(parsed | "Infer" >> beam.CombineGlobally(
-            csv_decoder.ColumnTypeInferrer(names, skip_blank_lines=True)))
-        serialized = (parsed | "Examples" >> beam.Map(_to_example, infos)
-                      | "Serialize" >> beam.Map(lambda e: e.SerializeToString(deterministic=True)))
-        parts = serialized | "Partition" >> beam.Partition(_split_of, len(SPLITS))
-        for (name, _), part in zip(SPLITS, parts):
-            _ = part | f"Write{name}" >> beam.io.WriteToTFRecord(
-                os.path.join(out_dir, f"Split-{name}", "data_tfrecord"), file_name_suffix=".gz")
+        parsed = {name: (pipeline | f"Files{name}" >> beam.Create(paths)
+                         | f"Lines{name}" >> beam.FlatMap(_lines)
+                         | f"Parse{name}" >> beam.ParDo(csv_decoder.ParseCSVLine(delimiter=","))
+                         | f"Cells{name}" >> beam.Keys())
+                  for name, paths in splits.items()}
+        infos = beam.pvalue.AsSingleton(
+            tuple(parsed.values()) | "AllRows" >> beam.Flatten()
+            | "Infer" >> beam.CombineGlobally(csv_decoder.ColumnTypeInferrer(
+                names, skip_blank_lines=True)))
+        for name, rows in parsed.items():
+            serialized = (rows | f"Examples{name}" >> beam.Map(_to_example, infos)
+                          | f"Serialize{name}" >> beam.Map(
+                              lambda e: e.SerializeToString(deterministic=True)))
+            if name == "all":
+                parts = serialized | "Partition" >> beam.Partition(_split_of, len(SPLITS))
+                outputs = zip([split for split, _ in SPLITS], parts)
+            else:
+                outputs = [(name, serialized)]
+            for split, part in outputs:
+                _ = part | f"Write{split}" >> beam.io.WriteToTFRecord(
+                    os.path.join(out_dir, f"Split-{split}", "data_tfrecord"),
+                    file_name_suffix=".gz")
         _ = (infos.pvalue | "Types" >> beam.Map(
             lambda cols: json.dumps({c.name: int(c.type) for c in cols}))
             | "WriteTypes" >> beam.io.WriteToText(types_out, shard_name_template=""))

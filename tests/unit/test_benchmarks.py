@@ -192,3 +192,33 @@ def test_an_only_run_keeps_the_other_measures_with_their_dates(tmp_path):
     quick = dict(result, mode="quick", measures={}, measured={})
     _keep_earlier_measures(quick, str(tmp_path / "results.json"))
     assert quick["measures"] == {}  # another mode's figures are never mixed in
+
+
+def test_a_peer_programs_memory_counts_its_whole_process_tree():
+    """Beam's workers are child processes: the peak is summed over the tree, not the parent's."""
+    from benchmarks import peers
+
+    child = ("import time; b = bytearray(300 * 2**20); b[::4096] = b'x' * len(b[::4096]); "
+             "time.sleep(1.5)")
+    parent = ("import json, subprocess, sys; subprocess.run([sys.executable, '-c', sys.argv[1]], "
+              "check=True); print(json.dumps({'done': True}))")
+    result = peers.run_tree([sys.executable, "-c", parent, child])
+    assert result["done"] is True and result["wall_seconds"] >= 1.5
+    assert result["peak_tree_rss_mb"] >= 300
+
+
+def test_the_penguin_splits_are_the_same_rows_for_both_pipelines(tmp_path):
+    """kfdist reads the table as it is; the peer's copy has the NA cells empty, nothing else."""
+    import csv
+
+    from benchmarks.peer_end_to_end import write_splits
+
+    paths = write_splits(str(tmp_path))
+    assert paths["rows"] == {"train": 275, "eval": 69}
+    for split in ("train", "eval"):
+        with open(os.path.join(paths["kfdist"], split, f"{split}.csv"), newline="") as f:
+            ours = list(csv.reader(f))
+        with open(paths[f"tfx_{split}"], newline="") as f:
+            theirs = list(csv.reader(f))
+        assert [["" if c == "NA" else c for c in r] for r in ours] == theirs
+        assert any("NA" in r for r in ours) and not any("NA" in r for r in theirs)

@@ -1,0 +1,37 @@
+"""results.md's tables of kfdist beside its peers (`python -m benchmarks --peers`)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from benchmarks.common import markdown_table
+
+
+def sharding_lines(m: Dict[str, Any]) -> List[str]:
+    """Sharding plus statistics: kfdist local and Beam against ExampleGen + Transform analysis."""
+    rows = [[name, f["wall_seconds"], f["peak_tree_rss_mb"], round(f["output_bytes"] / 1e6, 1)]
+            for name, f in (("kfdist shard, local", m["kfdist_local"]),
+                            (f"kfdist shard, Beam ({m['beam_workers']} workers)", m["kfdist_beam"]),
+                            ("TFX CsvExampleGen + Transform analysis", m["tfx"]))]
+    return [f"## Sharding plus statistics, {m['csv_bytes'] / 1e6:.0f} MB CSV, {m['rows']:,} rows",
+            "", markdown_table(["contender", "seconds", "peak memory MB", "output MB"], rows), "",
+            f"kfdist local is {m['kfdist_local_speedup_over_tfx']}x faster than the TFX pair in "
+            f"{m['kfdist_local_memory_over_tfx']}x its memory."]
+
+
+def penguins_lines(m: Dict[str, Any]) -> List[str]:
+    """End to end on the penguins: step times, accuracy, blessing, raw-row answers."""
+    k, t = m["kfdist"], m["tfx"]
+    steps = [[f"kfdist {name}", s] for name, s in k["seconds"].items()]
+    steps += [[f"TFX {name}", s] for name, s in t["seconds"].items()]
+    return [f"## End to end on the penguins ({m['rows']['train']} train, {m['rows']['eval']} "
+            "held-out rows)", "",
+            markdown_table(["pipeline", "wall s", "held-out accuracy", "blessed",
+                            "answers raw rows"],
+                           [["kfdist run tabular", k["total_seconds"], k["accuracy"], k["blessed"],
+                             k["answers_raw_rows"]],
+                            ["TFX penguin pipeline", t["wall_seconds"], t["accuracy"], t["blessed"],
+                             t["answers_raw_rows"]]]), "",
+            markdown_table(["step", "seconds"], steps), "",
+            f"kfdist is {m['kfdist_speedup_over_tfx']}x faster; the accuracies differ by "
+            f"{m['accuracy_difference']} (one held-out row is {m['one_eval_row']})."]
