@@ -18,8 +18,9 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from benchmarks import (end_to_end, input_pipeline, launcher, library_paths, peer_end_to_end,
-                        peer_sharding, report, sharding, time_to_accuracy, training)
+from benchmarks import (end_to_end, input_pipeline, launcher, library_paths, peer_distributed,
+                        peer_end_to_end, peer_sharding, report, sharding, time_to_accuracy,
+                        training)
 from benchmarks.common import machine, write_synthetic_mnist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -27,16 +28,16 @@ SIZES = {
     "full": dict(mnist_examples=70_000, csv_bytes=10 ** 9, dataset_examples=10_000, train_epochs=2,
                  launcher_jobs=5, polls=(15.0,), e2e_train_examples=60_000, e2e_epochs=6,
                  tta_epochs=1, tta_target=0.96, library_examples=70_000,
-                 library_csv_bytes=200 * 10 ** 6, peer_csv_bytes=10 ** 9),
+                 library_csv_bytes=200 * 10 ** 6, peer_csv_bytes=10 ** 9, peer_epochs=4),
     "quick": dict(mnist_examples=3_000, csv_bytes=5 * 10 ** 6, dataset_examples=3_000,
                   train_epochs=2, launcher_jobs=2, polls=(), e2e_train_examples=3_000,
                   e2e_epochs=2, tta_epochs=1, tta_target=0.5, library_examples=5_000,
-                  library_csv_bytes=5 * 10 ** 6, peer_csv_bytes=5 * 10 ** 6),
+                  library_csv_bytes=5 * 10 ** 6, peer_csv_bytes=5 * 10 ** 6, peer_epochs=2),
 }
 MEASURES = ("sharding", "input_pipeline", "training", "launcher", "end_to_end", "time_to_accuracy",
             "library_paths")
 #: kfdist beside its peers (`--peers`): TFX's component libraries, installed on first use.
-PEER_MEASURES = ("peers_sharding", "peers_penguins")
+PEER_MEASURES = ("peers_sharding", "peers_penguins", "peers_distributed")
 #: `--quick` leaves out the measures whose small-size figures are only start-up times.
 QUICK_MEASURES = ("sharding", "input_pipeline", "launcher", "end_to_end")
 
@@ -61,6 +62,12 @@ TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], Any], Callable[[Any], b
      lambda m: m["kfdist_local_memory_over_tfx"], lambda v: v < 1, "< 1"),
     ("peers_penguins", "penguins end to end: kfdist speed-up over TFX's pipeline",
      lambda m: m["kfdist_speedup_over_tfx"], lambda v: v >= 2, ">= 2x"),
+    ("peers_distributed", "multi_worker_mirrored (2 workers): kfdist steps/s over the plain "
+     "script's", lambda m: m["multi_worker_mirrored"]["kfdist_steps_per_second_over_plain"],
+     lambda v: v >= 0.95, ">= 0.95x"),
+    ("peers_distributed", "parameter_server (1 ps, 2 workers): kfdist steps/s over the plain "
+     "script's", lambda m: m["parameter_server"]["kfdist_steps_per_second_over_plain"],
+     lambda v: v >= 0.95, ">= 0.95x"),
     ("peers_penguins", "penguins: held-out accuracy, kfdist - TFX",
      lambda m: m["accuracy_difference"], lambda v: abs(v) <= 0.01,
      "within 0.01 (one held-out row: 0.0145)"),
@@ -81,7 +88,7 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
     measures: Dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kfdist-bench-") as root:
         dataset = digits = None
-        if {"end_to_end", "time_to_accuracy"} & set(only):
+        if {"end_to_end", "time_to_accuracy", "peers_distributed"} & set(only):
             digits = end_to_end.write_mnist_like(root, size["e2e_train_examples"])
         if {"input_pipeline", "training"} & set(only):
             from kfdist.components.shard_dataset.runtime import shard
@@ -105,6 +112,8 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
                 size["library_examples"], size["library_csv_bytes"], log)),
             ("peers_sharding", lambda: peer_sharding.measure(size["peer_csv_bytes"], root, log)),
             ("peers_penguins", lambda: peer_end_to_end.measure_penguins(root, log)),
+            ("peers_distributed", lambda: peer_distributed.measure(
+                digits, size["e2e_train_examples"], size["peer_epochs"], size["tta_target"])),
         ]
         for name, fn in steps:
             if name not in only:

@@ -35,3 +35,19 @@ def penguins_lines(m: Dict[str, Any]) -> List[str]:
             markdown_table(["step", "seconds"], steps), "",
             f"kfdist is {m['kfdist_speedup_over_tfx']}x faster; the accuracies differ by "
             f"{m['accuracy_difference']} (one held-out row is {m['one_eval_row']})."]
+
+
+def distributed_lines(m: Dict[str, Any]) -> List[str]:
+    """Distributed overhead: kfdist's local backend against the plain script, per strategy."""
+    rows = []
+    for strategy in ("multi_worker_mirrored", "parameter_server"):
+        row = m[strategy]
+        for side in ("kfdist", "plain"):
+            f = row[side]
+            rows.append([strategy, side, f["steps_per_second"], f["examples_per_second"],
+                         f["seconds_to_target"], f["val_accuracy"][-1], f["job_seconds"]])
+    return [f"## Distributed overhead: kfdist against a plain TF_CONFIG script "
+            f"({m['train_examples']:,} digits, {m['epochs']} epochs, batch "
+            f"{m['batch_per_replica']} per replica)", "",
+            markdown_table(["strategy", "side", "steps/s", "examples/s",
+                            f"s to {m['target_accuracy']}", "final accuracy", "job s"], rows)]

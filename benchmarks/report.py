@@ -116,7 +116,8 @@ def markdown(result: Dict[str, Any]) -> str:
                          ("time_to_accuracy", time_to_accuracy_lines),
                          ("library_paths", library_paths_lines),
                          ("peers_sharding", peer_report.sharding_lines),
-                         ("peers_penguins", peer_report.penguins_lines)):
+                         ("peers_penguins", peer_report.penguins_lines),
+                         ("peers_distributed", peer_report.distributed_lines)):
         if name in measures:
             lines += [""] + render(measures[name])
     lines += ["", "Raw figures (baselines beside kfdist) are in `results.json`."]
