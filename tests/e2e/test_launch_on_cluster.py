@@ -32,6 +32,14 @@ os.makedirs(os.path.dirname(path), exist_ok=True)
 with open(path, "w") as f:
     json.dump({{n: os.environ[n] for n in names if n in os.environ}}, f)
 print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], flush=True)
+# The job succeeds when the master does, and the workers still running are then deleted: the
+# master waits for every rank's file first.
+import time
+deadline = time.monotonic() + 120
+while os.environ["RANK"] == "0" and time.monotonic() < deadline and not all(
+        os.path.exists(os.path.join(os.path.dirname(path), f"env-{{r}}.json"))
+        for r in range(int(os.environ["WORLD_SIZE"]))):
+    time.sleep(0.2)
 """
 
 
