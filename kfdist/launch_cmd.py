@@ -8,7 +8,6 @@ import os
 import sys
 import tempfile
 
-from kfdist import images
 from kfdist.components.common import storage
 from kfdist.step_flags import add_step_flags, step_values
 from kfdist.components.launch_program import program_cluster, program_files, program_job, staging
@@ -218,9 +217,11 @@ def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
         raise InvalidInputError(f"backend {args.backend!r} needs --image (the image that holds "
                                 "your program) or --program-dir (your program's directory, run in "
                                 "kfdist's runtime image)")
-    image = args.image or images.image("horovod" if job.mpi else "runtime")
+    options = cluster_options(args)
+    image = options.image_for(strategy_rules.HOROVOD if job.mpi
+                              else strategy_rules.MULTI_WORKER_MIRRORED)
     placement = program_pod.placement_for(args.name or program_pod.default_job_name(job), image,
-                                          cluster_options(args))
+                                          options)
     placement.validate()
     placement.check_location("--output", args.output)
     if job.data_dir is not None and "://" not in job.data_dir:

@@ -20,6 +20,7 @@ from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
 from kfdist.components.launch_program import pod_entry, program_cluster, program_pod, staging
 from kfdist.components.launch_program.program_job import ProgramJob
+from kfdist.components.train_distributed.job.strategy_rules import HOROVOD, MULTI_WORKER_MIRRORED
 from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 
 #: The task name of a job launched outside a KFP run (a notebook, a test).
@@ -52,7 +53,6 @@ def run_on_cluster(job: ProgramJob, backend: str, options: ClusterOptions, *,
     from kfdist.components.train_distributed.kubernetes import backend as cluster_backend
     from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
     from kfdist.components.train_distributed.kubernetes.client import kube_api
-    from kfdist.images import image as kfdist_image
 
     options.validate()
     job.validate()
@@ -68,7 +68,7 @@ def run_on_cluster(job: ProgramJob, backend: str, options: ClusterOptions, *,
     if stage:
         job = dataclasses.replace(job, command=tuple(pod_entry.entry_command(
             "python", ["--stage", f"{staging.DEFAULT_SYNC_SECONDS:g}"], list(job.command))))
-    image = options.image or kfdist_image("horovod" if job.mpi else "runtime")
+    image = options.image_for(HOROVOD if job.mpi else MULTI_WORKER_MIRRORED)
     placement = dataclasses.replace(
         program_pod.placement_for(name, image, options),
         namespace=cluster_backend.resolve_namespace(options),
