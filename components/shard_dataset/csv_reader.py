@@ -8,10 +8,10 @@ columns, in file order, become the canonical float32 `features` vector
 column's kind and the classes (`csv_columns`); the values are checked again
 while streaming, before any shard is written.
 
-Files are read a column at a time with pyarrow (`csv_columnar`). The `csv`
-module code here is what that path must equal: it reads every file or block
-the columnar path is not sure of, so the batches and the error messages (file,
-line, column) are the same either way.
+Files are read with pyarrow's streaming reader (`csv_arrow`). The `csv`
+module code here is what that path must equal: it reads every file (from the
+first row not yet given) that pyarrow cannot vouch for, so the rows and the
+error messages (file, line, column) are the same either way.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import csv
 import gzip
 import io
 import math
-from typing import Iterator, List, Sequence, TextIO, Tuple
+from typing import Dict, Iterator, List, Sequence, TextIO, Tuple
 
 import numpy as np
 
 from kfdist.components.common.dataset_spec import FEATURES_KEY, FeatureSpec
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.common.serving_inputs import check_input_names
-from kfdist.components.shard_dataset import csv_columnar
+from kfdist.components.shard_dataset import csv_arrow
 from kfdist.components.shard_dataset.scan import SourceChangedError
 from kfdist.components.shard_dataset.csv_columns import (
     MISSING_VALUES, ColumnLayout, profile_columns)
@@ -120,6 +120,41 @@ def _iter_row_blocks(path: str, num_columns: int) -> Iterator[Tuple[int, List[Li
             yield first_line, block
 
 
+def locate_rows(path: str, num_columns: int, rows: Sequence[int]
+                ) -> Dict[int, Tuple[int, List[str]]]:
+    """`{row: (its first line, its values)}` for data rows counted from 0, as read here."""
+    wanted, found, seen = set(rows), {}, 0
+    for first_line, block in _iter_row_blocks(path, num_columns):
+        for offset in sorted(r - seen for r in wanted if seen <= r < seen + len(block)):
+            found[seen + offset] = (first_line + offset, block[offset])
+        seen += len(block)
+        if len(found) == len(wanted):
+            break
+    return found
+
+
+def _python_batches(path: str, layout: ColumnLayout, num_columns: int, skip: int = 0
+                    ) -> Iterator[ExampleBatch]:
+    """The batches of the `csv` module path, after the first `skip` rows."""
+    for first_line, rows in _iter_row_blocks(path, num_columns):
+        if skip >= len(rows):
+            skip -= len(rows)
+            continue
+        yield _parse_block(path, first_line + skip, rows[skip:], layout)
+        skip = 0
+
+
+def _arrow_batches(path: str, layout: ColumnLayout, num_columns: int) -> Iterator[ExampleBatch]:
+    """The batches of the pyarrow path; from where it declines, the `csv` module path's."""
+    given = 0
+    try:
+        for batch in csv_arrow.read_batches(path, layout, num_columns):
+            given += len(batch.labels)
+            yield batch
+    except csv_arrow.FastPathDeclined:
+        yield from _python_batches(path, layout, num_columns, skip=given)
+
+
 def _first_bad_value(path: str, first_line: int, rows: List[List[str]],
                      columns: Tuple[str, ...], numeric_index: List[int]) -> str:
     for offset, row in enumerate(rows):
@@ -171,8 +206,8 @@ def open_csv_source(files: Sequence[str], options: ReaderOptions, columnar: bool
     Args:
       files: The CSV files, in order.
       options: The label column, the columns not to read (and no image shape).
-      columnar: Read with pyarrow a column at a time (`csv_columnar`), which gives
-        the same profile, batches and errors as the `csv` module path (False), faster.
+      columnar: Read with pyarrow (`csv_arrow`), which gives the same profile, rows
+        and errors as the `csv` module path (False), faster.
 
     Raises:
       InvalidInputError: If headers differ between files or are invalid, a
@@ -189,9 +224,10 @@ def open_csv_source(files: Sequence[str], options: ReaderOptions, columnar: bool
         require(other == columns, f"CSV file {path!r} has columns {list(other)} but "
                                   f"{files[0]!r} has {list(columns)}; they must match")
     check_excluded(columns, options.label_column, options.exclude_columns)
-    profile = profile_columns(files, columns, options.label_column, _iter_row_blocks,
-                              csv_columnar.profile_file if columnar else None,
-                              options.exclude_columns)
+    profile = profile_columns(
+        files, columns, options.label_column, _iter_row_blocks,
+        (lambda state, path: csv_arrow.profile_file(state, path, locate_rows)) if columnar
+        else None, options.exclude_columns)
     class_names = profile.class_names
     layout = ColumnLayout(
         columns=columns, label_index=columns.index(options.label_column),
@@ -201,12 +237,8 @@ def open_csv_source(files: Sequence[str], options: ReaderOptions, columnar: bool
         {name: i for i, name in enumerate(class_names)}.__getitem__)
 
     def read_unit(index: int) -> Iterator[ExampleBatch]:
-        if columnar:
-            yield from csv_columnar.read_batches(files[index], layout, len(columns), _parse_block,
-                                                 _iter_row_blocks)
-            return
-        for first_line, rows in _iter_row_blocks(files[index], len(columns)):
-            yield _parse_block(files[index], first_line, rows, layout)
+        read = _arrow_batches if columnar else _python_batches
+        return read(files[index], layout, len(columns))
 
     return Source(
         source_format="csv", files=tuple(files),

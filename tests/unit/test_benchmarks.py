@@ -175,7 +175,7 @@ def test_the_library_paths_produce_what_kfdist_writes_and_reads(tmp_path):
     assert framing["none"]["same_records"] and framing["gzip"]["same_records"]
     csv = library_paths.measure_csv(300_000, str(tmp_path))  # asserts equal row counts
     assert csv["rows"] > 100 and set(csv["seconds"]) == {
-        "kfdist_columnar", "kfdist_csv_module", "pyarrow_open_csv", "pandas_chunks"}
+        "kfdist", "kfdist_read_pass", "kfdist_csv_module", "pyarrow_open_csv", "pandas_chunks"}
 
 
 def test_an_only_run_keeps_the_other_measures_with_their_dates(tmp_path):

@@ -1,10 +1,10 @@
-"""The columnar CSV reader (pyarrow) against the `csv` module reader it replaces.
+"""The pyarrow CSV path against the `csv` module path it must equal.
 
-Both readers open the same files; the profile (feature spec, class names),
-every batch (float32 bytes, NaN positions included; labels; categorical
-strings; origin), the blocks and their first lines, and every error (type
-and message, with file, line and column) must be identical. The columnar
-path is also checked to really read these inputs, not to hand them back.
+Both paths open the same files; the profile (feature spec, class names), every
+row (float32 bytes, NaN positions included; labels; categorical strings;
+origin) and every error (type and message, with file, line and column) must be
+identical. The pyarrow path is also checked to really read these inputs, not
+to hand them to the `csv` module.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import gzip
 import pytest
 
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.shard_dataset import csv_arrow, csv_cells, csv_columnar, csv_reader
+import numpy as np
+
+from kfdist.components.shard_dataset import csv_arrow, csv_reader
 from kfdist.components.shard_dataset.csv_columns import MISSING_VALUES, ColumnLayout
 from kfdist.components.shard_dataset.source import BATCH_SIZE, ReaderOptions
 
@@ -30,23 +32,32 @@ def write(path, text: str, compress: bool = False) -> str:
 
 
 def outcome(files, columnar: bool, label_column: str = "label"):
-    """Everything a reader gives: the spec, then each batch, or the error where it stops."""
+    """Everything a reader gives: the spec, then the rows of each file, or the error where it
+    stops (the paths cut a file into batches differently)."""
     try:
         source = csv_reader.open_csv_source(files, ReaderOptions(label_column=label_column),
                                             columnar=columnar)
     except Exception as e:  # noqa: BLE001 - the error itself is compared
         return [("error", type(e).__name__, str(e))]
     out = [("spec", source.feature, source.class_names)]
+    batches = []
     try:
         for b in source.batches():
-            strings = None if b.categorical is None else (
-                b.categorical.shape, b.categorical.tolist(),
-                {type(v) for v in b.categorical.ravel().tolist()})
-            out.append((b.origin, b.inputs.dtype.str, b.inputs.shape, b.inputs.tobytes(),
-                        b.labels.dtype.str, b.labels.tolist(), strings))
+            batches.append(b)
     except Exception as e:  # noqa: BLE001
-        out.append(("error", type(e).__name__, str(e)))
-    return out
+        error = ("error", type(e).__name__, str(e))
+    else:
+        error = None
+    for origin in dict.fromkeys(b.origin for b in batches):
+        mine = [b for b in batches if b.origin == origin]
+        inputs = np.concatenate([b.inputs for b in mine])
+        labels = np.concatenate([b.labels for b in mine])
+        strings = None if mine[0].categorical is None else np.concatenate(
+            [b.categorical for b in mine])
+        out.append((origin, inputs.dtype.str, inputs.shape, inputs.tobytes(), labels.dtype.str,
+                    labels.tolist(), None if strings is None else (
+                        strings.shape, strings.tolist(), {type(v) for v in strings.ravel()})))
+    return out + ([error] if error else [])
 
 
 def python_blocks(path: str, num_columns: int):
@@ -88,14 +99,26 @@ TRICKY = {
 }
 
 
-def count_python_calls(monkeypatch):
-    """Counts the calls of the Python reader (whole files) and parser (blocks)."""
-    calls = {"_iter_row_blocks": 0, "_parse_block": 0}
-    for name in calls:
-        def counted(*args, _name=name, _real=getattr(csv_reader, name)):
-            calls[_name] += 1
-            return _real(*args)
-        monkeypatch.setattr(csv_reader, name, counted)
+#: Cases only Python reads (numbers or missing tokens with whitespace, `1_000`, Arabic digits).
+PYTHON_ONLY = {"whitespace around values", "every missing token", "spellings Python reads alone"}
+
+
+def count_fallbacks(monkeypatch):
+    """Counts the files whose profile the pyarrow path declined and the `csv` module reads."""
+    calls = {"profile_declined": 0, "python_batches": 0}
+    real_profile, real_batches = csv_arrow.profile_file, csv_reader._python_batches
+
+    def profile(*args):
+        read = real_profile(*args)
+        calls["profile_declined"] += not read
+        return read
+
+    def batches(*args, **kwargs):
+        calls["python_batches"] += 1
+        return real_batches(*args, **kwargs)
+
+    monkeypatch.setattr(csv_arrow, "profile_file", profile)
+    monkeypatch.setattr(csv_reader, "_python_batches", batches)
     return calls
 
 
@@ -105,17 +128,15 @@ def test_tricky_tables_read_identically(case, compress, tmp_path, monkeypatch):
     path = write(tmp_path / ("t.csv.gz" if compress else "t.csv"), TRICKY[case], compress)
     want = outcome([path], columnar=False)
     assert want[0][0] == "spec" and len(want) > 1, want
-    calls = count_python_calls(monkeypatch)
+    calls = count_fallbacks(monkeypatch)
     assert outcome([path], columnar=True) == want
-    # The columnar path read them itself (the spellings only Python reads: block by block).
-    assert calls["_iter_row_blocks"] == 0
-    assert (calls["_parse_block"] > 0) == (case == "spellings Python reads alone")
-    num_columns = len(csv_reader.read_header(path, "label"))
-    assert columnar_blocks(path, num_columns) == python_blocks(path, num_columns)
+    # pyarrow read them itself, except the spellings only Python reads.
+    fell_back = case in PYTHON_ONLY
+    assert calls == {"profile_declined": int(fell_back), "python_batches": int(fell_back)}
 
 
-def test_blocks_across_pieces_and_batch_size(tmp_path, monkeypatch):
-    """Over 2 batches of rows, blank lines and line breaks in values, read in tiny pieces."""
+def test_rows_across_many_record_batches(tmp_path, monkeypatch):
+    """Over 2 batches of rows, blank lines and line breaks in values, in tiny blocks."""
     lines = ["x,s,label"]
     for i in range(2 * BATCH_SIZE + 300):
         broken = i in (3, 1700)  # a value with a line break
@@ -123,12 +144,14 @@ def test_blocks_across_pieces_and_batch_size(tmp_path, monkeypatch):
         if i in (5, 2200):
             lines.append("")
     path = write(tmp_path / "long.csv", "\n".join(lines) + "\n")
-    want = python_blocks(path, 3)
-    assert max(len(rows) for _, rows in want) == BATCH_SIZE
-    for piece_bytes in (64, 1000, 1 << 20):
-        assert columnar_blocks(path, 3, piece_bytes) == want
-    monkeypatch.setattr(csv_arrow, "PIECE_BYTES", 700)
-    assert_same([path])
+    monkeypatch.setattr(csv_arrow, "BLOCK_BYTES", 700)
+    want = outcome([path], columnar=False)
+    assert len(want[1][5]) == 2 * BATCH_SIZE + 300
+    calls = count_fallbacks(monkeypatch)
+    assert outcome([path], columnar=True) == want
+    source = csv_reader.open_csv_source([path], ReaderOptions())
+    assert len(list(source.batches())) > 10  # many record batches, read by pyarrow
+    assert calls == {"profile_declined": 0, "python_batches": 0}
 
 
 def test_several_files_make_one_profile(tmp_path):
@@ -143,24 +166,34 @@ def test_several_files_make_one_profile(tmp_path):
     'x,s,label\n1,a"b,0\n',       # a quote inside an unquoted value
     'x,s,label\n1,"a"b,0\n',      # text after a closing quote
     'x,s,label\n1, "a",0\n',      # a space before an opening quote
+    'x,s,label\n1,"a""",0\n2,"""b",1\n',  # doubled quotes at either end
     'x,s,label\n1,"a\n',          # a quote never closed
     "x,s,label\n1,a\x00,0\n",     # NUL
+    "x,s,label\r" + "".join(f"{i},a,{i % 2}\r" for i in range(300)),  # CR line ends only
 ])
-def test_what_the_columnar_reader_declines_is_read_by_the_csv_module(text, tmp_path):
-    path = write(tmp_path / "odd.csv", text)
-    with pytest.raises(csv_arrow.FastPathDeclined):
-        columnar_blocks(path, 3)
-    assert_same([path])
+def test_odd_quotes_and_bytes_read_as_the_csv_module_reads_them(text, tmp_path):
+    assert_same([write(tmp_path / "odd.csv", text)])
 
 
-def test_long_stretches_without_a_line_feed_are_read_by_the_csv_module(tmp_path, monkeypatch):
-    """Lines that end with CR only never end a piece: past a few pieces, the file is declined."""
-    rows = "".join(f"{i},a,{i % 2}\r" for i in range(300))
-    path = write(tmp_path / "mac.csv", "x,s,label\r" + rows)
-    monkeypatch.setattr(csv_arrow, "PIECE_BYTES", 64)
-    with pytest.raises(csv_arrow.FastPathDeclined):
-        columnar_blocks(path, 3)
-    assert_same([path])
+#: What random tables are made of: numbers, missing tokens, strings, quotes, separators.
+CELLS = ["1", "-2.5", "3e2", ".5", "1e39", "inf", "-nan", "NA", "", " ", " 7 ", "1_0", "red",
+         "\"x\"", "\"a,b\"", "\"l\nm\"", "\"\"\"q\"", 'a"b', "\u00e9", "0x1", "1.5e"]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_tables_read_identically(seed, tmp_path):
+    """Random small tables of tricky cells, rows of the wrong width and blank lines: both
+    paths give the same profile, rows and first error."""
+    rng = np.random.default_rng(seed)
+    lines = ["x,s,label"]
+    for _ in range(int(rng.integers(1, 30))):
+        width = 3 if rng.random() > 0.03 else int(rng.integers(1, 5))
+        cells = [CELLS[int(rng.integers(len(CELLS)))] if rng.random() < 0.3 else
+                 (str(rng.integers(5)) if k else f"{rng.normal():.3f}") for k in range(width)]
+        if width == 3 and rng.random() < 0.9:
+            cells[2] = str(rng.integers(3)) if seed % 2 else ["a", "b", " c"][rng.integers(3)]
+        lines.append(",".join(cells) + ("\n" if rng.random() < 0.05 else ""))
+    assert_same([write(tmp_path / "r.csv", "\n".join(lines) + "\n")])
 
 
 # ----------------------------------------------------------------------------- errors
@@ -205,7 +238,7 @@ def test_errors_are_identical(case, tmp_path):
 def test_too_many_classes_fail_as_in_the_python_path(tmp_path, monkeypatch):
     from kfdist.components.shard_dataset import csv_columns
 
-    for module in (csv_columns, csv_columnar):
+    for module in (csv_columns, csv_arrow):
         monkeypatch.setattr(module, "MAX_NUM_CLASSES", 50)
     path = write(tmp_path / "t.csv", "x,label\n" + "".join(f"{i},c{i % 60}\n" for i in range(3000)))
     want = assert_same([path])
@@ -235,26 +268,18 @@ def test_an_unknown_label_fails_as_in_the_python_path(tmp_path):
                 for line, rows in csv_reader._iter_row_blocks(path, 2))
     assert want[-1][0] == "SourceChangedError" and len(want) == 2
     assert "t.csv" in want[-1][1] and "'emu'" in want[-1][1] and "run again" in want[-1][1]
-    assert read(csv_columnar.read_batches(path, layout, 2, csv_reader._parse_block,
-                                          csv_reader._iter_row_blocks)) == want
-
-
-# ----------------------------------------------------------------------------- cells
-
-
-def test_strip_removes_what_str_strip_removes():
-    values = [c + "a" + c for c in csv_cells.WHITESPACE] + ["\x1c", "", " a b ", "\u200b"]
-    import pyarrow as pa
-
-    assert csv_cells.stripped(pa.chunked_array([values])).to_pylist() == [
-        v.strip() for v in values]
+    rows_then_error = (b"".join(r[0] for r in want[:-1]), sum((r[1] for r in want[:-1]), []),
+                       want[-1])
+    got = read(csv_reader._arrow_batches(path, layout, 2))
+    assert (b"".join(r[0] for r in got[:-1]), sum((r[1] for r in got[:-1]), []), got[-1]
+            ) == rows_then_error
 
 
 def test_bad_csv_errors_name_the_line_and_column(tmp_path, monkeypatch):
-    """The message the Python path gives for a value beyond float32 survives the columnar path."""
+    """The message the Python path gives for a value beyond float32 survives the pyarrow path."""
     path = write(tmp_path / "t.csv", _table("1e39,a,0"))
-    calls = count_python_calls(monkeypatch)
+    calls = count_fallbacks(monkeypatch)
     with pytest.raises(InvalidInputError, match=r"line 1200, column 'x': value '1e39'"):
         list(csv_reader.open_csv_source([path], ReaderOptions()).batches())
-    # The columnar reader read the file; only the block holding the bad value was re-parsed.
-    assert calls["_iter_row_blocks"] == 0 and calls["_parse_block"] > 0
+    # pyarrow profiled the file; the `csv` module read it only from the batch with the value.
+    assert calls == {"profile_declined": 0, "python_batches": 1}
