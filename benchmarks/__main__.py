@@ -18,9 +18,9 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from benchmarks import (end_to_end, input_pipeline, launcher, library_paths, peer_distributed,
-                        peer_end_to_end, peer_sharding, report, sharding, time_to_accuracy,
-                        training)
+from benchmarks import (end_to_end, input_pipeline, launcher, library_paths, peer_at_size,
+                        peer_distributed, peer_end_to_end, peer_sharding, report, sharding,
+                        time_to_accuracy, training)
 from benchmarks.common import machine, write_synthetic_mnist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,16 +28,18 @@ SIZES = {
     "full": dict(mnist_examples=70_000, csv_bytes=10 ** 9, dataset_examples=10_000, train_epochs=2,
                  launcher_jobs=5, polls=(15.0,), e2e_train_examples=60_000, e2e_epochs=6,
                  tta_epochs=1, tta_target=0.96, library_examples=70_000,
-                 library_csv_bytes=200 * 10 ** 6, peer_csv_bytes=10 ** 9, peer_epochs=4),
+                 library_csv_bytes=200 * 10 ** 6, peer_csv_bytes=10 ** 9, peer_epochs=4,
+                 peer_size_rows=100_000),
     "quick": dict(mnist_examples=3_000, csv_bytes=5 * 10 ** 6, dataset_examples=3_000,
                   train_epochs=2, launcher_jobs=2, polls=(), e2e_train_examples=3_000,
                   e2e_epochs=2, tta_epochs=1, tta_target=0.5, library_examples=5_000,
-                  library_csv_bytes=5 * 10 ** 6, peer_csv_bytes=5 * 10 ** 6, peer_epochs=2),
+                  library_csv_bytes=5 * 10 ** 6, peer_csv_bytes=5 * 10 ** 6, peer_epochs=2,
+                  peer_size_rows=3_000),
 }
 MEASURES = ("sharding", "input_pipeline", "training", "launcher", "end_to_end", "time_to_accuracy",
             "library_paths")
 #: kfdist beside its peers (`--peers`): TFX's component libraries, installed on first use.
-PEER_MEASURES = ("peers_sharding", "peers_penguins", "peers_distributed")
+PEER_MEASURES = ("peers_sharding", "peers_penguins", "peers_distributed", "peers_at_size")
 #: `--quick` leaves out the measures whose small-size figures are only start-up times.
 QUICK_MEASURES = ("sharding", "input_pipeline", "launcher", "end_to_end")
 
@@ -71,6 +73,10 @@ TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], Any], Callable[[Any], b
     ("peers_penguins", "penguins: held-out accuracy, kfdist - TFX",
      lambda m: m["accuracy_difference"], lambda v: abs(v) <= 0.01,
      "within 0.01 (one held-out row: 0.0145)"),
+    ("peers_at_size", "end to end at size: kfdist speed-up over TFX's pipeline",
+     lambda m: m["kfdist_speedup_over_tfx"], lambda v: v >= 2, ">= 2x"),
+    ("peers_at_size", "at size: held-out accuracy, kfdist - TFX",
+     lambda m: m["accuracy_difference"], lambda v: abs(v) <= 0.01, "within 0.01"),
 ]
 
 
@@ -114,6 +120,8 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
             ("peers_penguins", lambda: peer_end_to_end.measure_penguins(root, log)),
             ("peers_distributed", lambda: peer_distributed.measure(
                 digits, size["e2e_train_examples"], size["peer_epochs"], size["tta_target"])),
+            ("peers_at_size", lambda: peer_at_size.measure(
+                size["peer_size_rows"], root, log, measures.get("peers_penguins"))),
         ]
         for name, fn in steps:
             if name not in only:

@@ -113,10 +113,10 @@ def measure(data: str, train_examples: int, epochs: int, target: float) -> Dict[
         dataset = os.path.join(root, "dataset")
         shard(data, dataset, num_shards=4, log=lambda line: None)
         for strategy, layout in LAYOUTS.items():
-            # Both sides' epoch: train examples // (batch x workers) steps, each a batch per
-            # worker (all-reduce) or one worker's batch (PS), as the training step counts.
-            steps = train_examples // (BATCH * layout["worker"])
+            # Both sides' epoch is one pass over the train split, as the training step counts
+            # it: steps of a batch per worker (all-reduce), or of one worker's batch (PS).
             per_step = BATCH * (layout["worker"] if strategy == "multi_worker_mirrored" else 1)
+            steps = train_examples // per_step
             row: Dict[str, Any] = {"steps_per_epoch": steps, "examples_per_step": per_step}
             for side, run in (("kfdist", _run_kfdist), ("plain", _run_plain)):
                 out = os.path.join(root, f"{strategy}-{side}")

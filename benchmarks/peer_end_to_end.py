@@ -1,5 +1,7 @@
 """End to end on the penguins: `kfdist run tabular` against TFX's penguin pipeline.
 
+`write_splits` and `compare` take any one-file table too (`peer_at_size` runs them at size).
+
 Both get the Palmer penguins table split the same way (every fifth row held out; kfdist reads the
 `train/` and `eval/` folders as its predefined split, ExampleGen the two files as its splits),
 the same MLP shape (Dense 64, Dropout 0.1, Dense 32, softmax), epochs, batch and learning rate,
@@ -11,13 +13,15 @@ answers a raw row (kfdist: the row's columns; TFX: the row as a serialized raw `
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import itertools
 import json
 import os
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from benchmarks import peers
 from benchmarks.common import CHILD_ENV, REPO_ROOT, run_child
@@ -26,6 +30,9 @@ from benchmarks.end_to_end import _logs_of, step_seconds
 #: The tabular pipeline's training settings, given to both.
 SETTINGS = {"epochs": 30, "batch_size": 32, "learning_rate": 0.01, "threshold": 0.9}
 LABEL = "species"
+#: Every this many rows, one is held out (the first of each run of them).
+HOLD_OUT_EVERY = 5
+SPLITS = ("train", "eval")
 
 #: Scores the first held-out row with kfdist's export, its columns as the signature names them.
 ANSWERS = """
@@ -45,40 +52,88 @@ _RESULT = {"answers": all(int(t.shape[0]) == 1 for t in outputs.values())}
 """
 
 
-def write_splits(root: str) -> Dict[str, Any]:
-    """The penguins, every fifth row held out: kfdist's folders, and the peer's files."""
-    from kfdist.sample_data import penguins_csv_path
+def write_splits(root: str, source: Optional[str] = None, name: str = "penguins",
+                 rows: Optional[int] = None) -> Dict[str, Any]:
+    """A table's rows, every fifth held out, as kfdist's folders and the peer's files.
 
-    with open(penguins_csv_path(), newline="") as f:
-        header, *rows = list(csv.reader(f))
-    parts = {"train": [r for i, r in enumerate(rows) if i % 5],
-             "eval": [r for i, r in enumerate(rows) if i % 5 == 0]}
-    paths = {"kfdist": os.path.join(root, "penguins-kfdist")}
-    for split, part in parts.items():
-        for where, clean in ((os.path.join(paths["kfdist"], split, f"{split}.csv"), False),
-                             (os.path.join(root, "penguins-tfx", f"{split}.csv"), True)):
-            os.makedirs(os.path.dirname(where), exist_ok=True)
-            with open(where, "w", newline="") as f:
-                writer = csv.writer(f)
-                writer.writerow(header)
-                writer.writerows([["" if clean and c == "NA" else c for c in r] for r in part])
-            if clean:
-                paths[f"tfx_{split}"] = where
-    paths["row"] = dict(zip(header, parts["eval"][0]))
-    paths["rows"] = {split: len(part) for split, part in parts.items()}
+    Args:
+      root: Where `<name>-kfdist/{train,eval}/` and `<name>-tfx/{train,eval}.csv` go.
+      source: One CSV file with a header; None: the bundled penguins.
+      name: The prefix of the folders.
+      rows: Keep the first `rows` data rows; None: all of them.
+
+    Returns:
+      `kfdist` (the folder of the split's folders), `tfx_train` and `tfx_eval` (the peer's
+      files, `NA` cells written empty), `row` (the first held-out row, by column), `rows`
+      (per split) and `bytes` (of kfdist's files).
+    """
+    if source is None:
+        from kfdist.sample_data import penguins_csv_path
+
+        source = penguins_csv_path()
+    kfdist = os.path.join(root, f"{name}-kfdist")
+    paths: Dict[str, Any] = {"kfdist": kfdist, "rows": {"train": 0, "eval": 0}}
+    with contextlib.ExitStack() as files, open(source, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        writers = {}
+        for split in SPLITS:
+            paths[f"tfx_{split}"] = os.path.join(root, f"{name}-tfx", f"{split}.csv")
+            for side, where in (("kfdist", os.path.join(kfdist, split, f"{split}.csv")),
+                                ("tfx", paths[f"tfx_{split}"])):
+                os.makedirs(os.path.dirname(where), exist_ok=True)
+                writers[side, split] = csv.writer(files.enter_context(open(where, "w",
+                                                                           newline="")))
+                writers[side, split].writerow(header)
+        for i, row in enumerate(itertools.islice(reader, rows)):
+            split = "eval" if i % HOLD_OUT_EVERY == 0 else "train"
+            writers["kfdist", split].writerow(row)
+            writers["tfx", split].writerow(["" if c == "NA" else c for c in row])
+            paths["rows"][split] += 1
+            if i == 0:
+                paths["row"] = dict(zip(header, row))
+    paths["bytes"] = sum(os.path.getsize(os.path.join(kfdist, s, f"{s}.csv")) for s in SPLITS)
     return paths
 
 
-def run_kfdist(data: str, out: str, row: dict) -> Dict[str, Any]:
-    """`kfdist run tabular` with the settings; its step times, accuracy and export."""
+def kfdist_command(data: str, out: str, settings: Dict[str, Any], label: str,
+                   exclude: Sequence[str]) -> List[str]:
+    """`kfdist run tabular`'s command line: one training process, the settings given.
+
+    Args:
+      data: The folder of the `train/` and `eval/` folders.
+      out: The run's directory.
+      settings: Epochs, batch size, learning rate and blessing threshold (as `SETTINGS`).
+      label: The class column.
+      exclude: Columns left out of the dataset and the model (identifiers).
+    """
+    return [sys.executable, "-m", "kfdist", "run", "tabular", "--data", data, "--label-column",
+            label, *(["--exclude-columns", ",".join(exclude)] if exclude else []),
+            "--workers", "1", "--strategy", "mirrored", "--epochs", str(settings["epochs"]),
+            "--batch-size", str(settings["batch_size"]), "--learning-rate",
+            str(settings["learning_rate"]), "--accuracy-threshold", str(settings["threshold"]),
+            "--output", out]
+
+
+def tfx_command(python: str, paths: Dict[str, Any], out: str, settings: Dict[str, Any],
+                label: str, exclude: Sequence[str]) -> List[str]:
+    """The peer pipeline's (`peers/tfx_penguins.py`) command line on `write_splits`' files,
+    with the arguments `kfdist_command` takes (`exclude` left out of its schema)."""
+    return [python, os.path.join(peers.HERE, "tfx_penguins.py"), "--train-csv",
+            paths["tfx_train"], "--eval-csv", paths["tfx_eval"], "--out", out,
+            "--epochs", str(settings["epochs"]), "--batch-size", str(settings["batch_size"]),
+            "--learning-rate", str(settings["learning_rate"]),
+            "--threshold", str(settings["threshold"]), "--label", label,
+            "--drop", ",".join(exclude)]
+
+
+def run_kfdist(command: List[str], out: str, row: dict) -> Dict[str, Any]:
+    """Runs `kfdist_command`'s `command` (run directory `out`); its step times, accuracy, and
+    whether its export answers the raw `row` (by column)."""
     env = dict(os.environ, **CHILD_ENV)
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "kfdist", "run", "tabular", "--data", data, "--label-column",
-         LABEL, "--workers", "1", "--strategy", "mirrored", "--epochs", str(SETTINGS["epochs"]),
-         "--batch-size", str(SETTINGS["batch_size"]), "--learning-rate",
-         str(SETTINGS["learning_rate"]), "--accuracy-threshold", str(SETTINGS["threshold"]),
-         "--output", out], env=env, capture_output=True, text=True, timeout=1800, cwd=REPO_ROOT)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600,
+                          cwd=REPO_ROOT)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"kfdist run tabular failed:\n{done.stderr[-3000:]}")
@@ -91,25 +146,37 @@ def run_kfdist(data: str, out: str, row: dict) -> Dict[str, Any]:
             "answers_raw_rows": answers}
 
 
-def measure_penguins(root: str, log: Callable[[str], None]) -> Dict[str, Any]:
-    """Both pipelines on the penguins; their figures and kfdist's speed-up."""
-    python = peers.peer_python(log)
-    paths = write_splits(root)
-    kfdist = run_kfdist(paths["kfdist"], os.path.join(root, "penguins-run"), paths["row"])
-    log(f"peers penguins: kfdist {kfdist['total_seconds']} s, accuracy {kfdist['accuracy']}")
-    tfx = peers.run_tree([python, os.path.join(peers.HERE, "tfx_penguins.py"),
-                          "--train-csv", paths["tfx_train"], "--eval-csv", paths["tfx_eval"],
-                          "--out", os.path.join(root, "penguins-tfx-run"),
-                          "--epochs", str(SETTINGS["epochs"]),
-                          "--batch-size", str(SETTINGS["batch_size"]),
-                          "--learning-rate", str(SETTINGS["learning_rate"]),
-                          "--threshold", str(SETTINGS["threshold"])],
-                         env=peers.peer_env())
-    log(f"peers penguins: TFX {tfx['wall_seconds']} s, accuracy {tfx['accuracy']}")
-    return {"rows": paths["rows"], "settings": SETTINGS, "kfdist": kfdist, "tfx": tfx,
+def compare(paths: Dict[str, Any], root: str, log: Callable[[str], None], name: str = "penguins",
+            settings: Dict[str, Any] = SETTINGS, label: str = LABEL,
+            exclude: Sequence[str] = ()) -> Dict[str, Any]:
+    """Both pipelines on `write_splits`' `paths`; their figures and kfdist's speed-up.
+
+    Args:
+      paths: What `write_splits` returned.
+      root: Where the runs go (`<name>-run`, `<name>-tfx-run`).
+      log: Receives progress lines.
+      name: The runs' prefix and the log's.
+      settings: Epochs, batch size, learning rate and blessing threshold, for both.
+      label: The class column.
+      exclude: Columns both leave out (identifiers).
+    """
+    python = peers.peer_python(log)  # installed first: neither side's time includes it
+    out = os.path.join(root, f"{name}-run")
+    kfdist = run_kfdist(kfdist_command(paths["kfdist"], out, settings, label, exclude), out,
+                        paths["row"])
+    log(f"peers {name}: kfdist {kfdist['total_seconds']} s, accuracy {kfdist['accuracy']}")
+    tfx = peers.run_tree(tfx_command(python, paths, os.path.join(root, f"{name}-tfx-run"),
+                                     settings, label, exclude), env=peers.peer_env())
+    log(f"peers {name}: TFX {tfx['wall_seconds']} s, accuracy {tfx['accuracy']}")
+    return {"rows": paths["rows"], "settings": settings, "kfdist": kfdist, "tfx": tfx,
             "kfdist_speedup_over_tfx": round(tfx["wall_seconds"] / kfdist["total_seconds"], 2),
             "accuracy_difference": round(kfdist["accuracy"] - tfx["accuracy"], 4),
             "one_eval_row": round(1 / paths["rows"]["eval"], 4)}
+
+
+def measure_penguins(root: str, log: Callable[[str], None]) -> Dict[str, Any]:
+    """Both pipelines on the penguins; their figures and kfdist's speed-up."""
+    return compare(write_splits(root), root, log)
 
 
 if __name__ == "__main__":  # python -m benchmarks.peer_end_to_end: one run, printed

@@ -19,22 +19,40 @@ def sharding_lines(m: Dict[str, Any]) -> List[str]:
             f"{m['kfdist_local_memory_over_tfx']}x its memory."]
 
 
-def penguins_lines(m: Dict[str, Any]) -> List[str]:
-    """End to end on the penguins: step times, accuracy, blessing, raw-row answers."""
+def _end_to_end_lines(m: Dict[str, Any], title: str, tfx_name: str) -> List[str]:
+    """Both pipelines' totals, accuracy, blessing and raw-row answers; each step's seconds."""
     k, t = m["kfdist"], m["tfx"]
     steps = [[f"kfdist {name}", s] for name, s in k["seconds"].items()]
     steps += [[f"TFX {name}", s] for name, s in t["seconds"].items()]
-    return [f"## End to end on the penguins ({m['rows']['train']} train, {m['rows']['eval']} "
-            "held-out rows)", "",
+    return [f"## {title} ({m['rows']['train']:,} train, {m['rows']['eval']:,} held-out rows)", "",
             markdown_table(["pipeline", "wall s", "held-out accuracy", "blessed",
                             "answers raw rows"],
                            [["kfdist run tabular", k["total_seconds"], k["accuracy"], k["blessed"],
                              k["answers_raw_rows"]],
-                            ["TFX penguin pipeline", t["wall_seconds"], t["accuracy"], t["blessed"],
+                            [tfx_name, t["wall_seconds"], t["accuracy"], t["blessed"],
                              t["answers_raw_rows"]]]), "",
             markdown_table(["step", "seconds"], steps), "",
             f"kfdist is {m['kfdist_speedup_over_tfx']}x faster; the accuracies differ by "
             f"{m['accuracy_difference']} (one held-out row is {m['one_eval_row']})."]
+
+
+def penguins_lines(m: Dict[str, Any]) -> List[str]:
+    """End to end on the penguins: step times, accuracy, blessing, raw-row answers."""
+    return _end_to_end_lines(m, "End to end on the penguins", "TFX penguin pipeline")
+
+
+def at_size_lines(m: Dict[str, Any]) -> List[str]:
+    """End to end at size: as the penguins, with the table's size and TFX's fixed costs."""
+    s = m["settings"]
+    lines = _end_to_end_lines(m, f"End to end at size, {m['table_rows']:,} rows, "
+                                 f"{m['table_bytes'] / 1e6:.0f} MB CSV", "TFX's pipeline")
+    lines[-1] += (f" Both: {s['epochs']} epochs, batch {s['batch_size']}, Adam "
+                  f"{s['learning_rate']}, threshold {s['threshold']}; "
+                  f"{', '.join(m['excluded'])} left out.")
+    if m.get("tfx_fixed_share") is not None:
+        lines[-1] += (f" TFX's fixed costs (its penguins run less its Trainer, "
+                      f"{m['tfx_fixed_seconds']} s) are {m['tfx_fixed_share']:.0%} of its time.")
+    return lines
 
 
 def distributed_lines(m: Dict[str, Any]) -> List[str]:

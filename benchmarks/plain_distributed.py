@@ -65,7 +65,10 @@ def main() -> None:
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     meta = dataset_spec.load_metadata(root)
     workers = len(config["cluster"]["worker"])
-    steps = meta.splits["train"].num_examples // (batch * workers)
+    # One pass over the train split per epoch: a step is a batch per worker (all-reduce) or one
+    # worker's batch (PS), as the training step counts its steps.
+    per_step = batch * (1 if strategy_name == "parameter_server" else workers)
+    steps = meta.splits["train"].num_examples // per_step
     if strategy_name == "parameter_server" and task["type"] in ("worker", "ps"):
         tf.distribute.Server(resolver.cluster_spec(), job_name=task["type"],
                              task_index=task["index"], protocol="grpc", start=True).join()

@@ -222,3 +222,37 @@ def test_the_penguin_splits_are_the_same_rows_for_both_pipelines(tmp_path):
             theirs = list(csv.reader(f))
         assert [["" if c == "NA" else c for c in r] for r in ours] == theirs
         assert any("NA" in r for r in ours) and not any("NA" in r for r in theirs)
+
+
+def test_the_table_at_size_is_split_alike_and_both_pipelines_leave_out_its_id(tmp_path):
+    """Every fifth row held out, the same rows and cells for both; the `id` reaches both files
+    and each pipeline is told to leave it out, with the same label and settings."""
+    import csv
+
+    from benchmarks import peer_at_size
+    from benchmarks.peer_end_to_end import kfdist_command, tfx_command
+
+    paths = peer_at_size.write_table(str(tmp_path), 40)
+    assert paths["rows"] == {"train": 32, "eval": 8}
+    ids, size = {}, 0
+    for split in ("train", "eval"):
+        ours_path = os.path.join(paths["kfdist"], split, f"{split}.csv")
+        with open(ours_path, newline="") as f:
+            ours = list(csv.reader(f))
+        with open(paths[f"tfx_{split}"], newline="") as f:
+            assert list(csv.reader(f)) == ours  # its missing cells are empty already
+        assert ours[0][0] == "id" and ours[0][-1] == "label" and any("" in r for r in ours)
+        ids[split] = [int(r[0]) for r in ours[1:]]
+        size += os.path.getsize(ours_path)
+    assert ids["eval"] == list(range(0, 40, 5))
+    assert sorted(ids["train"] + ids["eval"]) == list(range(40))
+    assert paths["row"]["id"] == "0" and paths["bytes"] == size
+
+    args = (peer_at_size.SETTINGS, peer_at_size.LABEL, peer_at_size.EXCLUDE)
+    ours = kfdist_command(paths["kfdist"], "run", *args)
+    theirs = tfx_command("python", paths, "tfx-run", *args)
+    assert ours[ours.index("--exclude-columns") + 1] == theirs[theirs.index("--drop") + 1] == "id"
+    for mine, peer in (("--label-column", "--label"), ("--epochs", "--epochs"),
+                       ("--batch-size", "--batch-size"), ("--learning-rate", "--learning-rate"),
+                       ("--accuracy-threshold", "--threshold")):
+        assert ours[ours.index(mine) + 1] == theirs[theirs.index(peer) + 1]
