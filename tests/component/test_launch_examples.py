@@ -79,7 +79,7 @@ def test_killed_keras_worker_restarts_and_resumes_from_the_checkpoint_dir(tmp_pa
             "--restart-policy", "ExitCode", "--output", str(tmp_path), "--timeout", "300",
             "--dataset", digits_dataset, "--",
             sys.executable, os.path.join(EXAMPLES, "keras_fit_backup_restore.py"),
-            "--epochs", "4", "--steps-per-epoch", "300"]
+            "--epochs", "4", "--steps-per-epoch", "50"]
     lines = []
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as job:
         killed = False

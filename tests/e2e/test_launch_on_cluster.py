@@ -313,7 +313,7 @@ def test_a_killed_keras_worker_pod_is_recreated_and_the_job_resumes(cluster, tmp
             "2", "--restart-policy", "ExitCode", "--output", str(pvc / "keras"), "--dataset",
             str(pvc / "data" / "digits"), *_cluster_flags(pvc, "keras-kill", backend="tfjob"),
             "--", "python", os.path.abspath(os.path.join(EXAMPLES, "keras_fit_backup_restore.py")),
-            "--epochs", "4", "--steps-per-epoch", "300"]
+            "--epochs", "4", "--steps-per-epoch", "50"]
     lines, killed = [], False
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as job:
         for line in job.stdout:

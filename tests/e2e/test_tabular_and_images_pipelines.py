@@ -3,10 +3,14 @@
 `kfdist run tabular` (Palmer penguins CSV: numbers, strings, `NA`; hash split)
 and `kfdist run images --epochs 5` (scikit-learn digits as PNGs in
 `train.tfrecord`/`test.tfrecord`: predefined split) run in a subprocess with
-no `--data`, once per strategy (`multi_worker_mirrored`, the default, then
-`mirrored`, `parameter_server`, `horovod`): 8 runs, each shared by the tests
+no `--data` and `--strategy S`: tabular with `parameter_server` and `horovod`,
+images with `multi_worker_mirrored` (the default) and `mirrored`, so every
+strategy runs a whole pipeline once: 4 runs, each shared by the tests
 of its (pipeline, strategy) through a module-scoped fixture. Each run must be
-blessed above the bar, name its strategy and leave an export, and the
+blessed above the bar, name its strategy, run with that strategy's defaults
+(workers, parameter servers, restart policy; the `[ps-0]`, `[chief-0]` or
+`[rank-N]` replicas in its logs; the input-bound fraction, which asynchronous
+parameter_server steps do not measure) and leave an export, and the
 exported `serving_default` signature, fed raw inputs a client would have,
 must reproduce what evaluation counted:
 
@@ -35,7 +39,18 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-STRATEGIES = ("multi_worker_mirrored", "mirrored", "parameter_server", "horovod")
+#: The strategies each pipeline runs with: every strategy once, each pipeline with two (string
+#: lookup tables under parameter_server and Horovod's ranks on the table; image decoding under
+#: the all-reduce strategies).
+STRATEGIES = {"tabular": ("parameter_server", "horovod"),
+              "images": ("multi_worker_mirrored", "mirrored")}
+#: What each strategy runs with when nothing else is said: workers, ps, restart policy.
+DEFAULTS = {
+    "multi_worker_mirrored": (2, 0, "ExitCode"),
+    "mirrored": (1, 0, "ExitCode"),
+    "parameter_server": (2, 1, "ExitCode"),
+    "horovod": (2, 0, "OnFailure"),
+}
 #: Held-out accuracy each pipeline's run must reach on its sample.
 ACCURACY_BAR = {"tabular": 0.95, "images": 0.90}
 #: Options beyond `--strategy` (tabular keeps its own defaults: 30 epochs, batch 32, lr 0.01).
@@ -213,12 +228,12 @@ def _png_pixels(png: bytes) -> bytes:
 # ------------------------------------------------------------------------------ fixtures
 
 
-@pytest.fixture(scope="module", params=STRATEGIES)
+@pytest.fixture(scope="module", params=STRATEGIES["tabular"])
 def tabular_run(request, tmp_path_factory):
     return _kfdist_run("tabular", request.param, str(tmp_path_factory.mktemp("tabular")))
 
 
-@pytest.fixture(scope="module", params=STRATEGIES)
+@pytest.fixture(scope="module", params=STRATEGIES["images"])
 def images_run(request, tmp_path_factory):
     return _kfdist_run("images", request.param, str(tmp_path_factory.mktemp("images")))
 
@@ -229,11 +244,27 @@ def _report_run_seconds():
     print("\nkfdist run wall seconds:", json.dumps(RUN_SECONDS, indent=1))
 
 
+def _check_strategy_defaults(run: Run) -> None:
+    """`--strategy S` and nothing else: the strategy's layout, restart policy and replicas."""
+    train = run.summary["train"]
+    assert (train["workers"], train["ps"], train["restart_policy"]) == DEFAULTS[run.strategy]
+    log = "".join(open(os.path.join(run.out, "logs", name)).read()
+                  for name in sorted(os.listdir(os.path.join(run.out, "logs"))))
+    if run.strategy == "parameter_server":
+        assert "[ps-0]" in log and "[chief-0]" in log
+        assert train["input_bound_fraction"] is None  # asynchronous steps: not measured
+    else:
+        assert 0.0 <= train["input_bound_fraction"] <= 1.0
+    if run.strategy == "horovod":
+        assert "[rank-0]" in log and "[rank-1]" in log
+
+
 def _check_blessed_summary(run: Run) -> None:
     summary = run.summary
     assert summary["pipeline"] == run.pipeline
     assert summary["train"]["strategy"] == run.strategy
     assert summary["train"]["restarts"] == 0
+    _check_strategy_defaults(run)
     accuracy = summary["eval"]["accuracy"]
     assert accuracy >= ACCURACY_BAR[run.pipeline], (
         f"{run.pipeline}/{run.strategy}: held-out accuracy {accuracy} < "
