@@ -14,6 +14,7 @@ the inputs where they could differ.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -85,8 +86,9 @@ def _first_block_kinds(state: ProfileState, path: str) -> Dict[int, pa.DataType]
     """How to read each column: float64 for a feature whose values in the first block are all
     numbers or missing (so pyarrow's conversion checks every later one), else strings."""
     columns = [state.label_index, *state.feature_index]
-    first = next(_record_batches(path, len(state.columns), dict.fromkeys(columns, pa.string())),
-                 None)
+    with contextlib.closing(_record_batches(path, len(state.columns),
+                                            dict.fromkeys(columns, pa.string()))) as batches:
+        first = next(batches, None)  # the reader is closed at once, not when collected
     types = {state.label_index: pa.string()}
     for i in state.feature_index:
         numeric = first is None or all(
@@ -100,8 +102,10 @@ def _first_present(mask: np.ndarray, offset: int) -> Optional[int]:
     return offset + int(np.argmax(mask)) if mask.any() else None
 
 
-def _observe_strings(column: pa.Array, known: Dict[str, bool], offset: int) -> Optional[int]:
-    """The row of the first string of a column read as strings; declines if it holds a number."""
+def _observe_strings(column: pa.Array, known: Dict[str, bool], offset: int,
+                     want_first: bool) -> Optional[int]:
+    """Declines if a column read as strings holds a number; with `want_first`, returns the row
+    of its first string (None: none in `column`)."""
     values, index = _distinct_stripped(column)
     for value in values.tolist():
         if value not in known:
@@ -110,8 +114,10 @@ def _observe_strings(column: pa.Array, known: Dict[str, bool], offset: int) -> O
             known[value] = value not in MISSING_VALUES and is_number(value)
         if known[value]:  # a number among strings: mixed, or numbers Python alone reads
             raise FastPathDeclined("a string column holds a number")
+    if not want_first or not len(values):
+        return None
     present = np.array([v not in MISSING_VALUES for v in values.tolist()], bool)
-    return _first_present(present[index] if len(values) else np.zeros(0, bool), offset)
+    return _first_present(present[index], offset)
 
 
 def _profile(state: ProfileState, path: str) -> Tuple[Set[str], int, _Found, _Found]:
@@ -136,8 +142,8 @@ def _profile(state: ProfileState, path: str) -> Tuple[Set[str], int, _Found, _Fo
                     if row is not None:
                         numbers[k] = row
             else:
-                row = _observe_strings(column, known[k], rows)
-                if row is not None and k not in strings:
+                row = _observe_strings(column, known[k], rows, want_first=k not in strings)
+                if row is not None:
                     strings[k] = row
         rows += batch.num_rows
     return labels, rows, numbers, strings
