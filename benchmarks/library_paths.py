@@ -1,7 +1,8 @@
 """kfdist's hand-written parts against the library path that would replace them.
 
 The shard step writes TFRecord files of `tf.train.Example`s and reads CSV
-tables. Three of its parts are written by hand; each is timed here against
+tables, and the evaluation reads columns of them back. Four parts are written
+by hand; each is timed here against
 what a library does, on the same input, in one process, best of `REPEATS`
 (alternating, so a noisy neighbour hurts both alike), and the outputs are
 checked equal:
@@ -14,6 +15,10 @@ checked equal:
   google-crc32c, SHA-256 while writing) against `tf.io.TFRecordWriter` plus
   reading the file back for its SHA-256, which the dataset's metadata needs;
   uncompressed and GZIP;
+* reading Example shards: the evaluation's slice reader (`slices.read_shards`:
+  the same framing read back, and a protobuf `Example` class, no TensorFlow)
+  against `tf.data.TFRecordDataset` with `tf.io.parse_example`, two columns
+  and the labels of a quarter as many table rows;
 * CSV reading: the shard step's reader (`csv_reader`: pyarrow's streaming
   reader, falling back to the `csv` module) and its `csv`-module path alone
   against `pyarrow.csv.open_csv` streaming and pandas `read_csv` in chunks,
@@ -22,14 +27,14 @@ checked equal:
   classes, then the rows, checked); its read pass alone is timed too, against
   the single pass of the library loops, which check nothing.
 
-The library paths need TensorFlow in the shard step: importing it is timed
-too (a fresh interpreter, against one importing numpy and google-crc32c),
-because the shard step pays it on every run.
+The library paths need TensorFlow in the shard step and in a sliced
+evaluation: importing it is timed too (a fresh interpreter, against one
+importing numpy and google-crc32c), because those steps would pay it on every
+run.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import os
 import subprocess
@@ -120,7 +125,7 @@ def _sha256_of(path: str) -> str:
 
 def measure_framing(tf, records: List[bytes], root: str) -> Dict[str, Any]:
     """TFRecord files of `records`: kfdist's writer against `tf.io.TFRecordWriter` + SHA-256."""
-    from kfdist.components.shard_dataset.tfrecord_framing import TFRecordFileWriter
+    from kfdist.components.common.tfrecord_framing import TFRecordFileWriter, read_records
 
     result: Dict[str, Any] = {"records": len(records),
                               "megabytes": round(sum(map(len, records)) / 1e6, 1)}
@@ -142,22 +147,48 @@ def measure_framing(tf, records: List[bytes], root: str) -> Dict[str, Any]:
             return _sha256_of(theirs)
 
         seconds = _best({"kfdist": kfdist_writer, "tf": tf_writer})
-        same = (_records_of(ours, compression) == _records_of(theirs, compression) == records)
+        same = (list(read_records(ours, compression)) == list(read_records(theirs, compression))
+                == records)
         key = (compression or "none").lower()
         result[key] = {"seconds": seconds, "same_records": same,
                        "kfdist_over_tf": round(seconds["tf"] / seconds["kfdist"], 2)}
     return result
 
 
-def _records_of(path: str, compression) -> List[bytes]:
-    opener = gzip.open if compression else open
-    out, data = [], opener(path, "rb").read()
-    offset = 0
-    while offset < len(data):
-        length = int.from_bytes(data[offset:offset + 8], "little")
-        out.append(data[offset + 12:offset + 12 + length])
-        offset += 16 + length
-    return out
+def measure_column_read(tf, records: List[bytes], root: str) -> Dict[str, Any]:
+    """Two columns and the labels of table-row shards: kfdist's reader (framing and a protobuf
+    Example class, no TensorFlow) against `tf.data` with `tf.io.parse_example`."""
+    from kfdist.components.common.dataset_spec import FeatureSpec
+    from kfdist.components.common.tfrecord_framing import TFRecordFileWriter
+    from kfdist.components.evaluate_model.slices import read_shards
+
+    paths = [os.path.join(root, f"eval-{i}.tfrecord") for i in range(2)]
+    for i, path in enumerate(paths):
+        writer = TFRecordFileWriter(path)
+        writer.write_many(records[i::2])
+        writer.close()
+    spec = FeatureSpec(key="features", dtype="float32", shape=(120,),
+                       columns=tuple(f"x{i}" for i in range(120)), categorical_columns=("color", "size"))
+    parse = {"features": tf.io.FixedLenFeature([120], tf.float32),
+             "categorical": tf.io.FixedLenFeature([2], tf.string),
+             "label": tf.io.FixedLenFeature([], tf.int64)}
+
+    def tf_read():
+        parts = [(b["categorical"].numpy()[:, 1], b["features"].numpy()[:, 3], b["label"].numpy())
+                 for b in tf.data.TFRecordDataset(paths).batch(4096).map(
+                     lambda s: tf.io.parse_example(s, parse))]
+        return ({"size": np.array([v.decode() for p in parts for v in p[0]], dtype=object),
+                 "x3": np.concatenate([p[1] for p in parts])}, np.concatenate([p[2] for p in parts]))
+
+    def kfdist_read():
+        return read_shards(spec, paths, None, ["size", "x3"])
+
+    ours, theirs = kfdist_read(), tf_read()
+    same = all(np.array_equal(ours[0][c], theirs[0][c]) for c in ("size", "x3")) and \
+        np.array_equal(ours[1], theirs[1])
+    seconds = _best({"kfdist": kfdist_read, "tf": tf_read})
+    return {"examples": len(records), "seconds": seconds, "same_values": same,
+            "kfdist_over_tf": round(seconds["tf"] / seconds["kfdist"], 2)}
 
 
 def measure_import() -> Dict[str, float]:
@@ -252,7 +283,15 @@ def measure(examples: int, csv_bytes: int, log: Callable[[str], None]) -> Dict[s
             rng.integers(0, 256, (examples, 28, 28), dtype=np.uint8), rng.integers(0, 10, examples))
         log("library paths: TFRecord framing")
         framing = measure_framing(tf, records, root)
+        log("library paths: reading columns of Example shards")
+        rng = np.random.default_rng(2)
+        rows = CanonicalExampleEncoder("features", 4 * 120).encode(
+            rng.normal(size=(examples // 4, 120)).astype(np.float32),
+            rng.integers(0, 10, examples // 4),
+            rng.choice(np.array(["red", "green", "blue", "S", "M", "L"]), (examples // 4, 2)))
+        columns = measure_column_read(tf, rows, root)
         log("library paths: CSV reading")
         csv = measure_csv(csv_bytes, root)
     log("library paths: TensorFlow import")
-    return {"encoding": encoding, "framing": framing, "csv": csv, "import_seconds": measure_import()}
+    return {"encoding": encoding, "framing": framing, "columns": columns, "csv": csv,
+            "import_seconds": measure_import()}

@@ -72,6 +72,7 @@ def time_to_accuracy_lines(m: Dict[str, Any]) -> List[str]:
 def library_paths_lines(m: Dict[str, Any]) -> List[str]:
     """kfdist's hand-written encoder, framing and CSV reader against the library paths."""
     enc, frm, csv, imp = m["encoding"], m["framing"], m["csv"], m["import_seconds"]
+    col = m.get("columns")
     rows = [
         [f"Example encoding, {enc['examples']:,} MNIST images", enc["seconds"]["images_kfdist"],
          "tf.train.Example", enc["seconds"]["images_proto"], enc["images_kfdist_over_proto"]],
@@ -81,6 +82,9 @@ def library_paths_lines(m: Dict[str, Any]) -> List[str]:
          "tf.io.TFRecordWriter", frm["none"]["seconds"]["tf"], frm["none"]["kfdist_over_tf"]],
         ["the same, GZIP", frm["gzip"]["seconds"]["kfdist"], "tf.io.TFRecordWriter",
          frm["gzip"]["seconds"]["tf"], frm["gzip"]["kfdist_over_tf"]],
+    ] + ([[f"2 columns + labels of {col['examples']:,} table-row Examples (no TF)",
+           col["seconds"]["kfdist"], "tf.data + tf.io.parse_example", col["seconds"]["tf"],
+           col["kfdist_over_tf"]]] if col else []) + [
         [f"CSV to arrays, {csv['megabytes']} MB (kfdist: read pass)",
          csv["seconds"]["kfdist_read_pass"], "pyarrow.csv.open_csv",
          csv["seconds"]["pyarrow_open_csv"], csv["kfdist_read_over_pyarrow"]],

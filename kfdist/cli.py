@@ -76,6 +76,10 @@ def _add_run(sub) -> None:
                         "runner=DataflowRunner (repeat it; default: Beam's local runner, one "
                         "worker process per core)")
     p.add_argument("--accuracy-threshold", type=float, default=0.9)
+    p.add_argument("--slice-columns", type=_column_list, default=(), metavar="A,B",
+                   help="table columns to slice the held-out split by: the evaluation reports "
+                        "each value's examples, accuracy and loss (numbers with many values: "
+                        "by quantile bins), e.g. island,year")
     p.add_argument("--serving-model-name", default=None,
                    help="model name in the serving layout (default: the pipeline's name)")
     # The pipeline runs here; with a cluster backend its training step launches the job on the
@@ -170,7 +174,8 @@ def _cmd_run(args) -> int:
         export_base=args.export_base, training=training, num_shards=args.num_shards,
         eval_fraction=args.eval_fraction, shard_runner=args.shard_runner,
         beam_options=tuple(args.beam_options),
-        accuracy_threshold=args.accuracy_threshold, serving_model_name=args.serving_model_name,
+        accuracy_threshold=args.accuracy_threshold, slice_columns=args.slice_columns,
+        serving_model_name=args.serving_model_name,
         cache=args.cache, verbose=args.verbose, runner=args.runner))
     print(format_summary(summary))
     return 0

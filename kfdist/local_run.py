@@ -42,6 +42,7 @@ class RunOptions:
       image_feature: The image's bytes feature (`images`); empty: the only one.
       exclude_columns: Columns left out of the dataset (`tabular`).
       keep_columns: String columns kept although they identify rows (`tabular`).
+      slice_columns: Table columns whose values slice the eval split in the evaluation.
       runner: `subprocess` (each step a process of this Python) or `docker` (each step in the
         runtime image, as Kubeflow Pipelines runs it; see `kfdist.docker_run`).
     """
@@ -61,6 +62,7 @@ class RunOptions:
     shard_runner: str = "local"
     beam_options: Tuple[str, ...] = ()
     accuracy_threshold: float = 0.9
+    slice_columns: Tuple[str, ...] = ()
     serving_model_name: Optional[str] = None
     cache: bool = True
     verbose: bool = False
@@ -129,87 +131,6 @@ def pipeline_training_params() -> Tuple[str, ...]:
     return tuple(p.name for p in TRAIN_PARAMS)
 
 
-def validate_run_options(opts: RunOptions) -> None:
-    """Checks every option, and a local source's files, before anything is written.
-
-    Raises:
-      InvalidInputError: Naming the first bad value and what would be valid.
-    """
-    from kfdist.components.common import storage
-    from kfdist.components.evaluate_model.runtime import validate_evaluation_args
-    from kfdist.components.export_saved_model.runtime import validate_export_args
-    from kfdist.components.train_distributed.runtime import validate_training_args
-
-    from kfdist.out_dirs import check_dir_path
-
-    check_dir_path(opts.output_dir, "--output")
-    definition = opts.definition  # an unknown pipeline is named here
-    if opts.runner not in RUNNERS:
-        raise InvalidInputError(f"--runner {opts.runner!r}: valid runners are {RUNNERS}")
-    if opts.runner == "docker" and opts.runs_a_program:
-        raise InvalidInputError("--runner docker runs kfdist's own pipelines in their image; the "
-                                "program pipeline runs a program from this machine: use "
-                                "--runner subprocess")
-    shard = dict(definition.shard_settings, **opts.source_args)
-    if opts.source_uri is not None and storage.is_gcs(opts.source_uri):
-        if not storage.list_uris(opts.source_uri):
-            raise InvalidInputError(f"--data {opts.source_uri!r}: nothing exists there")
-    _check_shard_settings(opts, shard)
-    if opts.runs_a_program:
-        run_program.validate_program(opts.train)
-    else:
-        validate_training_args(**opts.train)
-    validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold)
-    validate_export_args(serving_model_name=opts.serving_model_name or definition.serving_model_name)
-
-
-def _shard_default(name: str) -> Any:
-    """A parameter's default in the shard step (the `program` pipeline passes no seed)."""
-    import inspect
-
-    from kfdist.components.shard_dataset.component import shard_dataset
-
-    return inspect.signature(shard_dataset.python_func).parameters[name].default
-
-
-def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
-    """The shard step's settings, and a local source read through as the step's first pass
-    reads it (headers, column kinds, every example, split names and sizes)."""
-    from kfdist.components.common import storage
-    from kfdist.components.shard_dataset import beam_remote, readers
-    from kfdist.components.shard_dataset.beam_pipeline import pipeline_options
-    from kfdist.components.shard_dataset.categorical import check_kept
-    from kfdist.components.shard_dataset.options import BEAM_RUNNER, validate_options
-    from kfdist.components.shard_dataset.runtime import DEFAULT_SHUFFLE_BUFFER, check_split_sizes
-    from kfdist.components.shard_dataset.scan import scan_source
-    from kfdist.components.shard_dataset.source import ReaderOptions
-    from kfdist.components.shard_dataset.splits import plan_split, source_root
-
-    options = validate_options(
-        source_format=shard["source_format"], label_column=shard.get("label_column", "label"),
-        num_shards=opts.num_shards, num_eval_shards=None, eval_fraction=opts.eval_fraction,
-        split=opts.split, seed=opts.train.get("seed", _shard_default("seed")),
-        compression=None, image_shape=None,
-        shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER, runner=opts.shard_runner,
-        exclude_columns=shard.get("exclude_columns"), keep_columns=shard.get("keep_columns"))
-    pipeline_options(opts.beam_options)
-    if options.runner == BEAM_RUNNER:
-        # Remote Beam workers need a gs:// source and somewhere on gs:// to write; in kfp.local
-        # the shard step's output is a local artifact directory.
-        beam_remote.plan(opts.source_uri or os.path.join(opts.output_dir, "data", opts.pipeline),
-                         os.path.join(opts.output_dir, "dataset"), opts.beam_options)
-    if opts.source_uri is None or storage.is_gcs(opts.source_uri):
-        return
-    source = readers.open_source(opts.source_uri, options.source_format, ReaderOptions(
-        label_column=options.label_column, image_feature=shard.get("image_feature") or None,
-        exclude_columns=options.exclude_columns))
-    check_kept(source.feature, options.keep_columns)
-    plan = plan_split(options.split, source.files, source_root(opts.source_uri))
-    # Every example, as the shard step's first pass reads them (image sizes, numbers, labels).
-    check_split_sizes(scan_source(source, plan.mask_fn(options.eval_fraction), log=lambda _: None),
-                      options, plan)
-
-
 def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
     """Runs a shipped pipeline locally and writes `<output_dir>/summary.json`.
 
@@ -225,8 +146,11 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
       InvalidInputError: If an option is invalid (nothing is written then).
       TrainingFailedError: If a pipeline step fails (its log's last lines in the message).
     """
-    validate_run_options(opts)
     from kfp import local
+
+    from kfdist.run_checks import validate_run_options
+
+    validate_run_options(opts)
 
     from kfdist.components.common import storage
     from kfdist.pipelines import registry
@@ -250,7 +174,7 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
                 source_uri=source_uri, export_base=export_base, num_shards=opts.num_shards,
                 split=opts.split, eval_fraction=opts.eval_fraction,
                 shard_runner=opts.shard_runner, beam_options=list(opts.beam_options),
-                accuracy_threshold=opts.accuracy_threshold,
+                accuracy_threshold=opts.accuracy_threshold, slice_columns=list(opts.slice_columns),
                 serving_model_name=opts.serving_model_name or opts.definition.serving_model_name,
                 source_version=storage.content_version(source_uri), **opts.source_args,
                 **opts.train)

@@ -6,6 +6,8 @@ import json
 import os
 from typing import Any, Dict
 
+from kfdist.components.evaluate_model.slices import from_metric_values
+
 SUMMARY_FILE = "summary.json"
 LOGS_DIR = "logs"
 #: The export step's task and its record output, read back for the summary.
@@ -104,7 +106,8 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
         "logs_dir": os.path.join(output_dir, LOGS_DIR),
         "train": trained,
         "eval": {"accuracy": outputs["evaluation_metrics"].metadata["accuracy"],
-                 "threshold": opts.accuracy_threshold},
+                 "threshold": opts.accuracy_threshold,
+                 "slices": from_metric_values(outputs["evaluation_metrics"].metadata)},
         "blessed": bool(outputs["blessed"]),
         "export": {"base": export_base, **_export_record(outputs)},
         "wall_seconds": round(wall_seconds, 2),
@@ -117,6 +120,11 @@ def format_summary(summary: Dict[str, Any]) -> str:
     verdict = "blessed" if summary["blessed"] else "not blessed"
     lines = [f"held-out accuracy {evaluation['accuracy']:.4f} (threshold "
              f"{evaluation['threshold']}): {verdict}"]
+    if evaluation.get("slices"):
+        key, worst = min(evaluation["slices"].items(),
+                         key=lambda item: (item[1]["accuracy"], -item[1]["examples"]))
+        lines.append(f"lowest-accuracy slice: {key} {worst['accuracy']:.4f} "
+                     f"({worst['examples']:.0f} examples; every slice in the evaluation's report)")
     lines.append(f"model exported to {export['path']}" if export.get("exported")
                  else f"not exported: {export.get('reason')}")
     lines.append(f"done in {summary['wall_seconds']:.1f}s; summary: "

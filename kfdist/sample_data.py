@@ -208,5 +208,7 @@ def write_tabular_sample(out_dir: str) -> dict:
 TABULAR_LABEL_COLUMN = "species"
 SAMPLES = {"mnist": write_mnist_sample, "images": write_images_sample,
            "tabular": write_tabular_sample}
+#: The samples that are tables: the CSV each is written from (checked before it is written).
+SAMPLE_TABLES = {"tabular": penguins_csv_path}
 #: The label column of each sample that has one other than `label`.
 SAMPLE_LABEL_COLUMNS = {"tabular": TABULAR_LABEL_COLUMN}

@@ -73,6 +73,10 @@ def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
          "With `shard_runner=beam`: Beam pipeline options, `KEY=VALUE` each (e.g. "
          "`runner=DataflowRunner`); empty: Beam's local runner, one worker per core."),
         ("accuracy_threshold", float, 0.9, "Held-out accuracy needed to export the model."),
+        ("slice_columns", List[str], [],
+         "Table columns to slice the held-out split by: each value of a string column, or of "
+         "a numeric one with few values (else quantile bins), gets its examples, accuracy and "
+         "loss in the evaluation's report and metrics. Empty: no slices."),
         ("serving_model_name", str, serving_model_name, "Model name in the serving layout."),
         ("source_version", str, "",
          "Identifies the content of `source_uri` (a dataset version or a hash); it only takes "
@@ -184,7 +188,8 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
         shard = shard_dataset(**shard_args, **definition.shard_settings, seed=train_args["seed"])
         train = train_distributed(dataset=shard.outputs["dataset"], **train_args, **named)
     evaluate = evaluate_model(model=train.outputs["model"], dataset=shard.outputs["dataset"],
-                              accuracy_threshold=values["accuracy_threshold"])
+                              accuracy_threshold=values["accuracy_threshold"],
+                              slice_columns=values["slice_columns"])
     with dsl.If(evaluate.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a DSL condition)
         export = export_saved_model(model=train.outputs["model"],
                                     blessing=evaluate.outputs["blessing"],

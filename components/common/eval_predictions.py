@@ -53,6 +53,10 @@ class EvalPredictions:
     predicted: np.ndarray
     label_probability: np.ndarray
 
+    def losses(self) -> np.ndarray:
+        """Each example's cross-entropy, float64 `[N]` (probabilities clipped to [1e-7, 1])."""
+        return -np.log(np.clip(self.label_probability.astype(np.float64), 1e-7, 1.0))
+
     @classmethod
     def from_probabilities(cls, labels: np.ndarray, probabilities: np.ndarray) -> "EvalPredictions":
         """From the labels `[N]` and the predicted class probabilities `[N, C]`."""

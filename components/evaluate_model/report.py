@@ -3,7 +3,8 @@
 The HTML page (KFP shows an HTML artifact in an iframe) embeds its pictures
 as base64 PNG data URIs and its styles inline, so it needs nothing else:
 headline metrics and the blessing verdict, training curves, the confusion
-matrix as a heat map, a per-class table and the training summary.
+matrix as a heat map, a per-class table, the slices' accuracy (a bar chart
+and a table per sliced column) and the training summary.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import html
 import io
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
+from kfdist.components.evaluate_model.slices import SliceMetrics, lowest
+
 if TYPE_CHECKING:  # runtime re-exports this module's functions: no import cycle at run time
     from kfdist.components.common.model_artifact import TrainingReport
     from kfdist.components.evaluate_model.runtime import EvaluationResult
@@ -21,6 +24,7 @@ _CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#1f2933;
 margin:24px;max-width:1040px}
 h1{font-size:22px;margin:0 0 16px}h2{font-size:17px;margin:28px 0 10px;color:#334e68}
+h3{font-size:15px;margin:18px 0 8px;color:#334e68}
 .verdict{padding:12px 16px;border-radius:6px;font-weight:600;margin-bottom:16px}
 .ok{background:#e3f9e5;color:#0e5814;border:1px solid #91d89b}
 .no{background:#ffe3e3;color:#8a1c1c;border:1px solid #f29b9b}
@@ -42,6 +46,8 @@ def _png_data_uri(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+#: Slices per column the report shows: its first in report order (a string column's largest).
+REPORTED_SLICES = 25
 #: The side-car evaluator's curve, beside the training and validation curves.
 EVALUATOR_LABEL = "evaluator (checkpoints)"
 
@@ -107,6 +113,58 @@ def _confusion_png(cm: List[List[int]], names: List[str]) -> str:
     return _png_data_uri(fig)
 
 
+def _slices_png(column: str, slices: Sequence[SliceMetrics], overall: float,
+                threshold: float) -> str:
+    """Each slice's accuracy as a bar (below the threshold in red), with the overall accuracy
+    and the threshold as lines."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 1.4 + 0.32 * len(slices)))
+    ax = fig.add_subplot(1, 1, 1)
+    rows = range(len(slices))
+    ax.barh(rows, [s.accuracy for s in slices],
+            color=["#d64545" if s.accuracy < threshold else "#3e7cb1" for s in slices])
+    ax.set_yticks(rows)
+    ax.set_yticklabels([f"{s.value} (n={s.examples:,})" for s in slices])
+    ax.invert_yaxis()
+    ax.axvline(overall, color="#1f2933", linestyle="--")
+    ax.axvline(threshold, color="#d64545", linestyle=":")
+    for row, s in zip(rows, slices):
+        inside = s.accuracy > 0.15
+        ax.text(s.accuracy - 0.01 if inside else s.accuracy + 0.01, row, _pct(s.accuracy),
+                ha="right" if inside else "left", va="center", fontsize=8,
+                color="white" if inside else "#1f2933")
+    ax.set_xlim(0.0, 1.0)
+    ax.set_title(f"accuracy by {column}\n(dashed: all examples {overall:.1%}; dotted: "
+                 f"threshold {threshold:.1%})", fontsize=10)
+    fig.tight_layout()
+    return _png_data_uri(fig)
+
+
+def _slices_html(result: EvaluationResult) -> List[str]:
+    """Per sliced column: a bar chart and a table of its slices (the first `REPORTED_SLICES`)."""
+    if not result.slices:
+        return []
+    parts = ["<h2>Slices</h2><p class='muted'>The eval examples grouped by each column's value "
+             "(numbers with many values: by quantile bins).</p>"]
+    for column in dict.fromkeys(s.column for s in result.slices):
+        every = [s for s in result.slices if s.column == column]
+        shown = every[:REPORTED_SLICES]
+        chart = _slices_png(column, shown, result.accuracy, result.threshold)
+        parts += [f"<h3>{html.escape(column)}</h3><div class='row'>",
+                  f'<img alt="accuracy by {html.escape(column)}" src="{chart}">',
+                  "<table><tr><th>slice</th><th>examples</th><th>accuracy</th><th>loss</th>"
+                  "<th>vs all</th></tr>",
+                  _rows((s.value, f"{s.examples:,}", _pct(s.accuracy), f"{s.loss:.4f}",
+                         f"{100 * (s.accuracy - result.accuracy):+.1f} pp") for s in shown),
+                  "</table></div>"]
+        if len(every) > len(shown):
+            rest = every[len(shown):]
+            parts.append(f"<p class='muted'>{len(rest):,} smaller slices "
+                         f"({sum(s.examples for s in rest):,} examples) not shown.</p>")
+    return parts
+
+
 def _pct(x: Optional[float]) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
@@ -150,6 +208,7 @@ def render_report_html(result: EvaluationResult, history: Dict[str, List[float]]
               "<table><tr><th>class</th><th>examples</th><th>precision</th><th>recall</th></tr>",
               _rows((c.name, c.support, _pct(c.precision), _pct(c.recall)) for c in result.per_class),
               "</table></div>"]
+    parts += _slices_html(result)
     if result.excluded_columns:
         parts += ["<h2>Columns left out</h2><ul>",
                   "".join(f"<li>{html.escape(line)}</li>" for line in result.excluded_columns),
@@ -190,6 +249,10 @@ def render_report_markdown(result: EvaluationResult) -> str:
     worst = sorted((c for c in result.per_class if c.recall is not None), key=lambda c: c.recall)[:3]
     if worst:
         lines += ["", "Lowest recall: " + ", ".join(f"`{c.name}` {_pct(c.recall)}" for c in worst)]
+    if result.slices:
+        lines += ["", "Lowest-accuracy slices: " + ", ".join(
+            f"`{s.key}` {_pct(s.accuracy)} ({s.examples} examples)"
+            for s in lowest(result.slices, 3))]
     if result.excluded_columns:
         lines += ["", "Columns left out of the dataset:", ""]
         lines += [f"- {line}" for line in result.excluded_columns]

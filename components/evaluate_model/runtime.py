@@ -18,7 +18,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from kfdist.components.common import eval_predictions as ep
 from kfdist.components.common import model_artifact as ma
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.components.evaluate_model import slices as sl
 
 EVAL_SPLIT = ep.EVAL_SPLIT
 
@@ -58,6 +59,7 @@ class EvaluationResult:
       per_class: Per-class support, precision and recall.
       excluded_columns: The source columns left out of the dataset, each
         with why (`dataset_spec.ExcludedColumn.describe`).
+      slices: The metrics of each slice of the `slice_columns` (`slices`).
     """
 
     accuracy: float
@@ -70,6 +72,7 @@ class EvaluationResult:
     threshold: float
     per_class: List[ClassMetrics] = dataclasses.field(default_factory=list)
     excluded_columns: List[str] = dataclasses.field(default_factory=list)
+    slices: List[sl.SliceMetrics] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> str:
         """Serialises to JSON (for a Metrics/JSON artifact)."""
@@ -143,7 +146,7 @@ def _fmt_pair(a: float, b: float) -> Tuple[str, str]:
     return repr(a), repr(b)
 
 
-def validate_evaluation_args(*, accuracy_threshold: float = 0.9,
+def validate_evaluation_args(*, accuracy_threshold: float = 0.9, slice_columns: Sequence[str] = (),
                              batch_size: int = ep.EVAL_BATCH) -> None:
     """Checks evaluation parameters before any work is done.
 
@@ -155,10 +158,11 @@ def validate_evaluation_args(*, accuracy_threshold: float = 0.9,
             f"accuracy_threshold={accuracy_threshold!r} is invalid; expected a number in [0, 1]")
     require(isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size > 0,
             f"batch_size={batch_size!r} is invalid; expected a positive integer")
+    sl.check_slice_columns_form(slice_columns)
 
 
 def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.9,
-             batch_size: int = ep.EVAL_BATCH,
+             slice_columns: Sequence[str] = (), batch_size: int = ep.EVAL_BATCH,
              log: Callable[[str], None] = print) -> EvaluationResult:
     """Evaluates a model artifact on a dataset's eval split and decides its blessing.
 
@@ -167,6 +171,8 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
       dataset_dir: kfdist dataset directory (local or `gs://`) whose `eval` split is scored;
         its input feature spec must equal the one the model was trained on.
       accuracy_threshold: Minimum accuracy, in [0, 1], for the model to be blessed.
+      slice_columns: Columns of a table whose values slice the eval split
+        (`slices`): each slice's metrics are reported.
       batch_size: Examples per prediction batch.
       log: Receives progress lines.
 
@@ -174,16 +180,24 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
       The metrics, confusion matrix and blessing verdict.
 
     Raises:
-      InvalidInputError: On a bad threshold or batch size, a missing or incomplete
-        directory, or a dataset that does not match the model.
+      InvalidInputError: On a bad threshold, batch size or slice column, a missing or
+        incomplete directory, or a dataset that does not match the model.
     """
-    validate_evaluation_args(accuracy_threshold=accuracy_threshold, batch_size=batch_size)
+    validate_evaluation_args(accuracy_threshold=accuracy_threshold, slice_columns=slice_columns,
+                             batch_size=batch_size)
     threshold = float(accuracy_threshold)
     with tempfile.TemporaryDirectory(prefix="kfdist-eval-") as work:
         model_dir = _stage(model_dir, work, "model_dir")
         dataset_dir = _stage(dataset_dir, work, "dataset_dir")
+        data_meta = ds.load_metadata(dataset_dir)
+        sl.check_slice_columns(slice_columns, data_meta.feature, data_meta.excluded_columns or ())
         scored, model_meta, data_meta = _predictions(model_dir, dataset_dir, batch_size, log)
-    return _result(scored, model_meta, data_meta, threshold, log)
+        slices = sl.slice_eval_split(data_meta, dataset_dir, slice_columns, scored)
+    result = _result(scored, model_meta, data_meta, threshold, log)
+    for column in slice_columns:
+        log(f"slices by {column}: " + ", ".join(
+            f"{s.value} {s.accuracy:.4f} ({s.examples})" for s in slices if s.column == column))
+    return dataclasses.replace(result, slices=slices)
 
 
 def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
@@ -196,8 +210,7 @@ def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
     np.add.at(cm, (labels, scored.predicted), 1)
     n = int(len(labels))
     accuracy = float(np.trace(cm)) / n
-    picked = np.clip(scored.label_probability.astype(np.float64), 1e-7, 1.0)
-    loss = float(-np.log(picked).mean())
+    loss = float(scored.losses().mean())
     names = list(model_meta.class_names or data_meta.class_names or
                  [str(i) for i in range(num_classes)])
     per_class = []

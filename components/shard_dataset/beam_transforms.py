@@ -39,7 +39,7 @@ from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEnc
 from kfdist.components.shard_dataset.scan import (RunningMoments, SourceChangedError,
                                                   batch_checksum, scanned_eval_mask)
 from kfdist.components.shard_dataset.source import check_labels
-from kfdist.components.shard_dataset.tfrecord_framing import GZIP_LEVEL, frame_all
+from kfdist.components.common.tfrecord_framing import GZIP_LEVEL, frame_all
 from kfdist.components.shard_dataset.writer import shard_relpath
 
 SPLIT_NAMES = ("train", "eval")

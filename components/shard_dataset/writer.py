@@ -15,7 +15,7 @@ from typing import Callable, Iterator, List, Optional, Sequence
 import numpy as np
 
 from kfdist.components.common.dataset_spec import ShardInfo, SplitInfo
-from kfdist.components.shard_dataset.tfrecord_framing import TFRecordFileWriter
+from kfdist.components.common.tfrecord_framing import TFRecordFileWriter
 
 SHARD_SUFFIX = ".tfrecord"
 GZIP_SUFFIX = ".gz"

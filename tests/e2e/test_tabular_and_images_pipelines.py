@@ -18,6 +18,8 @@ must reproduce what evaluation counted:
   names them, give exactly `predict_classes`' classes and the summary's
   accuracy; the original CSV's text rows (`NA` → NaN) are accepted too and
   agree with evaluation on the penguins that are in the eval split.
+* tabular, sliced by `island` and `year`: each slice's examples and accuracy are those of the
+  eval rows holding that value, and the report shows them.
 * images: the original PNG bytes of `test.tfrecord` (the eval split) give the
   classes `predict_classes` gives the shuffled eval shards, matched by their
   pixels (decoded with Pillow), and the summary's accuracy.
@@ -53,8 +55,9 @@ DEFAULTS = {
 }
 #: Held-out accuracy each pipeline's run must reach on its sample.
 ACCURACY_BAR = {"tabular": 0.95, "images": 0.90}
-#: Options beyond `--strategy` (tabular keeps its own defaults: 30 epochs, batch 32, lr 0.01).
-EXTRA_ARGS = {"tabular": (), "images": ("--epochs", "5")}
+#: Options beyond `--strategy` (tabular keeps its own defaults: 30 epochs, batch 32, lr 0.01,
+#: and has its held-out split sliced by a string column and a numeric one of three values).
+EXTRA_ARGS = {"tabular": ("--slice-columns", "island,year"), "images": ("--epochs", "5")}
 #: Wall seconds of each run, printed at the end of the module (pytest -s) and in its failures.
 RUN_SECONDS = {}
 
@@ -319,6 +322,34 @@ def test_tabular_signature_reproduces_evaluation(tabular_run):
     classes = _check_outputs(tabular_run.serve()(**inputs), len(labels), meta.num_classes)
     np.testing.assert_array_equal(classes, tabular_run.predict_classes())
     assert _accuracy(classes, labels) == tabular_run.summary["eval"]["accuracy"]
+
+
+def test_tabular_slices_count_the_eval_split(tabular_run):
+    from kfdist.components.common.dataset_spec import CATEGORICAL_KEY, FEATURES_KEY
+
+    raw, labels, meta = _eval_split(tabular_run.dataset_dir)
+    predicted = tabular_run.predict_classes()
+    columns = {
+        "island": np.array([v.decode() for v in raw[CATEGORICAL_KEY].numpy()[
+            :, meta.feature.categorical_columns.index("island")]]),
+        "year": raw[FEATURES_KEY].numpy()[:, meta.feature.columns.index("year")].astype(int)}
+    slices = tabular_run.summary["eval"]["slices"]
+    expected = {f"{column}={value}" for column, values in columns.items() for value in set(values)}
+    assert set(slices) == expected
+    assert expected >= {"island=Biscoe", "island=Dream", "island=Torgersen", "year=2007",
+                        "year=2008", "year=2009"}
+    [page] = glob.glob(os.path.join(tabular_run.out, "pipeline_root", "*", "evaluate-model",
+                                    "report"))
+    page = open(page).read()
+    for column, values in columns.items():
+        assert f"<h3>{column}</h3>" in page
+        for value in set(values):
+            mine = values == value
+            got = slices[f"{column}={value}"]
+            assert got["examples"] == mine.sum()
+            assert got["accuracy"] == _accuracy(predicted[mine], labels[mine])
+            assert f"<td>{value}</td><td>{mine.sum()}</td>" in page
+        assert sum(slices[f"{column}={v}"]["examples"] for v in set(values)) == len(labels)
 
 
 def test_tabular_signature_takes_the_csv_text(tabular_run):

@@ -57,7 +57,7 @@ def test_profile_stages_sort_functions_by_where_they_run():
     shares = stage_profile([("~:<method 'decompress' of 'zlib.Decompress' objects>", 3.0),
                             ("/x/shard_dataset/scan.py:example_keys", 1.0),
                             ("/x/shard_dataset/writer.py:push", 2.0),
-                            ("/x/shard_dataset/tfrecord_framing.py:frame", 1.0),
+                            ("/x/common/tfrecord_framing.py:frame", 1.0),
                             ("/x/somewhere.py:elsewhere", 1.0)])
     assert shares["read and decompress the source"] == 0.375
     assert shares["split: a content hash per example"] == 0.125
@@ -173,6 +173,16 @@ def test_the_library_paths_produce_what_kfdist_writes_and_reads(tmp_path):
     records = [b"record %d" % i * (i % 7 + 1) for i in range(300)]
     framing = library_paths.measure_framing(tf, records, str(tmp_path))
     assert framing["none"]["same_records"] and framing["gzip"]["same_records"]
+    import numpy as np
+
+    from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
+
+    rng = np.random.default_rng(0)
+    rows = CanonicalExampleEncoder("features", 4 * 120).encode(
+        rng.normal(size=(301, 120)).astype(np.float32), rng.integers(0, 10, 301),
+        rng.choice(np.array(["S", "M", "L", ""]), (301, 2)))
+    columns = library_paths.measure_column_read(tf, rows, str(tmp_path))
+    assert columns["same_values"] and columns["examples"] == 301
     csv = library_paths.measure_csv(300_000, str(tmp_path))  # asserts equal row counts
     assert csv["rows"] > 100 and set(csv["seconds"]) == {
         "kfdist", "kfdist_read_pass", "kfdist_csv_module", "pyarrow_open_csv", "pandas_chunks"}
