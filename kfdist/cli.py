@@ -37,7 +37,7 @@ def _add_run(sub) -> None:
 
     from kfdist.components.shard_dataset.splits import SPLIT_METHODS
     from kfdist.pipelines.registry import SHIPPED_PIPELINES
-    from kfdist.run_program import add_program_flags
+    from kfdist.run_program import add_program_flags, run_backends
 
     p = sub.add_parser("run", help="run a pipeline locally with kfp.local")
     p.add_argument("pipeline", choices=SHIPPED_PIPELINES,
@@ -85,7 +85,7 @@ def _add_run(sub) -> None:
     # The pipeline runs here; with a cluster backend its training step launches the job on the
     # cluster KUBECONFIG (or the in-cluster config) names. KFP itself sets run_id and task_name.
     add_step_flags(p, include=lambda param: param.name not in ("run_id", "task_name"),
-                   defaults_from="the pipeline's")
+                   defaults_from="the pipeline's", choices={"backend": run_backends()})
     add_program_flags(p)
     _add_run_control(p)
     p.set_defaults(func=_cmd_run)

@@ -12,6 +12,7 @@ from kfdist.components.common import storage
 from kfdist.step_flags import add_step_flags, step_values
 from kfdist.components.launch_program import program_cluster, program_files, program_job, staging
 from kfdist.components.launch_program.pod_entry import SCRATCH_ENV, entry_command
+from kfdist.components.launch_program.program_cluster import PROGRAM_BACKENDS
 from kfdist.components.launch_program.program_job import check_local_command
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
@@ -22,7 +23,7 @@ from kfdist.components.train_distributed.kubernetes.build.render_trainjob import
 #: `job.step_params`); image, namespace, PVC and timeout have launch flags of their own.
 CLUSTER_PARAMS = ("gpus_per_worker", "cpu_per_worker", "memory_per_worker", "node_selector",
                   "service_account", "queue_name", "timeout_from")
-BACKENDS = ("local", "tfjob", "pytorchjob", "trainjob", "mpijob", "auto")
+BACKENDS = PROGRAM_BACKENDS
 
 
 def add_launch_parser(sub) -> None:

@@ -46,9 +46,28 @@ def validate_run_options(opts: RunOptions) -> None:
         run_program.validate_program(opts.train)
     else:
         validate_training_args(**opts.train)
+    _check_cluster_place(opts)
     validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold,
                              slice_columns=list(opts.slice_columns))
     validate_export_args(serving_model_name=opts.serving_model_name or definition.serving_model_name)
+
+
+def _check_cluster_place(opts: RunOptions) -> None:
+    """With a cluster backend: the job's namespace and the replicas' shared location, which the
+    training step would otherwise miss only after the shard step ran (the run's dataset is a
+    local directory, which no replica can read)."""
+    from kfdist.components.train_distributed.kubernetes.backend import (
+        resolve_namespace, resolve_work_uri)
+    from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
+    from kfdist.local_run import PIPELINE_ROOT_DIR
+
+    train = opts.train
+    if train["backend"] in ("local", "auto"):
+        return
+    options = ClusterOptions(**{name: train[name] for name in ("namespace", "work_uri", "pvc_name")
+                                if train.get(name)})
+    resolve_namespace(options)
+    resolve_work_uri(options, os.path.join(opts.output_dir, PIPELINE_ROOT_DIR), "check")
 
 
 def _shard_default(name: str) -> Any:

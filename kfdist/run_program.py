@@ -44,8 +44,28 @@ def add_program_flags(parser: argparse.ArgumentParser) -> None:
                               "gs:// ones (see kfdist launch --stage)")
 
 
+def _step_backends() -> tuple:
+    """The backends `train_distributed` (kfdist's models) takes."""
+    from kfdist.components.train_distributed.job.step_params import TRAIN_STEP_PARAMS
+
+    return next(p.choices for p in TRAIN_STEP_PARAMS if p.name == "backend")
+
+
+def run_backends() -> tuple:
+    """`kfdist run --backend`'s choices: kfdist's models' backends and the program pipeline's."""
+    from kfdist.components.launch_program.program_cluster import PROGRAM_BACKENDS
+
+    return tuple(dict.fromkeys(_step_backends() + PROGRAM_BACKENDS))
+
+
 def refuse_program_settings(pipeline: str, training: Mapping[str, Any]) -> None:
     """Raises `InvalidInputError` when a program-only setting is given to another pipeline."""
+    models_backends = _step_backends()
+    if training.get("backend", models_backends[0]) not in models_backends:
+        raise InvalidInputError(
+            f"--backend {training['backend']} runs your own program (the program pipeline, e.g. "
+            f"a PyTorch one: --framework pytorch), not {pipeline!r}, which trains kfdist's "
+            f"models; its backends: {list(models_backends)}")
     given = [name for name in PROGRAM_ONLY_SETTINGS if name in training]
     if given:
         raise InvalidInputError(

@@ -7,7 +7,7 @@ types, defaults, choices and help come from the one definition.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from kfdist.components.common.errors import require
 from kfdist.components.train_distributed.job.step_params import TRAIN_STEP_PARAMS, Param
@@ -25,8 +25,8 @@ def _key_values(flag: str, value: str) -> Dict[str, str]:
 def add_step_flags(parser: argparse.ArgumentParser,
                    include: Callable[[Param], bool] = lambda p: True,
                    defaults_from: str = "",
-                   title: str = "training step (the train_distributed component's parameters)"
-                   ) -> None:
+                   title: str = "training step (the train_distributed component's parameters)",
+                   choices: Optional[Dict[str, Sequence[str]]] = None) -> None:
     """Adds a flag for every training-step parameter `include` accepts.
 
     Booleans are switches (`--chief`); a string map takes `KEY=VALUE[,KEY=VALUE]`
@@ -39,6 +39,8 @@ def add_step_flags(parser: argparse.ArgumentParser,
         from the step (e.g. "the pipeline's"): such flags are then left out of
         the parsed arguments (and of `step_values`).
       title: The flags' group heading in `--help`.
+      choices: Per parameter, the values its flag takes instead of the step's choices (a
+        command whose other steps take more, checked later).
     """
     group = parser.add_argument_group(title)
     for param in TRAIN_STEP_PARAMS:
@@ -56,7 +58,8 @@ def add_step_flags(parser: argparse.ArgumentParser,
             group.add_argument(param.cli_flag, action="append", metavar="KEY=VALUE",
                                **{"default": [], **extra})
         else:
-            group.add_argument(param.cli_flag, type=type(param.default), choices=param.choices,
+            group.add_argument(param.cli_flag, type=type(param.default),
+                               choices=(choices or {}).get(param.name, param.choices),
                                **{"default": param.default, **extra})
 
 

@@ -19,6 +19,8 @@ from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import F
 TFJOB, PYTORCHJOB, TRAINJOB, MPIJOB = "tfjob", "pytorchjob", "trainjob", "mpijob"
 #: The cluster backends that run each framework's programs (an MPI program: an MPIJob).
 CLUSTER_BACKENDS_OF = {TENSORFLOW: (TFJOB, TRAINJOB), PYTORCH: (PYTORCHJOB, TRAINJOB)}
+#: Where a program's replicas can run: processes here, a job of a cluster, or `auto`.
+PROGRAM_BACKENDS = ("local", TFJOB, PYTORCHJOB, TRAINJOB, MPIJOB, "auto")
 
 
 def default_restart_policy(framework: str, mpi: bool, backend: str) -> str:

@@ -126,6 +126,16 @@ BAD_INPUTS = {
                             "the examples are images", {}),
     "run: an empty slice column": (["run", "tabular", "--slice-columns", "island,"], 2,
                                    "'island,'", {}),
+    "run: a cluster backend without a namespace": (["run", "mnist", "--backend", "tfjob"], 2,
+                                                   "namespace is unknown", {}),
+    "run: a cluster backend without a shared location": (
+        ["run", "mnist", "--backend", "mpijob", "--strategy", "horovod", "--namespace", "ns"], 2,
+        "no shared location for the replicas", {}),
+    "run: a PyTorchJob for kfdist's models": (["run", "tabular", "--backend", "pytorchjob"], 2,
+                                              "--backend pytorchjob runs your own program", {}),
+    "run: a PyTorchJob for a PyTorch program, without a shared location": (
+        ["run", "program", "--command", "python t.py", "--framework", "pytorch", "--backend",
+         "pytorchjob", "--namespace", "ns"], 2, "no shared location for the replicas", {}),
     "sample-data: unknown sample": (["sample-data", "nosuch", "--out", "x"], 2, "'nosuch'", {}),
     "sample-data: --out is a file": (["sample-data", "tabular", "--out", "file.txt"], 2,
                                      "'file.txt'", {}),
