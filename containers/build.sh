@@ -2,12 +2,16 @@
 # Builds kfdist's images from containers/*/Dockerfile, tags them REGISTRY/kfdist-IMAGE:TAG and,
 # with --push, pushes them. The release workflow and the tests build with this same script.
 #
-#   bash containers/build.sh [--registry R] [--tag T] [--push] [--engine docker|podman] [IMAGE...]
+#   bash containers/build.sh [--registry R] [--tag T] [--push] [--engine docker|podman]
+#                            [--horovod-wheel-dir DIR] [IMAGE...]
 #
 #   --registry R   registry and namespace of the tags (default: ghcr.io/kfdist)
 #   --tag T        tag of every image (default: kfdist.__version__ from kfdist/__init__.py)
 #   --push         push each image after it is built
 #   --engine E     docker (BuildKit) or podman (default: docker where its daemon answers, else podman)
+#   --horovod-wheel-dir DIR   a Horovod wheel that install-horovod.sh built and kept
+#                  (<environment>/share/kfdist/horovod-wheel), for the Horovod image to use instead
+#                  of compiling Horovod when it loads against the image's TensorFlow
 #   IMAGE          runtime, horovod, beam-worker, training-gpu (default: all; the runtime image is
 #                  built first, since the others are built on it)
 #
@@ -29,6 +33,7 @@ registry=ghcr.io/kfdist
 tag=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$repo/kfdist/__init__.py")
 push=0
 engine=""
+wheel_dir=""
 images=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -36,8 +41,9 @@ while [ $# -gt 0 ]; do
     --tag) tag=${2:-}; [ -n "$tag" ] || die "--tag needs a value, e.g. 0.1.0"; shift 2 ;;
     --push) push=1; shift ;;
     --engine) engine=${2:-}; [ -n "$engine" ] || die "--engine needs a value: docker or podman"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    -*) die "unknown option '$1'; valid: --registry R, --tag T, --push, --engine docker|podman" ;;
+    --horovod-wheel-dir) wheel_dir=${2:-}; [ -n "$wheel_dir" ] || die "--horovod-wheel-dir needs a directory"; shift 2 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -*) die "unknown option '$1'; valid: --registry R, --tag T, --push, --engine docker|podman, --horovod-wheel-dir DIR" ;;
     *) images+=("$1"); shift ;;
   esac
 done
@@ -114,8 +120,23 @@ build() {
   if [ "$push" = 1 ]; then "$engine" push "$ref"; fi
 }
 
+if [ -n "$wheel_dir" ]; then
+  wheels=("$wheel_dir"/horovod-*.whl)
+  [ -f "${wheels[0]}" ] && [ -f "$wheel_dir/tensorflow-version" ] \
+    || die "--horovod-wheel-dir '$wheel_dir' holds no horovod-*.whl and tensorflow-version (what install-horovod.sh keeps in <environment>/share/kfdist/horovod-wheel)"
+fi
+prebuilt="$here/horovod/prebuilt"
+clear_prebuilt() { rm -f "$prebuilt"/*.whl "$prebuilt/tensorflow-version"; }
+
 ensure_base
-for image in "${images[@]}"; do build "$image"; done
+for image in "${images[@]}"; do
+  if [ "$image" = horovod ] && [ -n "$wheel_dir" ]; then
+    trap clear_prebuilt EXIT
+    cp "${wheels[0]}" "$wheel_dir/tensorflow-version" "$prebuilt/"
+  fi
+  build "$image"
+  if [ "$image" = horovod ]; then clear_prebuilt; trap - EXIT; fi
+done
 
 printf '%-48s %10s %7s\n' IMAGE SIZE LAYERS
 for image in "${images[@]}"; do

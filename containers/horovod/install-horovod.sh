@@ -4,7 +4,13 @@
 # --wheel-dir DIR, only writes the wheel into DIR (the Horovod image's build stage does that).
 #
 #   bash containers/horovod/install-horovod.sh              # install here (skipped when built)
-#   bash containers/horovod/install-horovod.sh --wheel-dir /wheels
+#   bash containers/horovod/install-horovod.sh --wheel-dir /wheels [--prebuilt DIR]
+#
+# Installing here keeps the wheel, and the TensorFlow version it was built against, in
+# <environment>/share/kfdist/horovod-wheel. `containers/build.sh --horovod-wheel-dir` hands that
+# folder to the Horovod image's build stage, which runs this script with --prebuilt: the wheel is
+# used when it was built against the image's TensorFlow version and its ops library loads there,
+# and Horovod is compiled otherwise.
 #
 # The patches:
 #   1. horovod/tensorflow/CMakeLists.txt: drop xla_mpi_ops.cc. Its XLA headers moved in
@@ -18,10 +24,18 @@ set -euo pipefail
 HOROVOD_VERSION=0.28.1
 python=${PYTHON:-python}
 wheel_dir=""
-if [ "${1:-}" = "--wheel-dir" ]; then
-  wheel_dir=${2:?"--wheel-dir needs a directory"}
-elif [ $# -gt 0 ]; then
-  echo "install-horovod: unknown argument '$1'; expected nothing or --wheel-dir DIR" >&2
+prebuilt=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --wheel-dir) wheel_dir=${2:?"--wheel-dir needs a directory"}; shift 2 ;;
+    --prebuilt) prebuilt=${2:?"--prebuilt needs a directory"}; shift 2 ;;
+    *) echo "install-horovod: unknown argument '$1'; expected nothing, or --wheel-dir DIR" \
+         "[--prebuilt DIR]" >&2
+       exit 2 ;;
+  esac
+done
+if [ -n "$prebuilt" ] && [ -z "$wheel_dir" ]; then
+  echo "install-horovod: --prebuilt goes with --wheel-dir" >&2
   exit 2
 fi
 
@@ -33,6 +47,34 @@ EOF
 then
   exit 0
 fi
+
+tensorflow_version() {
+  "$python" -c 'from importlib.metadata import version; print(version("tensorflow"))'
+}
+
+# --prebuilt DIR: its wheel into --wheel-dir when it was built against this TensorFlow and loads.
+use_prebuilt() {
+  local wheels=("$prebuilt"/horovod-"$HOROVOD_VERSION"-*.whl) built here target
+  [ -f "${wheels[0]}" ] && [ -f "$prebuilt/tensorflow-version" ] || return 1
+  built=$(cat "$prebuilt/tensorflow-version")
+  here=$(tensorflow_version)
+  if [ "$built" != "$here" ]; then
+    echo "install-horovod: the prebuilt wheel was built against TensorFlow $built, not $here:" \
+      "building" >&2
+    return 1
+  fi
+  target=$(mktemp -d)
+  "$python" -m pip install -q --no-cache-dir --target "$target" "${wheels[0]}"
+  if ! PYTHONPATH="$target" "$python" -c "import horovod.tensorflow.mpi_ops" >/dev/null 2>&1; then
+    rm -rf "$target"
+    echo "install-horovod: the prebuilt wheel does not load against this TensorFlow: building" >&2
+    return 1
+  fi
+  rm -rf "$target"
+  mkdir -p "$wheel_dir"
+  cp "${wheels[0]}" "$wheel_dir/"
+  echo "install-horovod: using the prebuilt $(basename "${wheels[0]}") (TensorFlow $built)" >&2
+}
 
 missing=()
 for tool in mpirun mpicc cmake g++ make; do
@@ -47,6 +89,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "install-horovod: missing ${missing[*]}; install openmpi-bin libopenmpi-dev cmake g++ make first" >&2
     exit 1
   fi
+fi
+
+if [ -n "$prebuilt" ] && use_prebuilt; then
+  exit 0
 fi
 
 src=$(mktemp -d)
@@ -70,17 +116,25 @@ for module in __init__ callbacks; do
   }
 done
 
-# Horovod compiles against the TensorFlow installed here, so no build isolation (its build
-# imports setuptools and wheel from this environment) and no cache: pip would otherwise reuse a
-# wheel built against another TensorFlow.
-"$python" -m pip install -q --no-cache-dir "setuptools<70" wheel
+# Horovod compiles against the TensorFlow installed here, so no build isolation and no cache:
+# pip would otherwise reuse a wheel built against another TensorFlow. Its setup.py needs
+# setuptools<70 and wheel, which go into a folder on PYTHONPATH for the build only: the
+# environment keeps its own setuptools (torch needs a newer one).
+"$python" -m pip install -q --no-cache-dir --target "$src/build-tools" "setuptools<70" wheel
+build_path="$src/build-tools${PYTHONPATH:+:$PYTHONPATH}"
 echo "install-horovod: building Horovod $HOROVOD_VERSION against TensorFlow" \
-  "$("$python" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null) (a few minutes)" >&2
+  "$(tensorflow_version) (a few minutes)" >&2
 export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1 \
   HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)"
 if [ -n "$wheel_dir" ]; then
-  "$python" -m pip wheel -q --no-cache-dir --no-build-isolation --no-deps --wheel-dir "$wheel_dir" "$tree"
+  PYTHONPATH="$build_path" "$python" -m pip wheel -q --no-cache-dir --no-build-isolation \
+    --no-deps --wheel-dir "$wheel_dir" "$tree"
 else
-  "$python" -m pip install -q --no-cache-dir --no-build-isolation "$tree"
+  kept="$("$python" -c 'import sys; print(sys.prefix)')/share/kfdist/horovod-wheel"
+  rm -rf "$kept"
+  PYTHONPATH="$build_path" "$python" -m pip wheel -q --no-cache-dir --no-build-isolation \
+    --no-deps --wheel-dir "$kept" "$tree"
+  tensorflow_version > "$kept/tensorflow-version"
+  "$python" -m pip install -q --no-cache-dir "$kept"/horovod-"$HOROVOD_VERSION"-*.whl
   "$python" -c "import horovod.tensorflow.mpi_ops"
 fi

@@ -1,4 +1,5 @@
-"""containers/build.sh refuses bad arguments in one line naming them, before it builds anything."""
+"""containers/build.sh and install-horovod.sh refuse bad arguments in one line naming them, before
+they build anything."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ BUILD = Path(__file__).resolve().parents[2] / "containers" / "build.sh"
     (["runtime", "cuda"], "unknown image 'cuda'; valid: runtime horovod beam-worker training-gpu"),
     (["--engine", "buildkitd", "runtime"], "invalid --engine 'buildkitd'; valid: docker, podman"),
     (["--engine"], "--engine needs a value"),
+    (["--horovod-wheel-dir"], "--horovod-wheel-dir needs a directory"),
+    (["--horovod-wheel-dir", "/nonexistent", "horovod"],
+     "--horovod-wheel-dir '/nonexistent' holds no horovod-*.whl and tensorflow-version"),
 ])
 def test_bad_arguments_fail_in_one_line_naming_them(args, message):
     result = subprocess.run(["bash", str(BUILD), *args], capture_output=True, text=True,
@@ -33,5 +37,20 @@ def test_help_lists_every_option():
     result = subprocess.run(["bash", str(BUILD), "--help"], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0
-    for option in ("--registry R", "--tag T", "--push", "--engine"):
+    for option in ("--registry R", "--tag T", "--push", "--engine", "--horovod-wheel-dir DIR",
+                   "IMAGE"):
         assert option in result.stdout
+
+
+INSTALL_HOROVOD = BUILD.parent / "horovod" / "install-horovod.sh"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--prebuilt", "/tmp"], "--prebuilt goes with --wheel-dir"),
+    (["--wheel-dir"], "--wheel-dir needs a directory"),
+    (["--wheels", "/tmp"], "unknown argument '--wheels'; expected nothing, or --wheel-dir DIR"),
+])
+def test_install_horovod_refuses_bad_arguments_before_building(args, message):
+    result = subprocess.run(["bash", str(INSTALL_HOROVOD), *args], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode != 0 and message in result.stderr, result.stderr
