@@ -120,7 +120,8 @@ done
 # pip would otherwise reuse a wheel built against another TensorFlow. Its setup.py needs
 # setuptools<70 and wheel, which go into a folder on PYTHONPATH for the build only: the
 # environment keeps its own setuptools (torch needs a newer one).
-"$python" -m pip install -q --no-cache-dir --target "$src/build-tools" "setuptools<70" wheel
+"$python" -m pip install -q --no-cache-dir --no-warn-conflicts --target "$src/build-tools" \
+  "setuptools<70" wheel
 build_path="$src/build-tools${PYTHONPATH:+:$PYTHONPATH}"
 echo "install-horovod: building Horovod $HOROVOD_VERSION against TensorFlow" \
   "$(tensorflow_version) (a few minutes)" >&2
