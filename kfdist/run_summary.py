@@ -6,8 +6,6 @@ import json
 import os
 from typing import Any, Dict
 
-from kfdist.components.evaluate_model.slices import from_metric_values
-
 SUMMARY_FILE = "summary.json"
 LOGS_DIR = "logs"
 #: The export step's task and its record output, read back for the summary.
@@ -80,6 +78,8 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
       output_dir: The run directory.
       wall_seconds: The run's wall time.
     """
+    from kfdist.components.evaluate_model.slices import from_metric_values
+
     train_metrics = dict(outputs["training_metrics"].metadata)
     train = opts.train
     if opts.runs_a_program:

@@ -110,11 +110,13 @@ def _load_metadata(model_dir: str, dataset_dir: str) -> Tuple[ds.DatasetMetadata
 
 
 def _predictions(model_dir: str, dataset_dir: str, batch_size: int,
-                 log: Callable[[str], None]) -> Tuple[ep.EvalPredictions, ds.DatasetMetadata,
-                                                      ds.DatasetMetadata]:
+                 log: Callable[[str], None], slice_columns: Sequence[str] = ()
+                 ) -> Tuple[ep.EvalPredictions, ds.DatasetMetadata, ds.DatasetMetadata]:
     """The SavedModel's predictions on the eval split: the ones the trainer kept when they
-    match this model and these shards (no TensorFlow needed), else predicted here."""
+    match this model and these shards (no TensorFlow needed), else predicted here. The
+    `slice_columns` are checked against the dataset first."""
     model_meta, data_meta = _load_metadata(model_dir, dataset_dir)
+    sl.check_slice_columns(slice_columns, data_meta.feature, data_meta.excluded_columns or ())
     log(f"evaluating {model_dir} on the {EVAL_SPLIT} split of {dataset_dir} "
         f"({data_meta.splits[EVAL_SPLIT].num_examples} examples)")
     kept = ep.load_matching(model_dir, dataset_dir, data_meta)
@@ -189,9 +191,8 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
     with tempfile.TemporaryDirectory(prefix="kfdist-eval-") as work:
         model_dir = _stage(model_dir, work, "model_dir")
         dataset_dir = _stage(dataset_dir, work, "dataset_dir")
-        data_meta = ds.load_metadata(dataset_dir)
-        sl.check_slice_columns(slice_columns, data_meta.feature, data_meta.excluded_columns or ())
-        scored, model_meta, data_meta = _predictions(model_dir, dataset_dir, batch_size, log)
+        scored, model_meta, data_meta = _predictions(model_dir, dataset_dir, batch_size, log,
+                                                     slice_columns)
         slices = sl.slice_eval_split(data_meta, dataset_dir, slice_columns, scored)
     result = _result(scored, model_meta, data_meta, threshold, log)
     for column in slice_columns:

@@ -29,7 +29,6 @@ import numpy as np
 
 from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import eval_predictions as ep
-from kfdist.components.common import example_proto, tfrecord_framing
 from kfdist.components.common.errors import InvalidInputError, require
 
 #: A numeric column with at most this many distinct eval values gets a slice per value...
@@ -139,6 +138,10 @@ def read_shards(feature_spec: ds.FeatureSpec, paths: Sequence[str], compression:
       InvalidInputError: Naming the shard and record when a record is not a kfdist example of
         the feature spec.
     """
+    # Here, not at the top: the report and the run's summary import this module, and need
+    # neither the descriptor pool nor CRC-32C.
+    from kfdist.components.common import example_proto, tfrecord_framing
+
     numeric = list(feature_spec.columns or ())
     strings = list(feature_spec.categorical_columns or ())
     read = [(c, ds.CATEGORICAL_KEY, strings.index(c), "bytes_list") if c in strings
