@@ -27,6 +27,15 @@ from kfdist.components.common.errors import InvalidInputError
 RUN_LABEL = "kfdist.run"
 DOCKER_SOCKET = "/var/run/docker.sock"
 SERVICE_START_SECONDS = 30
+#: Each step container's entry point: one line at once, then kfp.local's command. Podman's
+#: Docker API sends a followed log's response headers only with the container's first output;
+#: DockerRunner inspects the container as soon as they come, so a step that prints its first
+#: line just before it ends (kfp's executor prints nothing while it imports kfp) is inspected
+#: while podman removes it, which podman answers with a 500 that DockerRunner does not take
+#: for the 404 it handles, and the run fails after the step did its work. Talking at once puts
+#: that inspection at the start. On a cluster, KFP sets the command and this does not apply.
+STEP_ENTRYPOINT = ["sh", "-c", 'echo "kfdist: step container started as uid $(id -u)" >&2; '
+                   'exec "$@"', "kfdist-step"]
 
 
 def _answers(host: str) -> bool:
@@ -171,7 +180,7 @@ def docker_runner(writable: List[str], readable: List[str]) -> Iterator[object]:
         user = user_for(writable)
         runner = local.DockerRunner(
             mounts=mounts(writable, [p for p in readable if os.path.exists(p)]),
-            user=user, network_mode="host", labels={RUN_LABEL: run_id},
+            user=user, network_mode="host", labels={RUN_LABEL: run_id}, entrypoint=STEP_ENTRYPOINT,
             environment={"HOME": "/tmp"} if user != f"{IMAGE_UID}:{IMAGE_GID}" else {})
         saved = os.environ.get("DOCKER_HOST")
         os.environ["DOCKER_HOST"] = host

@@ -166,6 +166,7 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
     export_base = opts.export_base or os.path.join(output_dir, "serving")
     console = RunConsole(os.path.join(output_dir, LOGS_DIR), verbose=opts.verbose)
     print(run_summary.headline(opts, output_dir), flush=True)
+    engine_errors = _engine_errors() if opts.runner == "docker" else ()
     try:
         with _runner(opts, output_dir, source_uri, export_base) as runner, console:
             local.init(runner=runner, pipeline_root=os.path.join(output_dir, PIPELINE_ROOT_DIR),
@@ -178,13 +179,15 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
                 serving_model_name=opts.serving_model_name or opts.definition.serving_model_name,
                 source_version=storage.content_version(source_uri), **opts.source_args,
                 **opts.train)
-    except RuntimeError as err:
+    except (RuntimeError, *engine_errors) as err:
         from kfdist.run_console import strip_colours
 
-        err = strip_colours(str(err))
-        step = console.failed_step or "a step"
-        where = (f"; its whole log: {console.log_path(console.failed_step)}"
-                 if console.failed_step else f"; logs: {console.logs_dir}")
+        failed = console.failed_step or console.running_step
+        err = strip_colours(str(err)) if isinstance(err, RuntimeError) else (
+            f"the container engine failed the step's container: {err}")
+        step = failed or "a step"
+        where = (f"; its whole log: {console.log_path(failed)}"
+                 if failed else f"; logs: {console.logs_dir}")
         raise TrainingFailedError(
             f"pipeline {opts.pipeline!r} failed in {step}: {err}{where}") from None
     run_summary.check_outputs(task.outputs)
@@ -193,6 +196,17 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
     with open(os.path.join(output_dir, run_summary.SUMMARY_FILE), "w") as f:
         json.dump(summary, f, indent=2, sort_keys=True)
     return summary
+
+
+def _engine_errors() -> tuple:
+    """What the Docker client raises when the engine fails a call (kfp.local lets it through);
+    none without the client, which `docker_run` then asks for."""
+    try:
+        import docker
+        import requests
+    except ImportError:
+        return ()
+    return docker.errors.DockerException, requests.exceptions.RequestException
 
 
 @contextlib.contextmanager

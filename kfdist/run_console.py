@@ -119,6 +119,11 @@ class RunConsole:
             f.close()
         self._files.clear()
 
+    @property
+    def running_step(self) -> Optional[str]:
+        """The step that has started and not finished, if any."""
+        return self._step
+
     def log_path(self, step: str) -> str:
         """Where the lines of `step` are kept."""
         return os.path.join(self.logs_dir, f"{step}.log")

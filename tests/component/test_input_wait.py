@@ -26,8 +26,8 @@ def _fit_with_meter(delay_seconds: float, steps: int = 48, steps_per_execution: 
     if delay_seconds:
         data = data.map(slow)
     data = meter.instrument(data.prefetch(2))
-    # Steps of about a millisecond: well under the starved producer's 20 ms, well over
-    # what a fed pipeline needs to hand over a batch.
+    # Steps of about a millisecond on an idle machine (some 20 ms on a busy one): well under
+    # the starved producer's 200 ms, well over what a fed pipeline needs to hand over a batch.
     model = tf.keras.Sequential([tf.keras.layers.Dense(1024, input_shape=(8,)),
                                  tf.keras.layers.Dense(1024), tf.keras.layers.Dense(2)])
     model.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -40,8 +40,8 @@ def _fit_with_meter(delay_seconds: float, steps: int = 48, steps_per_execution: 
 
 @pytest.mark.parametrize("steps_per_execution", [1, 8])
 def test_a_starved_step_is_reported_input_bound(steps_per_execution):
-    # Each batch takes 20 ms to produce.
-    assert _fit_with_meter(0.02, steps_per_execution=steps_per_execution) > 0.8
+    # Each batch takes 200 ms to produce.
+    assert _fit_with_meter(0.2, steps=8, steps_per_execution=steps_per_execution) > 0.8
 
 
 @pytest.mark.parametrize("steps_per_execution", [1, 8])
