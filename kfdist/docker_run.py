@@ -22,20 +22,12 @@ from typing import Iterable, Iterator, List, Optional, Tuple
 
 from kfdist import IMAGE_GID, IMAGE_UID, RUNTIME_IMAGE
 from kfdist.components.common.errors import InvalidInputError
+from kfdist.docker_api_relay import DockerApiRelay
 
 #: Label of every container a run starts (its value: the run's id).
 RUN_LABEL = "kfdist.run"
 DOCKER_SOCKET = "/var/run/docker.sock"
 SERVICE_START_SECONDS = 30
-#: Each step container's entry point: one line at once, then kfp.local's command. Podman's
-#: Docker API sends a followed log's response headers only with the container's first output;
-#: DockerRunner inspects the container as soon as they come, so a step that prints its first
-#: line just before it ends (kfp's executor prints nothing while it imports kfp) is inspected
-#: while podman removes it, which podman answers with a 500 that DockerRunner does not take
-#: for the 404 it handles, and the run fails after the step did its work. Talking at once puts
-#: that inspection at the start. On a cluster, KFP sets the command and this does not apply.
-STEP_ENTRYPOINT = ["sh", "-c", 'echo "kfdist: step container started as uid $(id -u)" >&2; '
-                   'exec "$@"', "kfdist-step"]
 
 
 def _answers(host: str) -> bool:
@@ -57,7 +49,7 @@ def docker_api() -> Iterator[Tuple[str, Optional[str]]]:
 
     `DOCKER_HOST` when set (it must answer), else Docker's socket when it answers, else a
     Podman service on a private socket, which ends with the block (and by itself after 60 s
-    without a client, should this process be killed).
+    without a client, should this process be killed), reached through `DockerApiRelay`.
 
     Yields:
       (the API's address, the podman binary when it is a Podman service kfdist started: the
@@ -81,7 +73,8 @@ def docker_api() -> Iterator[Tuple[str, Optional[str]]]:
         raise InvalidInputError("--runner docker needs Docker or Podman: no Docker API answers "
                                 "and podman is not installed (Debian: apt-get install podman)")
     folder = tempfile.mkdtemp(prefix="kfdist-podman-")
-    host = f"unix://{folder}/podman.sock"
+    engine_socket = os.path.join(folder, "podman.sock")
+    host = f"unix://{engine_socket}"
     # Its own session: a Ctrl-C at the terminal reaches kfdist, which still needs the service
     # to remove the run's containers, and ends it afterwards.
     service = subprocess.Popen([podman, "system", "service", "--time=60", host],
@@ -94,7 +87,11 @@ def docker_api() -> Iterator[Tuple[str, Optional[str]]]:
                 raise InvalidInputError(f"`podman system service` did not start (exit "
                                         f"{service.poll()}); run `podman info` to see why")
             time.sleep(0.2)
-        yield host, podman
+        relay = DockerApiRelay(engine_socket, os.path.join(folder, "docker.sock"))
+        try:
+            yield relay.url, podman
+        finally:
+            relay.close()
     finally:
         service.terminate()
         try:
@@ -180,7 +177,7 @@ def docker_runner(writable: List[str], readable: List[str]) -> Iterator[object]:
         user = user_for(writable)
         runner = local.DockerRunner(
             mounts=mounts(writable, [p for p in readable if os.path.exists(p)]),
-            user=user, network_mode="host", labels={RUN_LABEL: run_id}, entrypoint=STEP_ENTRYPOINT,
+            user=user, network_mode="host", labels={RUN_LABEL: run_id},
             environment={"HOME": "/tmp"} if user != f"{IMAGE_UID}:{IMAGE_GID}" else {})
         saved = os.environ.get("DOCKER_HOST")
         os.environ["DOCKER_HOST"] = host

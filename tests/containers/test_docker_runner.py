@@ -49,14 +49,14 @@ def test_mnist_runs_every_step_in_the_runtime_image(kfdist_images, podman, tmp_p
     assert (exported / "saved_model.pb").is_file() and (exported / "variables").is_dir()
     # Each step ran in the image (its log says which), as the image's user: uid 1000 wrote
     # every file of every step (kfdist gives that user the run's directories when it is root).
-    # Each container talked first, through kfdist's entry point, then ran kfp's executor.
+    # Each step's whole log came through, to the executor's last line (Podman removed a quick
+    # step's container, and its log, before the log was read, until kfdist's relay).
     logs = output / "logs"
     expected = kfdist.IMAGE_UID if os.geteuid() == 0 else os.geteuid()
     for step in ("shard", "train", "evaluate", "export"):
         text = (logs / f"{step}.log").read_text()
         assert f"Found image '{kfdist_images['runtime']}'" in text
-        first = text.index(f"kfdist: step container started as uid {expected}")
-        assert first < text.index("[KFP Executor"), text[:2000]
+        assert "INFO]: Wrote executor output file to" in text, text[-2000:]
     assert _owners(output / "pipeline_root") == {expected}
     assert _owners(exported) == {expected}
     # Nothing is left behind: no container of the run, no Docker API service.

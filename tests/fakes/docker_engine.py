@@ -1,12 +1,13 @@
-"""A Docker API, over real HTTP, that loses each container as Podman 4 does on a busy machine.
+"""A Docker API, over real HTTP, that removes containers as Podman 4 does on a busy machine.
 
 It answers the calls kfp.local's DockerRunner makes for one step (ping, version, info, image
-inspect and list, container create, inspect, start, logs, list) and plays the race that
-Podman's Docker API loses: the container is inspected once after it is created; when the client
-inspects it again (docker-py does, to read the log it followed), it has been removed, and the
-answer is the 500 Podman gives for a container it is removing (Docker gives a 404, which
-kfp.local handles). Every request is recorded as `(method, path)`, and the body of the
-container's creation as `created`.
+inspect and list, container create, inspect, start, logs, wait, remove, list) for one
+container, `CONTAINER_ID`, which exits at once with status 0. Created with auto-removal, it is
+being removed when it is inspected a second time (docker-py does, to read the log it followed),
+and the answer is the 500 Podman gives for a container it is removing (Docker gives a 404,
+which kfp.local handles); after that it is gone (404). Created without, it stays until it is
+removed. `lose_next_inspection` makes the next inspection that 500 regardless. Every request is
+recorded as `(method, path, query)`, and the body of the container's creation as `created`.
 
     with FakeDockerEngine(images=[kfdist.RUNTIME_IMAGE]) as engine:
         ... DOCKER_HOST=engine.url kfdist run --runner docker ...
@@ -17,22 +18,38 @@ from __future__ import annotations
 import http.server
 import json
 import re
+import socketserver
 import threading
 from typing import List, Optional, Tuple
 
 CONTAINER_ID = "0" * 63 + "1"
-LOST = (f"container {CONTAINER_ID} does not exist in database: no such container")
+LOST = f"container {CONTAINER_ID} does not exist in database: no such container"
+_LOST_ANSWER = (500, {"cause": "no such container", "message": LOST, "response": 500})
+_GONE_ANSWER = (404, {"cause": "no such container", "message": "no such container",
+                      "response": 404})
+
+
+class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
 
 
 class FakeDockerEngine:
-    """The fake engine; use it as a context manager (it serves on a free localhost port)."""
+    """The fake engine; use it as a context manager (it serves a free localhost port, or a unix
+    socket)."""
 
-    def __init__(self, images: List[str]):
+    def __init__(self, images: List[str], unix_socket: Optional[str] = None):
+        """Args:
+          images: The image references the engine has.
+          unix_socket: Serve this unix socket instead of a localhost port.
+        """
         self.images = list(images)
-        self.requests: List[Tuple[str, str]] = []
+        self.unix_socket = unix_socket
+        self.requests: List[Tuple[str, str, str]] = []
         self.created: Optional[dict] = None
+        self.removed = False
+        self.lose_next_inspection = False
         self._inspections = 0
-        self._httpd: Optional[http.server.ThreadingHTTPServer] = None
+        self._httpd = None
 
     def __enter__(self) -> "FakeDockerEngine":
         engine = self
@@ -52,7 +69,10 @@ class FakeDockerEngine:
             def do_DELETE(self):
                 engine._answer(self, "DELETE")
 
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if self.unix_socket:
+            self._httpd = _UnixHTTPServer(self.unix_socket, Handler)
+        else:
+            self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True).start()
         return self
@@ -63,14 +83,17 @@ class FakeDockerEngine:
 
     @property
     def url(self) -> str:
-        """`tcp://127.0.0.1:<port>`, for DOCKER_HOST."""
+        """`tcp://127.0.0.1:<port>` or `unix://<socket>`, for DOCKER_HOST."""
+        if self.unix_socket:
+            return f"unix://{self.unix_socket}"
         return f"tcp://127.0.0.1:{self._httpd.server_address[1]}"
 
     def _answer(self, handler: http.server.BaseHTTPRequestHandler, method: str) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         sent = handler.rfile.read(length) if length else b""
-        path = re.sub(r"^/v[\d.]+", "", handler.path.split("?")[0])
-        self.requests.append((method, path))
+        path, _, query = handler.path.partition("?")
+        path = re.sub(r"^/v[\d.]+", "", path)
+        self.requests.append((method, path, query))
         if path == "/containers/create":
             self.created = json.loads(sent)
         status, body = self._route(method, path)
@@ -84,28 +107,38 @@ class FakeDockerEngine:
 
     def _route(self, method: str, path: str):
         image = {"Id": "sha256:" + "a" * 64, "RepoTags": self.images, "RepoDigests": []}
-        if path == "/_ping":
-            return 200, b"OK"
-        if path == "/version":
-            return 200, {"ApiVersion": "1.41", "Version": "4.3.1", "MinAPIVersion": "1.24"}
-        if path == "/info":
-            return 200, {"ServerVersion": "4.3.1", "SecurityOptions": ["name=seccomp"]}
-        if method == "GET" and path == "/images/json":
-            return 200, [image]
+        simple = {("GET", "/_ping"): (200, b"OK"),
+                  ("GET", "/version"): (200, {"ApiVersion": "1.41", "Version": "4.3.1",
+                                              "MinAPIVersion": "1.24"}),
+                  ("GET", "/info"): (200, {"ServerVersion": "4.3.1",
+                                           "SecurityOptions": ["name=seccomp"]}),
+                  ("GET", "/images/json"): (200, [image]),
+                  ("GET", "/containers/json"): (200, []),
+                  ("POST", "/containers/create"): (201, {"Id": CONTAINER_ID, "Warnings": []})}
+        if (method, path) in simple:
+            return simple[(method, path)]
         if method == "GET" and path.startswith("/images/") and path.endswith("/json"):
             return 200, image
-        if method == "POST" and path == "/containers/create":
-            return 201, {"Id": CONTAINER_ID, "Warnings": []}
-        if method == "GET" and path == f"/containers/{CONTAINER_ID}/json":
+        if not path.startswith(f"/containers/{CONTAINER_ID}"):
+            return 404, {"message": f"no route {method} {path}"}
+        return self._container(method, path[len(f"/containers/{CONTAINER_ID}"):])
+
+    def _container(self, method: str, call: str):
+        if self.removed:
+            return _GONE_ANSWER
+        if method == "GET" and call == "/json":
             self._inspections += 1
-            if self._inspections == 1:
-                return 200, {"Id": CONTAINER_ID, "Config": {"Tty": False},
-                             "State": {"Status": "running"}}
-            return 500, {"cause": "no such container", "message": LOST, "response": 500}
-        if method == "POST" and path == f"/containers/{CONTAINER_ID}/start":
+            auto_removed = (self.created or {}).get("HostConfig", {}).get("AutoRemove")
+            if self.lose_next_inspection or (auto_removed and self._inspections > 1):
+                self.lose_next_inspection = False
+                self.removed = bool(auto_removed)
+                return _LOST_ANSWER
+            return 200, {"Id": CONTAINER_ID, "Config": {"Tty": False},
+                         "State": {"Status": "exited" if self._inspections > 1 else "running",
+                                   "ExitCode": 0}}
+        answers = {("POST", "/start"): (204, b""), ("GET", "/logs"): (200, b""),
+                   ("POST", "/wait"): (200, {"StatusCode": 0, "Error": None})}
+        if method == "DELETE" and call == "":
+            self.removed = True
             return 204, b""
-        if method == "GET" and path == f"/containers/{CONTAINER_ID}/logs":
-            return 200, b""
-        if method == "GET" and path == "/containers/json":
-            return 200, []
-        return 404, {"message": f"no route {method} {path}"}
+        return answers.get((method, call), (404, {"message": f"no route {method} {call}"}))
