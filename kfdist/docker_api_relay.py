@@ -7,7 +7,9 @@ answers a call about a container it is removing with `500 ... no such container`
 answers 404. So on a busy machine a quick step lost its log lines, or its inspection got the
 500, which DockerRunner does not handle: the run failed after the step had done its work.
 
-The relay passes every request and response through, one request per connection, with two
+The relay passes each request and its response through, one request per connection (a request
+body must come with its length, as docker-py sends them; a chunked upload, such as an image
+build's, is refused with a 501, and attaching to a container is not relayed), with two
 changes: a container created with auto-removal is created without it, and removed (with its
 anonymous volumes, as auto-removal does) once a client has read its exit status; and a 500 that
 says the container does not exist is Docker's 404. Containers no one waited for are removed by
@@ -62,6 +64,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def _relay(self) -> None:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            self.send_error(501, "kfdist's relay takes request bodies with a Content-Length only")
+            return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         path = self.path.split("?", 1)[0]

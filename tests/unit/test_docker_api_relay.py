@@ -10,6 +10,7 @@ the run with kfdist's own error naming the step, not a traceback.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -82,3 +83,17 @@ def test_an_engine_failure_ends_the_run_with_kfdists_error(tmp_path):
     assert engine.created["HostConfig"]["AutoRemove"] is True
     assert engine.created["Cmd"][:2] == ["sh", "-ec"]
     assert ("GET", "/containers/json") in [r[:2] for r in engine.requests]
+
+
+def test_a_chunked_upload_is_refused_with_a_reason(engine_behind_relay, tmp_path):
+    engine, _ = engine_behind_relay
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(tmp_path / "relay.sock"))
+        sock.sendall(b"POST /v1.41/build HTTP/1.1\r\nHost: docker\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.0 501 "), answer[:200]
+    assert b"Content-Length only" in answer
+    assert not [r for r in engine.requests if r[1] == "/build"]
