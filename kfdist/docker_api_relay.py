@@ -124,8 +124,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
-    upstream = ""
-    auto_removed: Set[str] = set()
+
+    def __init__(self, socket_path: str, upstream: str):
+        super().__init__(socket_path, _Handler)
+        self.upstream = upstream
+        #: Ids of the containers created here without the auto-removal their client asked for.
+        self.auto_removed: Set[str] = set()
 
     def handle_error(self, request, client_address) -> None:
         """A request the engine did not answer (it stopped) ends its connection unanswered;
@@ -143,9 +147,7 @@ class DockerApiRelay:
           socket_path: Path of the relay's own socket (created; removed by `close`).
         """
         self.socket_path = socket_path
-        self._server = _Server(socket_path, _Handler)
-        self._server.upstream = upstream
-        self._server.auto_removed = set()
+        self._server = _Server(socket_path, upstream)
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
                          daemon=True).start()
 

@@ -28,6 +28,7 @@ from kfdist.docker_api_relay import DockerApiRelay
 RUN_LABEL = "kfdist.run"
 DOCKER_SOCKET = "/var/run/docker.sock"
 SERVICE_START_SECONDS = 30
+REMOVE_ATTEMPTS = 3
 
 
 def _answers(host: str) -> bool:
@@ -193,13 +194,18 @@ def docker_runner(writable: List[str], readable: List[str]) -> Iterator[object]:
 
 def _remove_containers(host: str, podman: Optional[str], run_id: str) -> None:
     """Removes the run's containers: with podman itself where kfdist started its service (which
-    a Ctrl-C may have stopped already), else through the Docker API."""
+    a Ctrl-C may have stopped already), else through the Docker API. Podman's removal is
+    repeated while any is left: the relay may be removing a container that has just exited
+    (its status was read) at the same moment, and Podman then keeps it."""
     label = f"{RUN_LABEL}={run_id}"
     if podman:
-        listed = subprocess.run([podman, "ps", "--all", "--quiet", "--filter", f"label={label}"],
-                                capture_output=True, text=True, timeout=120)
-        if listed.stdout.split():
-            subprocess.run([podman, "rm", "--force", "--time", "5", *listed.stdout.split()],
+        for _ in range(REMOVE_ATTEMPTS):
+            listed = subprocess.run([podman, "ps", "--all", "--quiet", "--filter",
+                                     f"label={label}"], capture_output=True, text=True,
+                                    timeout=120).stdout.split()
+            if not listed:
+                return
+            subprocess.run([podman, "rm", "--force", "--time", "5", *listed],
                            capture_output=True, timeout=300)
         return
     import docker

@@ -18,19 +18,15 @@ from __future__ import annotations
 import http.server
 import json
 import re
-import socketserver
-import threading
 from typing import List, Optional, Tuple
+
+from fakes.http_fake import serve
 
 CONTAINER_ID = "0" * 63 + "1"
 LOST = f"container {CONTAINER_ID} does not exist in database: no such container"
 _LOST_ANSWER = (500, {"cause": "no such container", "message": LOST, "response": 500})
 _GONE_ANSWER = (404, {"cause": "no such container", "message": "no such container",
                       "response": 404})
-
-
-class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
 
 
 class FakeDockerEngine:
@@ -52,29 +48,7 @@ class FakeDockerEngine:
         self._httpd = None
 
     def __enter__(self) -> "FakeDockerEngine":
-        engine = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-            def do_GET(self):
-                engine._answer(self, "GET")
-
-            def do_POST(self):
-                engine._answer(self, "POST")
-
-            def do_DELETE(self):
-                engine._answer(self, "DELETE")
-
-        if self.unix_socket:
-            self._httpd = _UnixHTTPServer(self.unix_socket, Handler)
-        else:
-            self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
+        self._httpd = serve(self._answer, self.unix_socket)
         return self
 
     def __exit__(self, *exc) -> None:

@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 from fakes.kfp_experiments import ApiError, create_experiment, list_experiments
+from fakes.http_fake import serve
 from fakes.kfp_experiments import now as timestamp
 
 API = "/apis/v2beta1"
@@ -87,36 +88,11 @@ class FakeKfpServer:
         self._scripts: Dict[str, List[str]] = {}
         self._lock = threading.Lock()
         self._httpd: Optional[http.server.ThreadingHTTPServer] = None
-        self._thread: Optional[threading.Thread] = None
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> "FakeKfpServer":
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-            def _handle(self, method: str) -> None:
-                server._dispatch(self, method)
-
-            def do_GET(self):
-                self._handle("GET")
-
-            def do_POST(self):
-                self._handle("POST")
-
-            def do_DELETE(self):
-                self._handle("DELETE")
-
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
+        self._httpd = serve(self._dispatch)
         return self
 
     def stop(self) -> None:
