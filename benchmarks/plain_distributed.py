@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-import kfdist  # noqa: F401  (tf-keras, as the training step)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 import tensorflow as tf
 
 from kfdist.components.common import dataset_spec, tf_features

@@ -23,7 +23,7 @@ import tempfile
 import time
 from typing import Dict, List
 
-import kfdist  # noqa: F401
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 from kfdist.train_cmd import sample_dataset
 
 STRATEGY_RUNS: Dict[str, dict] = {

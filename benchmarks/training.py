@@ -27,7 +27,7 @@ from benchmarks.common import run_child
 
 PLAIN = """
 import sys, time
-import kfdist
+from kfdist.components.common import legacy_keras
 import numpy as np
 import tensorflow as tf
 from kfdist.components.common import dataset_spec, tf_features

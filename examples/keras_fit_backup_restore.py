@@ -16,7 +16,11 @@ import os
 import sys
 import tempfile
 
-from kfdist import program  # first: it selects tf-keras, which MultiWorkerMirrored needs
+# tf-keras, which MultiWorkerMirrored's `fit` and a SavedModel from `model.save(dir)` need: this
+# program's own choice, made before TensorFlow loads (kfdist sets nothing for it).
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+from kfdist import program  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 

@@ -1,15 +1,11 @@
 """kfdist: distributed TensorFlow training as Kubeflow Pipelines components.
 
-Importing kfdist selects legacy Keras (tf-keras) for every TensorFlow import
-that follows: distributed Keras training (MultiWorkerMirrored, ParameterServer,
-Horovod) only works with it in TensorFlow 2.16+. A value already set in the
-environment is respected.
+Importing kfdist changes nothing in the environment: a user's program that
+imports `kfdist.program` gets the Keras its own code asks for. kfdist's own
+modules that load TensorFlow choose tf-keras themselves, first
+(`kfdist.components.common.legacy_keras`; `own_env` says why and keeps those
+variables from every program kfdist starts).
 """
-
-import os
-
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 __version__ = "0.1.0"
 

@@ -18,16 +18,17 @@ import sys
 import warnings
 from typing import List, Optional
 
+from kfdist.cli_parser import CommandParser
 from kfdist.components.common.errors import InvalidInputError, KfdistError
 
 
 def _add_sample_data(sub) -> None:
-    from kfdist.sample_data import SAMPLES
+    from kfdist.sample_data import SAMPLE_DESCRIPTIONS, SAMPLES
 
     p = sub.add_parser("sample-data", help="write a bundled sample dataset (no download)")
     p.add_argument("name", choices=sorted(SAMPLES),
-                   help="sample to write: mnist (MNIST IDX files) or images "
-                        "(PNG digits in train/test TFRecord files)")
+                   help="sample to write: " + "; ".join(
+                       f"{name} ({SAMPLE_DESCRIPTIONS[name]})" for name in sorted(SAMPLES)))
     p.add_argument("--out", required=True, help="directory to write the files into")
     p.set_defaults(func=_cmd_sample_data)
 
@@ -61,12 +62,12 @@ def _add_run(sub) -> None:
                         "default a string column with a distinct value in nearly every train "
                         "row, such as an id or a date, is left out and the shard log says so)")
     p.add_argument("--export-base", default=None, help="serving export base (default: OUTPUT/serving)")
-    p.add_argument("--num-shards", type=int, default=4)
+    _add_pipeline_flag(p, "num_shards")
     p.add_argument("--split", default="auto", choices=SPLIT_METHODS,
                    help="auto: keep the source's train*/test* files apart when it names them, "
                         "else hash; predefined: insist on them; hash: hold out --eval-fraction "
                         "by a content hash")
-    p.add_argument("--eval-fraction", type=float, default=0.2)
+    _add_pipeline_flag(p, "eval_fraction")
     p.add_argument("--shard-runner", default="local", choices=("local", "beam"),
                    help="who shards the source: local (the shard step's process) or beam (an "
                         "Apache Beam pipeline building the same dataset)")
@@ -75,7 +76,7 @@ def _add_run(sub) -> None:
                    help="a Beam pipeline option for --shard-runner beam, e.g. "
                         "runner=DataflowRunner (repeat it; default: Beam's local runner, one "
                         "worker process per core)")
-    p.add_argument("--accuracy-threshold", type=float, default=0.9)
+    _add_pipeline_flag(p, "accuracy_threshold")
     p.add_argument("--slice-columns", type=_column_list, default=(), metavar="A,B",
                    help="table columns to slice the held-out split by: the evaluation reports "
                         "each value's examples, accuracy and loss (numbers with many values: "
@@ -89,6 +90,16 @@ def _add_run(sub) -> None:
     add_program_flags(p)
     _add_run_control(p)
     p.set_defaults(func=_cmd_run)
+
+
+def _add_pipeline_flag(p, name: str) -> None:
+    """Adds the flag of the pipeline parameter `name`, its type, default and meaning as every
+    pipeline defines them (`pipeline_factory.common_params`)."""
+    from kfdist.pipelines.pipeline_factory import common_params
+
+    kind, default, meaning = next(param[1:] for param in common_params("") if param[0] == name)
+    p.add_argument("--" + name.replace("_", "-"), type=kind, default=default,
+                   help=f"{meaning.rstrip('.')} (default: %(default)s)")
 
 
 def _add_run_control(p) -> None:
@@ -193,19 +204,11 @@ def _cmd_compile(args) -> int:
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse's parser whose usage errors read as every other bad input does."""
-
-    def error(self, message: str):
-        """Prints the usage and `kfdist: invalid input: ...` naming the option, then exits 2."""
-        self.print_usage(sys.stderr)
-        self.exit(2, f"kfdist: invalid input: {message} (see `{self.prog} --help`)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Returns the argument parser of the `kfdist` command."""
-    parser = _Parser(prog="kfdist", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = CommandParser(prog="kfdist", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True,
+                                help="what to do; `kfdist COMMAND --help` tells more")
     from kfdist.launch_cmd import add_launch_parser
     from kfdist.render_cmd import add_render_parser
     from kfdist.submit import add_submit_parser
@@ -220,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the `kfdist` command; returns the exit status."""
     args = build_parser().parse_args(argv)
+    from kfdist.components.common import own_env
+
+    own_env.use_own_env()  # before TensorFlow loads here or in a step; never a user's program's
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*non-Python base image.*")

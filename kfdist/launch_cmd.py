@@ -13,11 +13,13 @@ from kfdist.step_flags import add_step_flags, step_values
 from kfdist.components.launch_program import program_cluster, program_files, program_job, staging
 from kfdist.components.launch_program.pod_entry import SCRATCH_ENV, entry_command
 from kfdist.components.launch_program.program_cluster import PROGRAM_BACKENDS
+from kfdist.components.launch_program.program_framework import choose_framework
 from kfdist.components.launch_program.program_job import check_local_command
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
 from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
     CUSTOMISATION_BY_RELEASE, RUNTIME_PATCHES)
+from kfdist.run_program import program_default
 
 #: The training step's cluster parameters that `launch` takes as they are (flags from
 #: `job.step_params`); image, namespace, PVC and timeout have launch flags of their own.
@@ -51,7 +53,10 @@ def render_launch(args) -> int:
 
 def add_launch_flags(p) -> None:
     """Every flag of `kfdist launch` (also `kfdist render launch`'s)."""
-    p.add_argument("--framework", choices=program_job.FRAMEWORKS, required=True)
+    p.add_argument("--framework", choices=program_job.FRAMEWORKS, default=None,
+                   help="tensorflow (TF_CONFIG) or pytorch (MASTER_ADDR, RANK, ...); default: "
+                        "the one COMMAND's Python file imports (read, not run), else "
+                        f"{program_default('framework')}")
     p.add_argument("--backend", choices=BACKENDS, default="local",
                    help="local processes, a TFJob, a PyTorchJob, a TrainJob (PyTorch on "
                         "torch-distributed; TensorFlow on kfdist-tensorflow, in an image that "
@@ -77,7 +82,8 @@ def add_launch_flags(p) -> None:
                    help="default: ExitCode, OnFailure for an MPI program (an MPIJob's launcher "
                         "takes Never or OnFailure), and a TrainJob's runtime's (kfdist-tensorflow: "
                         "ExitCode; torch-distributed: OnFailure), which it cannot change")
-    p.add_argument("--backoff-limit", type=int, default=6)
+    p.add_argument("--backoff-limit", type=int, default=program_default("backoff_limit"),
+                   help="replica restarts allowed before the job fails (default: %(default)s)")
     p.add_argument("--timeout", type=float, help="seconds before the job fails (no limit by default)")
     p.add_argument("--image", help="cluster backends: the image holding the program")
     p.add_argument("--namespace", default="default", help="cluster backends: the job's namespace")
@@ -121,6 +127,8 @@ def _cmd_launch(args) -> int:
     from kfdist.components.launch_program.local_launch import run_local
 
     command = tuple(args.program[1:] if args.program[:1] == ["--"] else args.program)
+    if args.framework is None:  # said on stderr: `render launch` prints YAML on stdout
+        args.framework = choose_framework(command, args.program_dir, program_default("framework"))
     if args.backend == "auto":
         from kfdist.components.launch_program.program_backend import choose_program_backend
 

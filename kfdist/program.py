@@ -15,6 +15,11 @@ kfdist's own::
     model.fit(train, ...)
     if program.is_leader():
         model.save(program.model_dir())
+
+Importing kfdist sets no variable: the program chooses its Keras. `model.save(dir)` writes a
+SavedModel with tf-keras, which the program selects by setting `TF_USE_LEGACY_KERAS=1` before it
+imports TensorFlow (as `examples/keras_fit_backup_restore.py` does); Keras 3 exports one with
+`model.export(dir)`.
 """
 
 from __future__ import annotations

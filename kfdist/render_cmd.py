@@ -69,7 +69,8 @@ def _add_render_launch(p, releases) -> None:
     """`kfdist render launch [launch flags] -- COMMAND`: the job `kfdist launch` creates."""
     from kfdist.launch_cmd import add_launch_flags, render_launch
 
-    sub = p.add_subparsers(dest="render_what", metavar="launch", required=False)
+    sub = p.add_subparsers(dest="render_what", metavar="launch", required=False,
+                           help="with `launch`: the job `kfdist launch` creates, not the step's")
     launch = sub.add_parser("launch", help="print the TFJob, PyTorchJob, MPIJob or TrainJob "
                                            "`kfdist launch` creates with the same flags",
                             description="Prints, as YAML, the job `kfdist launch` creates with "
@@ -141,7 +142,9 @@ def run_render(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Runs `render` alone (for tests and debugging): `python -m kfdist.render_cmd ...`."""
-    parser = argparse.ArgumentParser(prog="kfdist")
+    from kfdist.cli_parser import CommandParser
+
+    parser = CommandParser(prog="kfdist")
     add_render_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["render"] + list(sys.argv[1:] if argv is None else argv))
     try:

@@ -8,6 +8,7 @@ keep the two apart and check a program before the pipeline starts.
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import shutil
 import sys
@@ -19,6 +20,14 @@ from kfdist.components.common.errors import InvalidInputError
 SAMPLE_OF_PROGRAM = "mnist"
 #: What `kfdist run` takes for the `program` pipeline beside the training flags they share.
 PROGRAM_ONLY_SETTINGS = ("command", "framework", "procs_per_worker", "mpi", "stage")
+
+
+def program_default(name: str) -> Any:
+    """The default of the `train_program` step's parameter `name`: its signature is the one
+    definition the program pipeline, `kfdist run program` and `kfdist launch` share."""
+    from kfdist.components.launch_program.component import train_program
+
+    return inspect.signature(train_program.python_func).parameters[name].default
 
 
 def add_program_flags(parser: argparse.ArgumentParser) -> None:
@@ -33,10 +42,10 @@ def add_program_flags(parser: argparse.ArgumentParser) -> None:
                               "'python train.py --epochs 4'")
     program.add_argument("--framework", choices=FRAMEWORKS, default=argparse.SUPPRESS,
                          help="tensorflow (TF_CONFIG) or pytorch (MASTER_ADDR, RANK, ...) "
-                              "(default: tensorflow)")
+                              f"(default: {program_default('framework')})")
     program.add_argument("--procs-per-worker", type=int, default=argparse.SUPPRESS,
                          help="PyTorch processes per node, or MPI ranks per worker with --mpi "
-                              "(default: 1)")
+                              f"(default: {program_default('procs_per_worker')})")
     program.add_argument("--mpi", action="store_true", default=argparse.SUPPRESS,
                          help="an MPI program: one mpirun over workers x procs-per-worker ranks")
     program.add_argument("--stage", action="store_true", default=argparse.SUPPRESS,

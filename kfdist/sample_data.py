@@ -208,6 +208,10 @@ def write_tabular_sample(out_dir: str) -> dict:
 TABULAR_LABEL_COLUMN = "species"
 SAMPLES = {"mnist": write_mnist_sample, "images": write_images_sample,
            "tabular": write_tabular_sample}
+#: What each sample is, as `kfdist sample-data --help` lists them (one entry per sample).
+SAMPLE_DESCRIPTIONS = {"mnist": "handwritten digits as MNIST IDX files",
+                       "images": "the digits as PNG images in train/test TFRecord files",
+                       "tabular": "the Palmer penguins table as a CSV file, label: species"}
 #: The samples that are tables: the CSV each is written from (checked before it is written).
 SAMPLE_TABLES = {"tabular": penguins_csv_path}
 #: The label column of each sample that has one other than `label`.

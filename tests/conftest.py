@@ -7,10 +7,11 @@ import os
 
 import pytest
 
-import kfdist  # noqa: F401  (legacy Keras for every test)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras for every test)
 
 #: Fixtures of the test doubles: the GCS emulator, and the API server with its process operator.
 pytest_plugins = ("fakes.gcs_emulator", "fakes.kube_server.cluster_fixtures", "fakes.kfp_server",
+                  "cluster.fixture",
                   "fakes.model_fixture")
 
 

@@ -29,6 +29,7 @@ from typing import List, Optional
 
 import numpy as np
 
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import model_artifact as ma
 from kfdist.components.common.errors import require

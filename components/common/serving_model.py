@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 import tensorflow as tf
 
 from kfdist.components.common import dataset_spec as ds

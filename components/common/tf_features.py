@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Optional, Tuple
 
-import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
 import tensorflow as tf
 
 from kfdist.components.common import serving_inputs

@@ -22,7 +22,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import eval_predictions as ep
 from kfdist.components.common import model_artifact as ma

@@ -2,8 +2,9 @@
 
 Each replica runs the user's command unchanged, in the caller's environment
 less anything an operator injects (no stray TF_CONFIG or RANK from the
-shell), plus exactly what the operator injects with localhost addresses
-(`operator_env`). The local supervisor streams every line as `[worker-i]`,
+shell) and less kfdist's own variables (no TF_USE_LEGACY_KERAS that kfdist
+set for itself: `own_env`), plus exactly what the operator injects with
+localhost addresses (`operator_env`). The local supervisor streams every line as `[worker-i]`,
 applies the restart policy and backoff limit, decides success as the
 operators do (chief, else master, else worker 0) and leaves no process
 behind on failure, SIGTERM or Ctrl-C.
@@ -15,7 +16,7 @@ import os
 import tempfile
 from typing import Callable, Dict, Optional
 
-from kfdist.components.common import storage
+from kfdist.components.common import own_env, storage
 from kfdist.components.launch_program import operator_env
 from kfdist.components.launch_program.program_job import ProgramJob, check_local_command
 from kfdist.components.train_distributed.job import config, strategy_rules, tf_config
@@ -26,8 +27,9 @@ from kfdist.components.train_distributed.local.supervisor import LAUNCHER, Local
 
 
 def base_env() -> dict:
-    """The caller's environment without any variable an operator or kfdist injects."""
-    return {k: v for k, v in os.environ.items() if k not in operator_env.INJECTED}
+    """The caller's environment as the user gave it (`own_env.user_environ`: none of kfdist's
+    own variables), without any variable an operator or kfdist injects."""
+    return {k: v for k, v in own_env.user_environ().items() if k not in operator_env.INJECTED}
 
 
 def run_local(job: ProgramJob, log: Callable[[str], None],

@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import List, Optional
 
-from kfdist.components.common import storage
+from kfdist.components.common import own_env, storage
 from kfdist.components.launch_program import operator_env
 from kfdist.components.launch_program.program_files import REQUIREMENTS_FILE
 
@@ -96,7 +96,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not command:
         _say("no command after --")
         return CANNOT_START
-    env = dict(os.environ)
+    env = own_env.user_environ()  # none of kfdist's own variables reach the program
     scratch = env.pop(SCRATCH_ENV, None)
     if args.tf_layout:
         _install_tf_config(env, json.loads(args.tf_layout))

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 import pytest
 
-import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import eval_predictions
 from kfdist.components.common import model_artifact as ma

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from kfdist.components.train_distributed.job import tf_config
 
 # Writes the variables an operator or kfdist injects to <KFDIST_MODEL_DIR>/<rank or task>.json.
@@ -65,6 +67,60 @@ def test_pytorch_replicas_get_master_rank_and_pet_variables(tmp_path):
                        "KFDIST_MODEL_DIR": str(tmp_path / "model"),
                        "KFDIST_CHECKPOINT_DIR": str(tmp_path / "checkpoints")}
     assert "[master-0] wrote 0" in done.stdout and "[worker-1] wrote 2" in done.stdout
+
+
+def test_without_framework_the_programs_imports_choose_it_and_the_console_says_so(tmp_path):
+    program = tmp_path / "train.py"
+    program.write_text("if False:\n    import torch  # read, never run\n" + DUMP)
+    done = _launch("--workers", "2", "--output", str(tmp_path / "pt"), "--", sys.executable,
+                   str(program))
+    assert done.returncode == 0, done.stderr
+    assert "framework: pytorch (train.py imports torch; --framework chooses)" in done.stderr
+    assert sorted(_dumps(tmp_path / "pt" / "model")) == ["0", "1"]  # RANK: a PyTorch job
+    done = _launch("--workers", "2", "--output", str(tmp_path / "tf"), "--", sys.executable, "-c",
+                   DUMP)
+    assert done.returncode == 0, done.stderr
+    assert ("framework: tensorflow (the default: the -c program imports neither tensorflow nor "
+            "torch; --framework chooses)") in done.stderr
+    assert sorted(_dumps(tmp_path / "tf" / "model")) == ["worker-0", "worker-1"]
+
+
+# Writes the program's whole environment to <KFDIST_MODEL_DIR>/env.json.
+ENV_DUMP = """
+import json, os
+with open(os.path.join(os.environ["KFDIST_MODEL_DIR"], "env.json"), "w") as f:
+    json.dump(dict(os.environ), f)
+"""
+#: Variables kfdist's own processes set for themselves (tf-keras, quiet TensorFlow).
+KFDIST_OWN = ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL")
+
+
+@pytest.mark.parametrize("exported, how", [
+    ({}, "command"),
+    ({}, "program-dir"),
+    ({}, "mpi"),
+    ({"TF_USE_LEGACY_KERAS": "0", "TF_CPP_MIN_LOG_LEVEL": "3"}, "command"),
+    ({"TF_USE_LEGACY_KERAS": "1"}, "program-dir"),
+])
+def test_no_variable_of_kfdists_own_reaches_the_program(tmp_path, exported, how):
+    """The program sees TF_USE_LEGACY_KERAS and TF_CPP_MIN_LOG_LEVEL only as the user exported
+    them, as the same program in its own image on a cluster would (kfdist's own processes
+    choose tf-keras for themselves), and of kfdist's variables only the KFDIST_* locations."""
+    shell = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "KFDIST_"))}
+    (tmp_path / "prog").mkdir()
+    (tmp_path / "prog" / "dump_env.py").write_text(ENV_DUMP)
+    program = {"command": ["--", sys.executable, str(tmp_path / "prog" / "dump_env.py")],
+               "program-dir": ["--program-dir", str(tmp_path / "prog"), "--", sys.executable,
+                               "dump_env.py"],
+               "mpi": ["--mpi", "--", sys.executable, str(tmp_path / "prog" / "dump_env.py")]}
+    done = _launch("--framework", "tensorflow", "--workers", "1", "--output",
+                   str(tmp_path / "out"), *program[how], env={**shell, **exported})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    with open(tmp_path / "out" / "model" / "env.json") as f:
+        seen = json.load(f)
+    assert {name: seen[name] for name in KFDIST_OWN if name in seen} == exported
+    assert sorted(name for name in seen if name.startswith("KFDIST_")) == [
+        "KFDIST_CHECKPOINT_DIR", "KFDIST_MODEL_DIR"]
 
 
 def test_program_that_exits_1_fails_with_its_last_lines(tmp_path):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 from kfdist.components.common import model_artifact as ma
 from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.replica import sidecar_evaluator

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 import tensorflow as tf
 
 from kfdist.components.common import dataset_spec

@@ -120,7 +120,7 @@ def test_parameter_server_evaluator_runs_beside_training_and_is_ended(parameter_
 
 GRADIENT_PROBE = textwrap.dedent("""
     import json, sys
-    import kfdist
+    from kfdist.components.common import legacy_keras
     import numpy as np
     import tensorflow as tf
     from kfdist.components.train_distributed.replica.horovod_support import horovod_keras

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 
 
 def build_model_artifact(dataset_dir: str, model_dir: str, *, epochs: int = 3, seed: int = 0) -> str:

@@ -305,7 +305,9 @@ def test_horovod_ssh_client_and_server_agree():
     assert server["port"] == client["port"] and int(server["port"]) > 1024  # non-root sshd
     assert server["usepam"] == "no" and server["strictmodes"] == "no"
     assert server["hostkey"].startswith("/home/mpiuser/.ssh/")
-    assert "TF_USE_LEGACY_KERAS=1" in server["setenv"].split()
+    # Keras is each program's choice: no image-wide TF_USE_LEGACY_KERAS for ranks started by ssh.
+    assert not [v for v in server["setenv"].split() if v.startswith("TF_USE_LEGACY_KERAS")]
+    assert "PATH=/opt/venv/bin" in server["setenv"]
     assert client["stricthostkeychecking"] == "no" and client["userknownhostsfile"] == "/dev/null"
     dockerfile = (CONTAINERS / "horovod" / "Dockerfile").read_text()
     assert "/etc/ssh/sshd_config.d/" in dockerfile and "/etc/ssh/ssh_config.d/" in dockerfile

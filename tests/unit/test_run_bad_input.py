@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import kfdist  # noqa: F401  (first: importing kfdist selects legacy Keras)
+from kfdist.components.common import legacy_keras  # noqa: F401  (first: tf-keras before TensorFlow)
 
 import tensorflow as tf  # after kfdist (legacy Keras)
 

@@ -21,7 +21,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import kfdist  # noqa: F401  (legacy Keras before TensorFlow loads)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 from kfdist.components.common import dataset_spec, storage
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.shard_dataset import runtime

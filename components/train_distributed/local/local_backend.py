@@ -20,6 +20,7 @@ import os
 import sys
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
+from kfdist.components.common import own_env
 from kfdist.components.train_distributed.job import config, strategy_rules, tf_config
 from kfdist.components.train_distributed.job import work_files
 from kfdist.components.train_distributed.local.ports import PortReservation
@@ -41,7 +42,9 @@ def replica_env(tf_config_value: Optional[dict]) -> Dict[str, str]:
     env.pop(tf_config.TF_CONFIG_ENV, None)
     if tf_config_value is not None:
         env[tf_config.TF_CONFIG_ENV] = tf_config.to_env_value(tf_config_value)
-    env.update({"TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1",
+    own_env.use_own_env(env)  # kfdist's own replica; its models need tf-keras whatever was set
+    env.update({own_env.LEGACY_KERAS_ENV: own_env.OWN_ENV[own_env.LEGACY_KERAS_ENV],
+                "PYTHONUNBUFFERED": "1",
                 "PYTHONPATH": replica_pythonpath(), work_files.LAUNCHER_PID_ENV: str(os.getpid())})
     return env
 

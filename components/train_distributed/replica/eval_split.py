@@ -7,7 +7,7 @@ scores with by default).
 
 from __future__ import annotations
 
-import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 import tensorflow as tf
 
 from kfdist.components.common import dataset_spec, tf_features

@@ -15,7 +15,7 @@ import contextlib
 import sys
 from typing import Iterator
 
-import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 
 _hvd = None
 

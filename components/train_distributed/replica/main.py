@@ -17,7 +17,7 @@ import tempfile
 import traceback
 from typing import Callable, Optional, Sequence
 
-import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 import tensorflow as tf
 
 from kfdist.components.common import process_exit

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Dict, Tuple
 
-import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 from kfdist.components.common.dataset_spec import (
     FEATURES_KEY, IMAGE_KEY, DatasetMetadata, model_input_shape)
 from kfdist.components.common.errors import InvalidInputError, require

@@ -27,7 +27,7 @@ import os
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-import kfdist  # noqa: F401  (selects legacy Keras before TensorFlow loads)
+from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 import tensorflow as tf
 
 from kfdist.components.common import dataset_spec, model_artifact

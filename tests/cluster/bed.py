@@ -1,0 +1,191 @@
+"""Starts and stops one test bed in a directory: etcd, kube-apiserver, kube-controller-manager,
+the operators' own controllers and the node agent, all on 127.0.0.1.
+
+    bed = start(Path("DIR"))   # returns once the node is Ready and every operator answers
+    stop(Path("DIR"))          # from any process: ends every process, container and network
+
+`DIR/kubeconfig` is the administrator's; `DIR/logs/` holds each process's log; `DIR/bed.json`
+records the ports and the binaries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Optional
+
+from cluster import certs, control_plane, node_runtime, operators, processes
+
+HERE = Path(__file__).resolve().parent
+BED_RECORD = "bed.json"
+#: How long each part may take to become ready (a cold machine's first start is the slowest).
+START_TIMEOUT_S = 120.0
+#: The administrator (a client certificate in `system:masters`).
+ADMIN = "kfdist-test-bed-admin"
+#: Every name the API server's certificate serves.
+API_HOSTS = ("127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+             "kubernetes.default.svc.cluster.local", "10.96.0.1")
+
+
+def build(names=()) -> Dict[str, str]:
+    """Builds (or finds in the cache) the test bed's binaries: {name: path}."""
+    result = subprocess.run(["bash", str(HERE / "build.sh"), *names], stdout=subprocess.PIPE,
+                            text=True, check=False)
+    if result.returncode != 0:
+        raise processes.StartFailed(f"tests/cluster/build.sh failed (exit {result.returncode}); "
+                                    "its output above says which binary")
+    return dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.strip())
+
+
+@dataclasses.dataclass
+class Bed:
+    """A running test bed."""
+
+    layout: control_plane.Layout
+    binaries: Dict[str, str]
+    kubectl: str
+
+    @property
+    def root(self) -> Path:
+        return self.layout.root
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.layout.kubeconfig
+
+    def kubectl_run(self, *args: str, stdin: Optional[str] = None, check: bool = True,
+                    kubeconfig: Optional[Path] = None) -> subprocess.CompletedProcess:
+        """Runs kubectl against the bed (as the administrator unless `kubeconfig` says)."""
+        result = subprocess.run([self.kubectl, f"--kubeconfig={kubeconfig or self.kubeconfig}",
+                                 *args], input=stdin, capture_output=True, text=True, timeout=120)
+        if check and result.returncode != 0:
+            raise processes.StartFailed(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
+        return result
+
+
+def _kubectl() -> str:
+    found = Path(sys.executable).parent / "kubectl"
+    if found.exists():
+        return str(found)
+    return "kubectl"
+
+
+def _certificates(pki: Path) -> certs.Authority:
+    authority = certs.Authority(pki)
+    authority.issue("apiserver", "kube-apiserver", hosts=API_HOSTS)
+    authority.issue("admin", ADMIN, organization="system:masters")
+    authority.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+                    organization="system:masters")
+    authority.issue("kube-controller-manager", "system:kube-controller-manager")
+    authority.issue("serving", "kfdist-test-bed-serving", hosts=("127.0.0.1", "localhost"))
+    certs.service_account_keys(pki)
+    return authority
+
+
+def start(root: Path, binaries: Optional[Dict[str, str]] = None) -> Bed:
+    """Starts a test bed in `root` (created; must hold no running bed) and waits until it is ready.
+
+    On any failure everything started so far is stopped again and `StartFailed` says why.
+    """
+    root = Path(root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    if processes.running(root):
+        raise processes.StartFailed(f"a test bed is already running in {root}: "
+                                    f"bash tests/cluster/down.sh {root}")
+    binaries = binaries or build()
+    layout = control_plane.Layout(root, processes.free_port(), processes.free_port(),
+                                  processes.free_port())
+    bed = Bed(layout, binaries, _kubectl())
+    (root / BED_RECORD).write_text(json.dumps({"layout": layout.to_json(), "binaries": binaries,
+                                               "kubectl": bed.kubectl}, indent=1))
+    try:
+        _start(bed)
+    except BaseException:
+        stop(root)
+        raise
+    return bed
+
+
+def _start(bed: Bed) -> None:
+    layout, binaries = bed.layout, bed.binaries
+    pki = layout.pki
+    authority = _certificates(pki)
+    procs = processes.Processes(layout.root)
+
+    procs.start("etcd", control_plane.etcd_argv(binaries["etcd"], layout))
+    procs.wait_until("etcd", lambda: processes.port_open(layout.etcd_port), START_TIMEOUT_S)
+
+    procs.start("kube-apiserver", control_plane.apiserver_argv(binaries["kube-apiserver"], layout))
+    procs.wait_until("kube-apiserver", lambda: processes.https_ok(
+        f"{layout.api_url}/readyz", pki / "ca.crt", pki / "admin.crt", pki / "admin.key"),
+        START_TIMEOUT_S)
+
+    layout.kubeconfig.write_text(control_plane.kubeconfig(
+        layout.api_url, pki / "ca.crt", pki / "admin.crt", pki / "admin.key", ADMIN))
+    layout.component_kubeconfig("kube-controller-manager").parent.mkdir(exist_ok=True)
+    layout.component_kubeconfig("kube-controller-manager").write_text(control_plane.kubeconfig(
+        layout.api_url, pki / "ca.crt", pki / "kube-controller-manager.crt",
+        pki / "kube-controller-manager.key", "system:kube-controller-manager"))
+    procs.start("kube-controller-manager", control_plane.controller_manager_argv(
+        binaries["kube-controller-manager"], layout))
+    # Ready once its root-CA publisher has written the CA into the default namespace.
+    procs.wait_until("kube-controller-manager", lambda: bed.kubectl_run(
+        "get", "configmap", "kube-root-ca.crt", "-n", "default", check=False).returncode == 0,
+        START_TIMEOUT_S)
+
+    node_runtime.start_node_agent(bed, procs, authority)
+    operators.start_operators(bed, procs, authority)
+
+
+def load(root: Path) -> Bed:
+    """The test bed recorded in `root` (started by `start`, perhaps in another process)."""
+    record = json.loads((Path(root) / BED_RECORD).read_text())
+    return Bed(control_plane.Layout.from_json(record["layout"]), record["binaries"],
+               record["kubectl"])
+
+
+def stop(root: Path) -> Dict[str, list]:
+    """Ends every process of the bed in `root`, then its pods' containers and network.
+
+    Returns:
+      What had to be forced: {"killed": process names, "containers": container names}.
+    """
+    root = Path(root).resolve()
+    killed = processes.stop_all(root)
+    containers = node_runtime.remove_all(root)
+    return {"killed": killed, "containers": containers}
+
+
+def main(argv=None) -> int:
+    """`python -m cluster.bed up|down DIR` (what up.sh and down.sh run)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 2 or argv[0] not in ("up", "down"):
+        print("usage: python -m cluster.bed up|down DIR", file=sys.stderr)
+        return 2
+    command, root = argv[0], Path(argv[1])
+    if command == "down":
+        if not (root / BED_RECORD).exists() and not (root / processes.RECORD).exists():
+            print(f"down: no test bed in {root} (no {BED_RECORD})", file=sys.stderr)
+            return 1
+        forced = stop(root)
+        print(f"stopped the test bed in {root}"
+              + (f" (killed: {', '.join(forced['killed'])})" if forced["killed"] else ""))
+        return 0
+    started = time.monotonic()
+    try:
+        bed = start(root)
+    except processes.StartFailed as error:
+        print(f"up: the test bed did not start: {error}", file=sys.stderr)
+        return 1
+    print(f"test bed ready in {time.monotonic() - started:.1f} s; "
+          f"export KUBECONFIG={bed.kubeconfig}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

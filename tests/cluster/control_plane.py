@@ -1,0 +1,129 @@
+"""The command lines of etcd, kube-apiserver and kube-controller-manager, and the kubeconfigs.
+
+Pure functions of the test bed's layout (`Layout`): what starts them is `bed.py`. The API server
+runs with RBAC, ServiceAccount tokens and the default admission plugins, like a real cluster's;
+the controller manager with the garbage collector, the Job controller and the other default
+controllers, each under its own ServiceAccount.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Dict, List
+
+#: The range the API server hands Services' cluster IPs from (no traffic is ever sent there: the
+#: node agent resolves Services to pod addresses itself).
+SERVICE_RANGE = "10.96.0.0/24"
+#: What the API server and the controller manager log (`-v`): warnings and start-up.
+VERBOSITY = "1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where one test bed keeps its files, and its ports (all on 127.0.0.1)."""
+
+    root: Path
+    etcd_port: int
+    etcd_peer_port: int
+    api_port: int
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def api_url(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The administrator's kubeconfig (`system:masters`)."""
+        return self.root / "kubeconfig"
+
+    def component_kubeconfig(self, name: str) -> Path:
+        """The kubeconfig of a control-plane component or operator."""
+        return self.root / "kubeconfigs" / f"{name}.yaml"
+
+    def to_json(self) -> Dict:
+        return {"root": str(self.root), "etcd_port": self.etcd_port,
+                "etcd_peer_port": self.etcd_peer_port, "api_port": self.api_port}
+
+    @classmethod
+    def from_json(cls, data: Dict) -> "Layout":
+        return cls(Path(data["root"]), data["etcd_port"], data["etcd_peer_port"], data["api_port"])
+
+
+def etcd_argv(etcd: str, layout: Layout) -> List[str]:
+    """etcd on loopback, one member, without fsync (a test bed's data need not survive a crash)."""
+    client = f"http://127.0.0.1:{layout.etcd_port}"
+    peer = f"http://127.0.0.1:{layout.etcd_peer_port}"
+    return [etcd, "--name", "test-bed", "--data-dir", str(layout.root / "etcd"),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"test-bed={peer}", "--unsafe-no-fsync",
+            "--listen-metrics-urls", "", "--log-level", "warn"]
+
+
+def apiserver_argv(apiserver: str, layout: Layout) -> List[str]:
+    """kube-apiserver: client certificates and ServiceAccount tokens, RBAC, default admission."""
+    pki = layout.pki
+    return [apiserver,
+            f"--etcd-servers=http://127.0.0.1:{layout.etcd_port}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={layout.api_port}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            "--authorization-mode=RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--service-cluster-ip-range={SERVICE_RANGE}",
+            # pods/log and exec: the API server reaches the node agent's kubelet port with this.
+            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+            f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+            "--kubelet-preferred-address-types=InternalIP",
+            "--allow-privileged=true", "--profiling=false",
+            f"--cert-dir={pki / 'apiserver-generated'}", f"-v={VERBOSITY}"]
+
+
+def controller_manager_argv(controller_manager: str, layout: Layout) -> List[str]:
+    """kube-controller-manager: every default controller, each with its own ServiceAccount."""
+    pki, kubeconfig = layout.pki, layout.component_kubeconfig("kube-controller-manager")
+    return [controller_manager, f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+            "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={pki / 'ca.crt'}",
+            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+            f"--cluster-signing-key-file={pki / 'ca.key'}",
+            f"--service-cluster-ip-range={SERVICE_RANGE}",
+            # A test's garbage must go quickly: collect terminated pods past 50 (not 12,500).
+            "--terminated-pod-gc-threshold=50", f"-v={VERBOSITY}"]
+
+
+def kubeconfig(api_url: str, ca: Path, cert: Path, key: Path, user: str,
+               namespace: str = "default") -> str:
+    """A kubeconfig (JSON, which is YAML) for a client certificate against the test bed."""
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "kfdist-test-bed",
+        "clusters": [{"name": "kfdist-test-bed", "cluster": {
+            "server": api_url, "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": {"client-certificate": str(cert),
+                                          "client-key": str(key)}}],
+        "contexts": [{"name": "kfdist-test-bed", "context": {
+            "cluster": "kfdist-test-bed", "user": user, "namespace": namespace}}]}, indent=1)
+
+
+def token_kubeconfig(api_url: str, ca: Path, token: str, user: str, namespace: str) -> str:
+    """A kubeconfig that authenticates with a ServiceAccount's bearer token."""
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "kfdist-test-bed",
+        "clusters": [{"name": "kfdist-test-bed", "cluster": {
+            "server": api_url, "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "kfdist-test-bed", "context": {
+            "cluster": "kfdist-test-bed", "user": user, "namespace": namespace}}]}, indent=1)

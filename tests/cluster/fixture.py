@@ -1,0 +1,93 @@
+"""The pytest fixtures of the real control plane: one test bed for the whole test session.
+
+`kube_bed` starts it (building what the cache lacks) and, at the end, stops it and checks that no
+process, container or network of it is left. `bed_namespace` gives a test a namespace of its own
+with kfdist's pipeline-runner ServiceAccount and Role (manifests/base) bound in it, and a
+kubeconfig with that ServiceAccount's token: what the training step runs with on a cluster.
+Registered by tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cluster import bed as test_bed
+from cluster import control_plane, node_runtime, processes
+
+REPO = Path(__file__).resolve().parents[2]
+RUNNER = "kfdist-pipeline-runner"
+_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def kube_bed(tmp_path_factory):
+    """The running test bed (`bed.Bed`)."""
+    root = tmp_path_factory.mktemp("kube-bed")
+    bed = test_bed.start(root)
+    # kfdist's runtimes, as the README installs them (through Trainer's validating webhook).
+    bed.kubectl_run("apply", "--server-side", "-k", str(REPO / "manifests" / "runtimes"))
+    yield bed
+    forced = test_bed.stop(root)
+    assert processes.running(root) == [], "test bed processes outlived down"
+    assert not forced["killed"], f"did not stop on SIGTERM: {forced['killed']}"
+    left = subprocess.run(["podman", "ps", "-a", "--filter",
+                           f"label=kfdist.test-bed={node_runtime.bed_id(root)}", "--format",
+                           "{{.Names}}"], capture_output=True, text=True).stdout.split()
+    assert left == [], f"containers left: {left}"
+
+
+class Namespace:
+    """A test's namespace on the bed, with the pipeline runner's RBAC and token kubeconfig."""
+
+    def __init__(self, bed: test_bed.Bed, name: str, kubeconfig: Path):
+        self.bed, self.name, self.kubeconfig = bed, name, kubeconfig
+
+    def claim_path(self, claim: str) -> Path:
+        """The host directory of a PersistentVolumeClaim in this namespace (the node's)."""
+        from cluster.node_agent.volumes import claim_directory
+
+        path = claim_directory(self.bed.root, self.name, claim)
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o777)
+        return path
+
+    def kubectl(self, *args: str, stdin: str | None = None,
+                check: bool = True) -> subprocess.CompletedProcess:
+        """kubectl as the administrator, in this namespace."""
+        return self.bed.kubectl_run(f"--namespace={self.name}", *args, stdin=stdin, check=check)
+
+    def get(self, kind: str, name: str = ""):
+        """An object (or, without `name`, the list's items) as JSON."""
+        found = json.loads(self.kubectl("get", kind, *([name] if name else []), "-o", "json").stdout)
+        return found if name else found["items"]
+
+
+def make_namespace(bed: test_bed.Bed, name: str, root: Path) -> Namespace:
+    """Creates `name` with manifests/base's RBAC in it and a kubeconfig of its ServiceAccount."""
+    bed.kubectl_run("create", "namespace", name)
+    rendered = bed.kubectl_run("kustomize", str(REPO / "manifests" / "base")).stdout
+    bed.kubectl_run("apply", f"--namespace={name}", "-f", "-",
+                    stdin=rendered.replace("namespace: default", f"namespace: {name}"))
+    token = bed.kubectl_run("create", "token", RUNNER, f"--namespace={name}",
+                            "--duration=2h").stdout.strip()
+    kubeconfig = root / f"{name}.kubeconfig"
+    kubeconfig.write_text(control_plane.token_kubeconfig(
+        bed.layout.api_url, bed.layout.pki / "ca.crt", token, RUNNER, name))
+    return Namespace(bed, name, kubeconfig)
+
+
+@pytest.fixture
+def bed_namespace(kube_bed, tmp_path, monkeypatch):
+    """A fresh namespace; `KUBECONFIG` is its pipeline runner's (deleted after the test)."""
+    for variable in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KFP_POD_NAMESPACE",
+                     "KFP_POD_NAME", "KFP_POD_UID", "TF_CONFIG"):
+        monkeypatch.delenv(variable, raising=False)
+    namespace = make_namespace(kube_bed, f"t{next(_numbers)}", tmp_path)
+    monkeypatch.setenv("KUBECONFIG", str(namespace.kubeconfig))
+    yield namespace
+    kube_bed.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)

@@ -1,0 +1,93 @@
+"""The node's container runtime: podman, for the containers of one test bed (all labelled with
+the bed's id), with one `podman events` stream telling which container ended."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from typing import Callable, Dict, List, Optional, Sequence
+
+from cluster.node_agent.podspec import BED_LABEL
+
+
+class Podman:
+    """podman for one test bed.
+
+    Args:
+      binary: The podman binary.
+      bed_id: The test bed's id (the value of every container's `BED_LABEL`).
+    """
+
+    def __init__(self, binary: str, bed_id: str):
+        self.binary, self.bed_id = binary, bed_id
+        self.network = f"kfdist-bed-{bed_id}"
+        self._events: Optional[subprocess.Popen] = None
+
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([self.binary, *args], capture_output=True, text=True, timeout=timeout)
+
+    def create_network(self) -> Dict[str, str]:
+        """Creates the pods' network (once) and returns its `subnet` and `gateway`."""
+        if self.run("network", "exists", self.network).returncode != 0:
+            made = self.run("network", "create", "--label", f"{BED_LABEL}={self.bed_id}",
+                            self.network)
+            if made.returncode != 0:
+                raise RuntimeError(f"podman network create failed: {made.stderr.strip()}")
+        inspected = json.loads(self.run("network", "inspect", self.network).stdout)[0]
+        subnet = inspected["subnets"][0]
+        return {"subnet": subnet["subnet"], "gateway": subnet["gateway"]}
+
+    def image_exists(self, image: str) -> bool:
+        return self.run("image", "exists", image).returncode == 0
+
+    def inspect(self, name: str) -> Optional[Dict]:
+        result = self.run("container", "inspect", name)
+        if result.returncode != 0:
+            return None
+        return json.loads(result.stdout)[0]
+
+    def stop(self, names: Sequence[str], grace_s: int) -> None:
+        if names:
+            self.run("stop", "--ignore", "--time", str(max(0, grace_s)), *names,
+                     timeout=grace_s + 60)
+
+    def remove(self, names: Sequence[str]) -> None:
+        if names:
+            self.run("rm", "--force", "--ignore", "--time", "0", *names, timeout=120)
+
+    def containers(self, label: str = "") -> List[str]:
+        """Names of this bed's containers (with `label` too, when given), running or not."""
+        filters = ["--filter", f"label={BED_LABEL}={self.bed_id}"]
+        if label:
+            filters += ["--filter", f"label={label}"]
+        result = self.run("ps", "-a", *filters, "--format", "{{.Names}}")
+        return result.stdout.split()
+
+    def watch_exits(self, on_exit: Callable[[str], None]) -> None:
+        """Calls `on_exit(container name)` from a thread each time one of the bed's containers
+        ends (until `close`)."""
+        self._events = subprocess.Popen(
+            [self.binary, "events", "--format", "json", "--filter", "event=died",
+             "--filter", f"label={BED_LABEL}={self.bed_id}"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+        def read() -> None:
+            for line in self._events.stdout:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                name = event.get("Name") or event.get("Actor", {}).get("Attributes", {}).get("name")
+                if name:
+                    on_exit(name)
+
+        threading.Thread(target=read, name="podman-events", daemon=True).start()
+
+    def close(self) -> None:
+        if self._events and self._events.poll() is None:
+            self._events.terminate()
+            try:
+                self._events.wait(5)
+            except subprocess.TimeoutExpired:
+                self._events.kill()

@@ -1,0 +1,62 @@
+"""The test bed's node: the node agent as a process, and what `stop` removes after it (the pods'
+podman containers and network, found by the bed's label)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+from cluster import processes
+from cluster.node_agent.__main__ import NODE_NAME
+from cluster.node_agent.podspec import BED_LABEL
+
+HERE = Path(__file__).resolve().parent
+
+
+def bed_id(root: Path) -> str:
+    """The id that labels a bed's containers and names its network (from its directory)."""
+    return hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:10]
+
+
+def start_node_agent(bed, procs: processes.Processes, authority) -> None:
+    """Starts the node agent and waits until its Node is Ready."""
+    port = processes.free_port()
+    procs.start("node-agent", [sys.executable, "-m", "cluster.node_agent", "--root",
+                               str(bed.root), "--kubeconfig", str(bed.kubeconfig), "--port",
+                               str(port), "--bed-id", bed_id(bed.root)],
+                env={**_environ(), "PYTHONPATH": str(HERE.parent)})
+
+    def ready() -> bool:
+        found = bed.kubectl_run("get", "node", NODE_NAME, "-o", "json", check=False)
+        if found.returncode != 0:
+            return False
+        conditions = json.loads(found.stdout)["status"].get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    procs.wait_until("node-agent", ready, 60)
+
+
+def _environ():
+    import os
+    return dict(os.environ)
+
+
+def remove_all(root: Path) -> List[str]:
+    """Removes every container and the network of the bed in `root`; returns the containers."""
+    podman = shutil.which("podman")
+    if not podman:
+        return []
+    label = f"label={BED_LABEL}={bed_id(root)}"
+    names = subprocess.run([podman, "ps", "-a", "--filter", label, "--format", "{{.Names}}"],
+                           capture_output=True, text=True, timeout=120).stdout.split()
+    if names:
+        subprocess.run([podman, "rm", "--force", "--time", "0", "--ignore", *names],
+                       capture_output=True, timeout=300)
+    subprocess.run([podman, "network", "rm", "--force", f"kfdist-bed-{bed_id(root)}"],
+                   capture_output=True, timeout=120)
+    return names

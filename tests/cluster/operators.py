@@ -1,0 +1,290 @@
+"""The operators' own controllers as processes, with their own CRDs and webhook configurations.
+
+Each operator's CRDs and webhooks come from its Go module at the version `modules/` pins (the
+module cache holds them once `build.sh` built the binary). Webhook configurations point at
+`https://127.0.0.1:PORT/<path>` with the bed's CA (as envtest does); each operator serves the
+bed's certificate from a directory of its own (`TMPDIR`), and the Training Operator, whose
+cert-controller cannot be turned off, finds its Secret made in advance with the same certificate.
+
+What the operators run with differs from their releases' deployments only where a process on one
+machine must: ports, kubeconfigs, certificates, and
+
+* the Training Operator's PyTorch init container runs in the Debian base image the bed has
+  (`containers/build.sh` builds it) with `getent hosts` in place of `nslookup` (no alpine image);
+* Kueue runs with VisibilityOnDemand off (its aggregated API server needs in-cluster networking);
+* Trainer runs with its TrainJobStatus gate off (its status server reads an in-pod token file).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+import yaml
+
+from cluster import processes
+
+HERE = Path(__file__).resolve().parent
+MODULES = HERE / "modules"
+#: Where the Training Operator's cert-controller looks for a mounted certificate (fixed in its code).
+FIXED_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+#: Where Kueue loads its metrics certificate from whatever its configuration says (fixed).
+KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+#: The image of the Training Operator's PyTorch init container (the bed's Debian base).
+INIT_IMAGE = "docker.io/library/debian:12.15-slim"
+READY_TIMEOUT_S = 120.0
+#: The namespaces the operators keep their own objects in (as their releases deploy them).
+NAMESPACES = ("kubeflow", "kubeflow-system", "jobset-system", "kueue-system", "mpi-operator")
+
+
+@dataclasses.dataclass(frozen=True)
+class Module:
+    """An operator's Go module, as `modules/<directory>/go.mod` pins it."""
+
+    directory: str
+    path: str
+
+    @property
+    def version(self) -> str:
+        for line in (MODULES / self.directory / "go.mod").read_text().splitlines():
+            words = line.split()
+            for word, following in zip(words, words[1:]):
+                if word == self.path and following.startswith("v"):
+                    return following
+        raise processes.StartFailed(f"{self.directory}/go.mod does not require {self.path}")
+
+    def source(self) -> Path:
+        """The module's files in the Go module cache (downloaded when missing)."""
+        found = subprocess.run(["go", "mod", "download", "-json", f"{self.path}@{self.version}"],
+                               cwd=MODULES / self.directory, capture_output=True, text=True,
+                               env={**os.environ, "PATH": os.environ["PATH"] + ":/usr/local/go/bin"})
+        if found.returncode != 0:
+            raise processes.StartFailed(f"go mod download {self.path}@{self.version}: "
+                                        f"{found.stdout}{found.stderr}")
+        return Path(json.loads(found.stdout)["Dir"])
+
+
+TRAINING_OPERATOR = Module("training-operator", "github.com/kubeflow/training-operator")
+MPI_OPERATOR = Module("mpi-operator", "github.com/kubeflow/mpi-operator")
+TRAINER = Module("trainer", "github.com/kubeflow/trainer/v2")
+JOBSET = Module("jobset", "sigs.k8s.io/jobset")
+KUEUE = Module("kueue", "sigs.k8s.io/kueue")
+
+
+def _documents(path: Path) -> List[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def crds() -> List[Path]:
+    """Every CRD file the bed installs (the MPIJob CRD is the MPI Operator's v2beta1 one)."""
+    training = TRAINING_OPERATOR.source() / "manifests" / "base" / "crds"
+    trainer = TRAINER.source() / "manifests" / "base" / "crds"
+    kueue = KUEUE.source() / "config" / "components" / "crd" / "bases"
+    return [training / "kubeflow.org_tfjobs.yaml", training / "kubeflow.org_pytorchjobs.yaml",
+            MPI_OPERATOR.source() / "manifests" / "base" / "kubeflow.org_mpijobs.yaml",
+            JOBSET.source() / "config" / "components" / "crd" / "bases" /
+            "jobset.x-k8s.io_jobsets.yaml",
+            *sorted(trainer.glob("trainer.kubeflow.org_*.yaml")),
+            *sorted(kueue.glob("kueue.x-k8s.io_*.yaml"))]
+
+
+def webhook_configurations(source: Path, port: int, ca_pem: bytes, names: Dict[str, str],
+                           keep: Callable[[str], bool],
+                           object_selectors: Optional[Dict[str, dict]] = None) -> List[dict]:
+    """An operator's webhook configurations, pointed at 127.0.0.1:`port`.
+
+    Args:
+      source: Its `manifests.yaml` (kustomize base: service references, placeholder names).
+      port: Its webhook server's port.
+      ca_pem: The CA that signed its serving certificate.
+      names: The configurations' names as its release names them, by kind.
+      keep: Which webhooks to keep, by path (those of the job kinds the bed runs).
+      object_selectors: An objectSelector its release adds, by path fragment.
+    """
+    bundle = base64.b64encode(ca_pem).decode()
+    configurations = []
+    for document in _documents(source):
+        kind = document["kind"]
+        webhooks = []
+        for webhook in document.get("webhooks", []):
+            path = webhook["clientConfig"]["service"]["path"]
+            if not keep(path):
+                continue
+            webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
+            for fragment, selector in (object_selectors or {}).items():
+                if fragment in path:
+                    webhook["objectSelector"] = selector
+            webhooks.append(webhook)
+        if webhooks:
+            document["metadata"] = {"name": names[kind]}
+            document["webhooks"] = webhooks
+            configurations.append(document)
+    return configurations
+
+
+def _write_certs(directory: Path, pki: Path, overwrite: bool = True) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for source, target in (("serving.crt", "tls.crt"), ("serving.key", "tls.key"),
+                           ("ca.crt", "ca.crt")):
+        if overwrite or not (directory / target).exists():
+            (directory / target).write_bytes((pki / source).read_bytes())
+    return directory
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _config(path: Path, document: dict) -> Path:
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def start_operators(bed, procs: processes.Processes, authority) -> None:
+    """Installs the operators' CRDs, starts each operator, then installs their webhooks."""
+    root, pki, binaries = bed.root, bed.layout.pki, bed.binaries
+    for namespace in NAMESPACES:
+        bed.kubectl_run("create", "namespace", namespace)
+    files = crds()
+    bed.kubectl_run("apply", "--server-side", *[f"--filename={f}" for f in files])
+    names = [yaml.safe_load(f.read_text())["metadata"]["name"] for f in files]
+    bed.kubectl_run("wait", "--for=condition=Established", "--timeout=60s",
+                    *[f"crd/{n}" for n in names])
+
+    # The Training Operator's cert-controller takes the Secret as it is when it is valid.
+    bed.kubectl_run("create", "secret", "generic", "training-operator-webhook-cert",
+                    "--namespace=kubeflow", f"--from-file=ca.crt={pki / 'ca.crt'}",
+                    f"--from-file=ca.key={pki / 'ca.key'}",
+                    f"--from-file=tls.crt={pki / 'serving.crt'}",
+                    f"--from-file=tls.key={pki / 'serving.key'}")
+    _write_certs(FIXED_CERT_DIR, pki, overwrite=False)  # only stat-ed: any bed's will do
+    _write_certs(KUEUE_METRICS_CERT_DIR, pki, overwrite=False)
+    configs = root / "operators"
+    configs.mkdir(exist_ok=True)
+    ports = {name: (processes.free_port(), processes.free_port()) for name in
+             ("training-operator", "trainer", "jobset", "kueue")}
+    base_env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "TMPDIR")}
+
+    def own_tmp(name: str) -> Dict[str, str]:
+        tmp = root / "tmp" / name
+        _write_certs(tmp / "k8s-webhook-server" / "serving-certs", pki)
+        return {**base_env, "TMPDIR": str(tmp)}
+
+    kubeconfig = str(bed.kubeconfig)
+    webhook, health = ports["training-operator"]
+    template = configs / "pytorch-init-container.yaml"
+    template.write_text(_pytorch_init_template(TRAINING_OPERATOR.source()))
+    procs.start("training-operator", [
+        binaries["training-operator"], f"--kubeconfig={kubeconfig}", "--enable-scheme=tfjob",
+        "--enable-scheme=pytorchjob", "--leader-elect=false", "--metrics-bind-address=0",
+        f"--health-probe-bind-address=127.0.0.1:{health}", f"--webhook-server-port={webhook}",
+        f"--pytorch-init-container-image={INIT_IMAGE}",
+        f"--pytorch-init-container-template-file={template}"],
+        env={**own_tmp("training-operator"), "MY_POD_NAMESPACE": "kubeflow"})
+    procs.start("mpi-operator", [binaries["mpi-operator"], f"--kubeConfig={kubeconfig}",
+                                 "--lock-namespace=mpi-operator", "--monitoring-port=0"],
+                env=base_env)
+    webhook, health = ports["jobset"]
+    procs.start("jobset", [binaries["jobset"], f"--kubeconfig={kubeconfig}", "--config=" + str(
+        _config(configs / "jobset.yaml", {
+            "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "webhook": {"port": webhook, "host": "127.0.0.1"},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+            "internalCertManagement": {"enable": False}}))], env=own_tmp("jobset"))
+    webhook, health = ports["trainer"]
+    procs.start("trainer", [binaries["trainer-controller-manager"], f"--kubeconfig={kubeconfig}",
+                            "--config=" + str(_config(configs / "trainer.yaml", {
+                                "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+                                "kind": "Configuration",
+                                "webhook": {"port": webhook, "host": "127.0.0.1"},
+                                "metrics": {"bindAddress": "0", "secureServing": False},
+                                "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+                                "certManagement": {"enable": False},
+                                "featureGates": {"TrainJobStatus": False}}))],
+                env=own_tmp("trainer"))
+    webhook, health = ports["kueue"]
+    procs.start("kueue", [binaries["kueue"], f"--kubeconfig={kubeconfig}", "--config=" + str(
+        _config(configs / "kueue.yaml", {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+            "namespace": "kueue-system", "manageJobsWithoutQueueName": False,
+            "leaderElection": {"leaderElect": False},
+            "webhook": {"port": webhook, "host": "127.0.0.1"},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+            "internalCertManagement": {"enable": False},
+            "integrations": {"frameworks": [
+                "batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob",
+                "kubeflow.org/mpijob", "kubeflow.org/tfjob", "kubeflow.org/pytorchjob"]},
+            "featureGates": {"VisibilityOnDemand": False}}))], env=own_tmp("kueue"))
+
+    for name in ("training-operator", "jobset", "trainer", "kueue"):
+        health = ports[name][1]
+        procs.wait_until(name, lambda h=health: _http_ok(f"http://127.0.0.1:{h}/readyz"),
+                         READY_TIMEOUT_S)
+    procs.wait_until("mpi-operator", lambda: "Started workers" in (
+        root / "logs" / "mpi-operator.log").read_text(errors="replace"), READY_TIMEOUT_S)
+
+    ca = (pki / "ca.crt").read_bytes()
+    documents = _webhooks(ports, ca)
+    webhook_file = configs / "webhooks.yaml"
+    webhook_file.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    bed.kubectl_run("apply", "--server-side", f"--filename={webhook_file}")
+    # Trainer's own runtime for PyTorch (`torch-distributed`), through its validating webhook.
+    bed.kubectl_run("apply", "--server-side", "--filename=" + str(
+        TRAINER.source() / "manifests" / "base" / "runtimes" / "torch_distributed.yaml"))
+
+
+def _webhooks(ports: Dict[str, tuple], ca: bytes) -> List[dict]:
+    """Every operator's webhook configurations, as their releases name and scope them."""
+    kueue_kinds = ("job", "jobset", "mpijob", "tfjob", "pytorchjob", "trainjob", "clusterqueue",
+                   "resourceflavor", "workload", "cohort", "localqueue")
+    return [
+        *webhook_configurations(
+            TRAINING_OPERATOR.source() / "manifests" / "base" / "webhook" / "manifests.yaml",
+            ports["training-operator"][0], ca,
+            {"ValidatingWebhookConfiguration": "validator.training-operator.kubeflow.org"},
+            keep=lambda path: path.endswith(("-tfjob", "-pytorchjob"))),
+        *webhook_configurations(
+            JOBSET.source() / "config" / "components" / "webhook" / "manifests.yaml",
+            ports["jobset"][0], ca,
+            {"MutatingWebhookConfiguration": "jobset-mutating-webhook-configuration",
+             "ValidatingWebhookConfiguration": "jobset-validating-webhook-configuration"},
+            keep=lambda path: True,
+            object_selectors={"-v1-pod": {"matchExpressions": [
+                {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}}),
+        *webhook_configurations(
+            TRAINER.source() / "manifests" / "base" / "webhook" / "manifests.yaml",
+            ports["trainer"][0], ca,
+            {"MutatingWebhookConfiguration": "defaulter.trainer.kubeflow.org",
+             "ValidatingWebhookConfiguration": "validator.trainer.kubeflow.org"},
+            keep=lambda path: True),
+        *webhook_configurations(
+            KUEUE.source() / "config" / "components" / "webhook" / "manifests.yaml",
+            ports["kueue"][0], ca,
+            {"MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
+             "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration"},
+            keep=lambda path: path.rsplit("-", 1)[-1] in kueue_kinds),
+    ]
+
+
+def _pytorch_init_template(source: Path) -> str:
+    """The Training Operator's own init container, waiting with `getent hosts` (Debian has no
+    nslookup) instead of `nslookup`."""
+    code = (source / "pkg" / "controller.v1" / "pytorch" / "initcontainer.go").read_text()
+    template = code.split("initContainerTemplate = `", 1)[1].split("`", 1)[0]
+    if "nslookup" not in template:
+        raise processes.StartFailed("the Training Operator's init container no longer uses "
+                                    "nslookup: review tests/cluster/operators.py")
+    return template.replace("nslookup", "getent hosts")

@@ -1,0 +1,164 @@
+"""The test bed's processes: each started in a session of its own, its output in `DIR/logs/`, and
+recorded in `DIR/processes.json` so that `stop` (another process, for `down.sh`) can end them all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
+
+RECORD = "processes.json"
+STOP_GRACE_S = 10.0
+
+
+class StartFailed(RuntimeError):
+    """A process of the test bed exited or never became ready; the message quotes its log."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last `lines` lines of a log file, or a note that it is empty."""
+    try:
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return "(no log)"
+    return "\n".join(text) or "(empty log)"
+
+
+class Processes:
+    """Starts and records the processes of one test bed directory."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.logs = self.root / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.started: Dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
+              cwd: Optional[Path] = None) -> subprocess.Popen:
+        """Starts `argv` as NAME, its output appended to `logs/NAME.log`, and records it."""
+        log_path = self.logs / f"{name}.log"
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True,
+                                       env=dict(env) if env is not None else None,
+                                       cwd=str(cwd) if cwd else None)
+        self.started[name] = process
+        record = _read_record(self.root)
+        record.append({"name": name, "pid": process.pid, "argv0": str(argv[0])})
+        (self.root / RECORD).write_text(json.dumps(record, indent=1))
+        return process
+
+    def wait_until(self, name: str, ready: Callable[[], bool], seconds: float) -> None:
+        """Waits until `ready()` holds, failing with NAME's log if it exits or `seconds` pass."""
+        process = self.started[name]
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise StartFailed(f"{name} exited with status {process.returncode}:\n"
+                                  f"{log_tail(self.logs / f'{name}.log')}")
+            try:
+                if ready():
+                    return
+            except Exception:  # not answering yet
+                pass
+            time.sleep(0.1)
+        raise StartFailed(f"{name} was not ready within {seconds:.0f} s:\n"
+                          f"{log_tail(self.logs / f'{name}.log')}")
+
+
+def _read_record(root: Path) -> List[dict]:
+    try:
+        return json.loads((Path(root) / RECORD).read_text())
+    except (OSError, ValueError):
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours counts as ended
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def stop_all(root: Path, grace_s: float = STOP_GRACE_S) -> List[str]:
+    """Ends every recorded process group, newest first (clients before the servers they use):
+    SIGTERM, then SIGKILL after `grace_s`.
+
+    Returns:
+      The names of processes that had to be killed.
+    """
+    killed = []
+    for entry in reversed(_read_record(root)):
+        pid = entry["pid"]
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and _alive(pid):
+            _reap(pid)
+            time.sleep(0.05)
+        if _alive(pid):
+            killed.append(entry["name"])
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        _reap(pid)
+    (Path(root) / RECORD).unlink(missing_ok=True)
+    return killed
+
+
+def _reap(pid: int) -> None:
+    """Collects the exit of a child of this process (others are not ours to reap)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def running(root: Path) -> List[str]:
+    """Names of recorded processes still alive."""
+    return [e["name"] for e in _read_record(root) if _alive(e["pid"])]
+
+
+def https_ok(url: str, ca: Path, cert: Optional[Path] = None, key: Optional[Path] = None) -> bool:
+    """Whether a GET of `url` answers 200 over TLS verified with `ca` (and a client certificate)."""
+    context = ssl.create_default_context(cafile=str(ca))
+    if cert:
+        context.load_cert_chain(str(cert), str(key))
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def port_open(port: int) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:`port`."""
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
