@@ -128,12 +128,11 @@ def webhook_configurations(source: Path, port: int, ca_pem: bytes, names: Dict[s
     return configurations
 
 
-def _write_certs(directory: Path, pki: Path, overwrite: bool = True) -> Path:
+def _write_certs(directory: Path, pki: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     for source, target in (("serving.crt", "tls.crt"), ("serving.key", "tls.key"),
                            ("ca.crt", "ca.crt")):
-        if overwrite or not (directory / target).exists():
-            (directory / target).write_bytes((pki / source).read_bytes())
+        (directory / target).write_bytes((pki / source).read_bytes())
     return directory
 
 
@@ -167,18 +166,20 @@ def start_operators(bed, procs: processes.Processes, authority) -> None:
                     f"--from-file=ca.key={pki / 'ca.key'}",
                     f"--from-file=tls.crt={pki / 'serving.crt'}",
                     f"--from-file=tls.key={pki / 'serving.key'}")
-    _write_certs(FIXED_CERT_DIR, pki, overwrite=False)  # only stat-ed: any bed's will do
-    _write_certs(KUEUE_METRICS_CERT_DIR, pki, overwrite=False)
+    _write_certs(FIXED_CERT_DIR, pki)
+    _write_certs(KUEUE_METRICS_CERT_DIR, pki)
     configs = root / "operators"
     configs.mkdir(exist_ok=True)
     ports = {name: (processes.free_port(), processes.free_port()) for name in
              ("training-operator", "trainer", "jobset", "kueue")}
     base_env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "TMPDIR")}
 
+    def cert_dir(name: str) -> Path:
+        return _write_certs(root / "tmp" / name / "k8s-webhook-server" / "serving-certs", pki)
+
     def own_tmp(name: str) -> Dict[str, str]:
-        tmp = root / "tmp" / name
-        _write_certs(tmp / "k8s-webhook-server" / "serving-certs", pki)
-        return {**base_env, "TMPDIR": str(tmp)}
+        cert_dir(name)
+        return {**base_env, "TMPDIR": str(root / "tmp" / name)}
 
     kubeconfig = str(bed.kubeconfig)
     webhook, health = ports["training-operator"]
@@ -199,7 +200,7 @@ def start_operators(bed, procs: processes.Processes, authority) -> None:
         _config(configs / "jobset.yaml", {
             "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
             "leaderElection": {"leaderElect": False},
-            "webhook": {"port": webhook, "host": "127.0.0.1"},
+            "webhook": {"port": webhook, "host": "127.0.0.1", "certDir": str(cert_dir("jobset"))},
             "metrics": {"bindAddress": "0"},
             "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
             "internalCertManagement": {"enable": False}}))], env=own_tmp("jobset"))
@@ -220,7 +221,7 @@ def start_operators(bed, procs: processes.Processes, authority) -> None:
             "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
             "namespace": "kueue-system", "manageJobsWithoutQueueName": False,
             "leaderElection": {"leaderElect": False},
-            "webhook": {"port": webhook, "host": "127.0.0.1"},
+            "webhook": {"port": webhook, "host": "127.0.0.1", "certDir": str(cert_dir("kueue"))},
             "metrics": {"bindAddress": "0"},
             "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
             "internalCertManagement": {"enable": False},
