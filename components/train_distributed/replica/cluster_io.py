@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
+import shutil
+import tempfile
 import time
 from typing import Sequence
 
 from kfdist.components.common import storage
+from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.train_distributed.job import config, jobset_cluster, strategy_rules, tf_config
 from kfdist.components.train_distributed.job import work_files
 from kfdist.components.train_distributed.job.work_location import JOB_FILE, SharedJobLayout
@@ -25,7 +29,7 @@ def run_shared_replica(layout: SharedJobLayout, scratch: str) -> None:
     """
     storage.download(layout.job_file, os.path.join(scratch, JOB_FILE))
     template = config.JobConfig.read(os.path.join(scratch, JOB_FILE))
-    dataset_dir = storage.copy_dir_from(template.dataset_dir, os.path.join(scratch, "dataset"))
+    dataset_dir = shared_dataset_dir(template.dataset_dir)
     job = dataclasses.replace(template, dataset_dir=dataset_dir,
                               model_dir=os.path.join(scratch, "model"),
                               work_dir=os.path.join(scratch, "reports"))
@@ -41,6 +45,31 @@ def run_shared_replica(layout: SharedJobLayout, scratch: str) -> None:
             job.training.strategy, job.job))
         storage.copy_dir_to(job.model_dir, layout.model_uri)
         backup_sync.discard_backup(layout.model_uri)
+
+
+def shared_dataset_dir(dataset_uri: str) -> str:
+    """Where this replica reads the dataset: a path that is the same in every replica of the job.
+
+    Under parameter_server the chief's input functions run on the workers and name the chief's
+    files, so each replica must find the dataset at the chief's path. A PVC path is mounted at
+    the same path in every replica: it is read where it is. A `gs://` dataset is staged into a
+    directory named after its URI (each pod stages its own copy there; replicas sharing a
+    machine share one, moved into place whole).
+    """
+    if not storage.is_gcs(dataset_uri):
+        if not os.path.isdir(dataset_uri):
+            raise InvalidInputError(f"no such directory: {dataset_uri!r}")
+        return dataset_uri
+    digest = hashlib.sha256(dataset_uri.encode()).hexdigest()[:16]
+    target = os.path.join(tempfile.gettempdir(), f"kfdist-dataset-{digest}")
+    if not os.path.isdir(target):
+        staging = tempfile.mkdtemp(prefix=f"kfdist-dataset-{digest}-")
+        storage.copy_dir_from(dataset_uri, staging)
+        try:
+            os.rename(staging, target)
+        except OSError:  # another replica on this machine moved its copy in first
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
 
 
 def install_jobset_tf_config(job: config.JobConfig) -> None:

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import socket
 import tempfile
 import traceback
+import uuid
 from typing import Callable, Optional, Sequence
 
 from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
@@ -72,11 +75,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from kfdist.components.train_distributed.replica.train import train_replica
 
         return run_guarded(lambda: train_replica(config.JobConfig.read(args.config)))
+    from kfdist.components.common import storage
     from kfdist.components.train_distributed.job.work_location import SharedJobLayout
     from kfdist.components.train_distributed.replica.cluster_io import run_shared_replica
 
     def play() -> None:
-        with tempfile.TemporaryDirectory(prefix="kfdist-replica-") as scratch:
-            run_shared_replica(SharedJobLayout(args.work_uri), scratch)
+        layout = SharedJobLayout(args.work_uri)
+        if storage.is_gcs(args.work_uri):
+            with tempfile.TemporaryDirectory(prefix="kfdist-replica-") as scratch:
+                run_shared_replica(layout, scratch)
+            return
+        # On a PVC the replica's files live on the PVC: under parameter_server the parameter
+        # servers save the chief's checkpoint into the chief's directory, which they must reach.
+        scratch = os.path.join(args.work_uri, "scratch",
+                               f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
+        os.makedirs(scratch)
+        try:
+            run_shared_replica(layout, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     return run_guarded(play)

@@ -1,0 +1,163 @@
+"""`kfdist run mnist` with its training step on the real control plane: the step runs here (under
+kfp.local) with the pipeline runner's ServiceAccount token; the job is the real operators' to run
+(Training Operator, MPI Operator, Trainer with JobSet), its replicas containers of kfdist's images.
+
+The step and the replicas exchange job, dataset and model on the PVC `team-work`, mounted at
+/mnt/kfdist in the replicas (`--pvc-name`); here the step finds it at /mnt/kfdist too, a link to
+the node's directory for that claim, as a pipeline step's pod would have it mounted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster.node_agent.podspec import POD_LABEL
+from containers.test_cluster_bed import wait_for
+
+pytestmark = pytest.mark.slow
+MOUNT = Path("/mnt/kfdist")
+#: The fault run: long enough that the kill lands mid-training.
+EPOCHS, KILL_AFTER_EPOCH = 20, 2
+CLAIM = "team-work"
+
+
+@pytest.fixture
+def work_pvc(bed_namespace):
+    """The claim's directory, linked at /mnt/kfdist for the step (removed after the test)."""
+    claim = bed_namespace.claim_path(CLAIM)
+    assert not MOUNT.exists() or MOUNT.is_symlink(), f"{MOUNT} is a real directory: not ours"
+    MOUNT.parent.mkdir(parents=True, exist_ok=True)
+    if MOUNT.is_symlink():
+        MOUNT.unlink()
+    MOUNT.symlink_to(claim)
+    yield claim
+    MOUNT.unlink()
+
+
+def _run(ns, out: Path, backend: str, strategy: str, *extra: str, epochs: int = 3,
+         popen: bool = False):
+    argv = [sys.executable, "-m", "kfdist", "run", "mnist", "--backend", backend, "--strategy",
+            strategy, "--namespace", ns.name, "--pvc-name", CLAIM, "--work-uri",
+            f"{MOUNT}/{backend}-{strategy.replace('_', '-')}", "--output", str(out),
+            "--epochs", str(epochs), *extra]
+    if popen:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return json.loads((out / "summary.json").read_text())
+
+
+def _conditions(job) -> list:
+    return [(c["type"], c.get("reason")) for c in job["status"]["conditions"]
+            if c["status"] == "True"]
+
+
+@pytest.mark.parametrize("backend,strategy,kind,done", [
+    ("tfjob", "multi_worker_mirrored", "tfjob", ("Succeeded", "TFJobSucceeded")),
+    ("tfjob", "parameter_server", "tfjob", ("Succeeded", "TFJobSucceeded")),
+    ("mpijob", "horovod", "mpijob", ("Succeeded", "MPIJobSucceeded")),
+    ("trainjob", "multi_worker_mirrored", "trainjob", ("Complete", "AllJobsCompleted")),
+])
+def test_mnist_trains_on_the_real_operator(backend, strategy, kind, done, bed_namespace,
+                                           work_pvc, kfdist_images, tmp_path):
+    summary = _run(bed_namespace, tmp_path / "run", backend, strategy)
+    assert summary["blessed"] is True and summary["eval"]["accuracy"] >= 0.90
+    [job] = bed_namespace.get(kind)
+    assert done in _conditions(job)  # written by the operator's own controller
+    pods = bed_namespace.get("pod")
+    assert pods and all(p["spec"]["nodeName"] for p in pods)
+    if backend == "tfjob" and strategy == "parameter_server":
+        assert {p["metadata"]["labels"]["training.kubeflow.org/replica-type"]
+                for p in pods} >= {"chief", "ps", "worker"}
+
+
+def test_a_killed_worker_container_is_re_created_by_the_operator_and_the_job_resumes(
+        bed_namespace, work_pvc, kfdist_images, tmp_path):
+    """restartPolicy ExitCode: worker 1's container gets SIGKILL (137, retryable), worker 0 loses
+    its peer (138, retryable); the Training Operator re-creates both pods; the replicas resume
+    from the backup on the PVC."""
+    out = tmp_path / "run"
+    run = _run(bed_namespace, out, "tfjob", "multi_worker_mirrored", epochs=EPOCHS, popen=True)
+    killed = threading.Event()
+
+    def kill_after_epoch_2() -> None:
+        log = out / "logs" / "train.log"
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and run.poll() is None:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            if re.search(rf"\[worker-0\] epoch {KILL_AFTER_EPOCH}/", text):
+                names = [name for pod in bed_namespace.get("pod")
+                         if pod["metadata"]["name"].endswith("-worker-1")
+                         for name in subprocess.run(
+                             ["podman", "ps", "--filter",
+                              f"label={POD_LABEL}={pod['metadata']['uid']}", "--format",
+                              "{{.Names}}"], capture_output=True, text=True).stdout.split()]
+                if names and subprocess.run(["podman", "kill", "--signal", "KILL", *names],
+                                            capture_output=True).returncode == 0:
+                    killed.set()
+                    return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_after_epoch_2)
+    killer.start()
+    output, _ = run.communicate(timeout=900)
+    killer.join()
+    assert killed.is_set(), output[-3000:]
+    assert run.returncode == 0, output[-4000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["blessed"] is True
+    step_log = (out / "logs" / "train.log").read_text()
+    assert "Restarting (TFJobRestarting)" in step_log, step_log[-4000:]
+    assert "resuming from the backup" in step_log
+    [job] = bed_namespace.get("tfjob")
+    assert ("Succeeded", "TFJobSucceeded") in _conditions(job)
+
+
+def test_kueue_holds_the_trainjob_until_its_cluster_queue_admits_it(
+        kube_bed, bed_namespace, work_pvc, kfdist_images, tmp_path):
+    ns = bed_namespace
+    queue = f"{ns.name}-queue"
+    kube_bed.kubectl_run("apply", "--server-side", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+             "metadata": {"name": "default-flavor"}},
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+             "metadata": {"name": queue}, "spec": {
+                 "namespaceSelector": {}, "stopPolicy": "Hold",
+                 "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{
+                     "name": "default-flavor", "resources": [
+                         {"name": "cpu", "nominalQuota": "16"},
+                         {"name": "memory", "nominalQuota": "64Gi"}]}]}]}},
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+             "metadata": {"name": "team-queue", "namespace": ns.name},
+             "spec": {"clusterQueue": queue}}]}))
+    run = _run(ns, tmp_path / "run", "trainjob", "multi_worker_mirrored", "--queue-name",
+               "team-queue", "--cpu-per-worker", "1", "--memory-per-worker", "2Gi", popen=True)
+    try:
+        [trainjob] = wait_for(lambda: ns.get("trainjob"), what="the TrainJob")
+        workload = wait_for(lambda: ns.get("workload"), what="Kueue's Workload")
+        time.sleep(3)  # held: suspended, no pod
+        assert ns.get("trainjob", trainjob["metadata"]["name"])["spec"]["suspend"] is True
+        assert ns.get("pod") == [] and run.poll() is None
+        assert workload[0]["spec"]["queueName"] == "team-queue"
+        kube_bed.kubectl_run("patch", "clusterqueue", queue, "--type=merge", "-p",
+                             '{"spec":{"stopPolicy":"None"}}')
+        output, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+        kube_bed.kubectl_run("delete", "clusterqueue", queue, "--wait=false", check=False)
+    assert run.returncode == 0, output[-4000:]
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["blessed"] is True
+    [admitted] = ns.get("workload")
+    assert any(c["type"] == "Admitted" and c["status"] == "True"
+               for c in admitted["status"]["conditions"])
