@@ -88,7 +88,7 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
       mode: `full` or `quick` (`SIZES`).
       only: The measures to run.
       log: Receives progress lines.
-      kubeconfig: The API server of the launcher measure; None: the test API server.
+      kubeconfig: The cluster of the launcher measure; None: the project's test bed.
     """
     size = SIZES[mode]
     measures: Dict[str, Any] = {}
@@ -176,9 +176,9 @@ def main(argv=None) -> int:
                              "environment first")
     parser.add_argument("--out-dir", default=HERE, help="where results.json and results.md go")
     parser.add_argument("--kubeconfig", default=None,
-                        help="API server of the launcher measure (no training operator may "
-                             "watch its `default` namespace); default: the tests' API server, "
-                             "started as a program")
+                        help="cluster of the launcher measure (the Training Operator installed, "
+                             "kfdist's runtime image pullable, jobs go to `default`); default: "
+                             "the project's test bed (tests/cluster), started for the run")
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "full"
     chosen = args.only or ",".join(PEER_MEASURES if args.peers

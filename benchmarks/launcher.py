@@ -1,33 +1,31 @@
 """Launcher reaction: from a job's terminal condition to the step's return, watch against polling.
 
-Runs against any Kubernetes API server a kubeconfig names, with the real
-`kubernetes` client; the benchmark plays the operator itself, writing each
-job's conditions through the `status` subresource, so it knows to the
-microsecond when a job ended. Without `--kubeconfig` it starts the project's
-stateful test API server as a separate program (`python -m fakes.kube_server`,
-run from `tests/`); on a real cluster, use a namespace no training operator
-watches, with the TFJob CRD installed.
+Runs against the real control plane by default: the project's test bed (`tests/cluster`: a
+kube-apiserver, the Training Operator's own controller, and the node agent running the pods as
+containers of kfdist's runtime image), started here for the run; or any cluster a kubeconfig
+names (`--kubeconfig`, with the Training Operator installed, the runtime image pullable, and
+the namespace `default` free for the jobs). Each job is the TFJob the training step renders for
+two MultiWorkerMirrored workers, its replicas printing one line and exiting, so the operator
+itself writes every condition.
 
-* kfdist: `launcher.launch_and_wait` (create, watch, follow the chief's log)
-  on the TFJob the step renders; several jobs; reaction = return time - the
-  moment the Succeeded condition was sent; API requests per job, counted by
-  the client;
-* polling every 15 s and 30 s (what kubeflow-training's client and the old
-  KFP launcher did): a loop of GETs and sleeps on the same server, with the
-  job ending at a random moment within a polling period. One job each
-  (`--quick` skips them: their expected reaction is half the period).
+* kfdist: `launcher.launch_and_wait` (create, watch, follow the chief's log) on several jobs;
+  reaction = the step's return - the moment a separate watch saw the Succeeded condition the
+  operator wrote; API requests per job, counted by the client; start-up = from the call to the
+  first replica pod seen Running (the operator's and the node's work included);
+* polling every 15 s (what kubeflow-training's client and the old KFP launcher did): a loop of
+  GETs and sleeps on the same server (`--quick` skips it: its expected reaction is half the
+  period).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import random
 import subprocess
-import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
 import kubernetes
@@ -40,8 +38,9 @@ from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
 from kfdist.components.train_distributed.kubernetes.lifecycle.job_adoption import prepare_body
 from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import launch_and_wait
 
-#: How long each job stays Created, then Running, before it succeeds (launcher runs).
-CREATED_SECONDS, RUN_SECONDS = 0.1, 0.3
+#: What each replica runs: one line, then success (the job's life is the operator's and node's).
+REPLICA_COMMAND = ["python", "-c", "print('trained', flush=True)"]
+JOB_TIMEOUT_S = 300
 
 
 class CountingApiClient(kubernetes.client.ApiClient):
@@ -56,21 +55,21 @@ class CountingApiClient(kubernetes.client.ApiClient):
 
 @contextlib.contextmanager
 def api_server(kubeconfig: Optional[str]) -> Iterator[str]:
-    """Yields the kubeconfig to use: `kubeconfig`, or that of a test API server started here."""
+    """Yields the kubeconfig to use: `kubeconfig`, or that of a test bed started here (with
+    kfdist's runtime image built for its pods)."""
     if kubeconfig:
         yield kubeconfig
         return
-    with tempfile.TemporaryDirectory(prefix="kfdist-bench-kube-") as tmp:
-        path = os.path.join(tmp, "kubeconfig")
-        server = subprocess.Popen([sys.executable, "-m", "fakes.kube_server", "--kubeconfig-out", path],
-                                  cwd=os.path.join(REPO_ROOT, "tests"), stdout=subprocess.PIPE, text=True)
-        try:
-            if not server.stdout.readline().startswith("http"):
-                raise RuntimeError(f"the test API server did not start (exit {server.wait()})")
-            yield path
+    subprocess.run(["bash", str(Path(REPO_ROOT) / "containers" / "build.sh"), "--engine",
+                    "podman", "runtime"], check=True, stdout=subprocess.DEVNULL)
+    cluster = Path(REPO_ROOT) / "tests" / "cluster"
+    with tempfile.TemporaryDirectory(prefix="kfdist-bench-bed-") as root:
+        try:  # the bed as a person starts it (the benchmarks never import the tests)
+            subprocess.run(["bash", str(cluster / "up.sh"), root], check=True,
+                           stdout=subprocess.DEVNULL)
+            yield os.path.join(root, "kubeconfig")
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            subprocess.run(["bash", str(cluster / "down.sh"), root], stdout=subprocess.DEVNULL)
 
 
 def rendered_tfjob(run_id: str, namespace: str) -> RenderedJob:
@@ -83,73 +82,70 @@ def rendered_tfjob(run_id: str, namespace: str) -> RenderedJob:
                              run_id=run_id, namespace=namespace, work_uri="gs://kfdist-bench/work")
     job = config.JobConfig(dataset_dir="dataset", model_dir="model", work_dir="reports",
                            training=step.training, job=step.spec)
-    return backend.render_step_job(job, step.cluster, None)[0]
+    rendered = backend.render_step_job(job, step.cluster, None)[0]
+    for replica in rendered.body["spec"]["tfReplicaSpecs"].values():
+        for container in replica["template"]["spec"]["containers"]:
+            container["command"], container["args"] = REPLICA_COMMAND, []
+    return rendered
 
 
-class Operator:
-    """Writes one job's conditions as the training operator would, through `.../status`."""
+class Observer:
+    """Watches one job and its pods from the side: when the operator's terminal condition and
+    the first Running replica were first seen (wall-clock seconds)."""
 
     def __init__(self, api_client: kubernetes.client.ApiClient, job: RenderedJob):
         self.custom = kubernetes.client.CustomObjectsApi(api_client)
+        self.core = kubernetes.client.CoreV1Api(api_client)
         self.job = job
-        self.conditions: list = []
         self.terminal_at: Optional[float] = None
+        self.first_running_at: Optional[float] = None
+        self._done = threading.Event()
+        self._threads = [threading.Thread(target=self._watch_job, daemon=True),
+                         threading.Thread(target=self._watch_pods, daemon=True)]
 
-    def play(self, created_seconds: float, run_seconds: float) -> None:
-        """Waits for the job, then Created, Running and, `run_seconds` later, Succeeded."""
-        while not self._exists():
-            time.sleep(0.005)
-        self._add("Created", "TFJobCreated")
-        time.sleep(created_seconds)
-        self._add("Running", "TFJobRunning")
-        time.sleep(run_seconds)
-        self.conditions[-1]["status"] = "False"
-        self.terminal_at = time.monotonic()
-        self._add("Succeeded", "TFJobSucceeded")
+    def start(self) -> "Observer":
+        for thread in self._threads:
+            thread.start()
+        time.sleep(0.2)  # both watches open before the job exists
+        return self
 
-    def start(self, created_seconds: float, run_seconds: float) -> threading.Thread:
-        thread = threading.Thread(target=self.play, args=(created_seconds, run_seconds), daemon=True)
-        thread.start()
-        return thread
+    def wait(self, seconds: float = 30.0) -> None:
+        self._done.wait(seconds)
 
-    def _exists(self) -> bool:
-        try:
-            self._call("get_namespaced_custom_object")
-            return True
-        except kubernetes.client.ApiException as error:
-            if error.status != 404:
-                raise
-            return False
-
-    def _add(self, ctype: str, reason: str) -> None:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self.conditions.append({"type": ctype, "status": "True", "reason": reason,
-                                "message": f"TFJob {self.job.name} is {ctype.lower()}.",
-                                "lastUpdateTime": stamp, "lastTransitionTime": stamp})
-        self._call("patch_namespaced_custom_object_status",
-                   body={"status": {"conditions": self.conditions}})
-
-    def _call(self, method: str, **kwargs) -> Any:
+    def _watch_job(self) -> None:
         kind = self.job.kind
-        return getattr(self.custom, method)(kind.group, kind.version, self.job.namespace,
-                                            kind.plural, self.job.name, **kwargs)
+        for event in kubernetes.watch.Watch().stream(
+                self.custom.list_namespaced_custom_object, kind.group, kind.version,
+                self.job.namespace, kind.plural, timeout_seconds=JOB_TIMEOUT_S,
+                field_selector=f"metadata.name={self.job.name}"):
+            if job_status.terminal_condition(event["object"]):
+                self.terminal_at = time.time()
+                self._done.set()
+                return
+
+    def _watch_pods(self) -> None:
+        for event in kubernetes.watch.Watch().stream(
+                self.core.list_namespaced_pod, self.job.namespace, timeout_seconds=JOB_TIMEOUT_S,
+                label_selector=f"training.kubeflow.org/job-name={self.job.name}"):
+            if event["object"].status.phase == "Running":
+                self.first_running_at = time.time()
+                return
 
 
 def _launch(api: KubeApi, client: CountingApiClient, job: RenderedJob,
-            operator_client: kubernetes.client.ApiClient) -> Dict[str, float]:
-    operator = Operator(operator_client, job)
-    played = operator.start(CREATED_SECONDS, RUN_SECONDS)
-    before = client.requests
-    launch_and_wait(job, api, timeout_seconds=60, log=lambda line: None, owner=None)
-    returned = time.monotonic()
-    played.join()
-    return {"reaction": returned - operator.terminal_at, "requests": client.requests - before}
+            observer_client: kubernetes.client.ApiClient) -> Dict[str, float]:
+    observer = Observer(observer_client, job).start()
+    before, called = client.requests, time.time()
+    launch_and_wait(job, api, timeout_seconds=JOB_TIMEOUT_S, log=lambda line: None, owner=None)
+    returned = time.time()
+    observer.wait()
+    return {"reaction": returned - observer.terminal_at, "requests": client.requests - before,
+            "startup": observer.first_running_at - called}
 
 
-def _poll(api: KubeApi, job: RenderedJob, period: float, run_seconds: float,
-          operator_client: kubernetes.client.ApiClient) -> Dict[str, float]:
-    operator = Operator(operator_client, job)
-    played = operator.start(0.0, run_seconds)
+def _poll(api: KubeApi, job: RenderedJob, period: float,
+          observer_client: kubernetes.client.ApiClient) -> Dict[str, float]:
+    observer = Observer(observer_client, job).start()
     api.create_job(job.kind, job.namespace, prepare_body(job, owner=None))
     gets = 0
     while True:
@@ -157,9 +153,9 @@ def _poll(api: KubeApi, job: RenderedJob, period: float, run_seconds: float,
         if job_status.terminal_condition(api.get_job(job.kind, job.namespace, job.name)):
             break
         time.sleep(period)
-    reaction = time.monotonic() - operator.terminal_at
-    played.join()
-    return {"reaction_seconds": reaction, "gets": gets}
+    seen = time.time()
+    observer.wait()
+    return {"reaction_seconds": seen - observer.terminal_at, "gets": gets}
 
 
 def _remove(api: KubeApi, job: RenderedJob) -> None:
@@ -172,41 +168,45 @@ def _run(kubeconfig: str, jobs: int, poll_periods, namespace: str) -> Dict[str, 
     kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     client = CountingApiClient(configuration)
     api = KubeApi(client)
-    operator_client = kubernetes.client.ApiClient(configuration)
+    observer_client = kubernetes.client.ApiClient(configuration)
     stamp = time.strftime("%H%M%S")
     launched = []
     for i in range(jobs):
         job = rendered_tfjob(f"bench-{stamp}-{i}", namespace)
-        launched.append(_launch(api, client, job, operator_client))
+        launched.append(_launch(api, client, job, observer_client))
         _remove(api, job)
-    rng = random.Random(0)
     polls = {}
     for period in poll_periods:
         job = rendered_tfjob(f"poll-{stamp}-{int(period)}", namespace)
-        polls[str(int(period))] = _poll(api, job, period, rng.uniform(0.5, period), operator_client)
+        polls[str(int(period))] = _poll(api, job, period, observer_client)
         _remove(api, job)
     return {"launched": launched, "polls": polls}
 
 
-def measure(jobs: int, poll_periods=(15.0, 30.0), kubeconfig: Optional[str] = None,
+def measure(jobs: int, poll_periods=(15.0,), kubeconfig: Optional[str] = None,
             namespace: str = "default") -> Dict[str, Any]:
     """Launches `jobs` jobs with kfdist's launcher and one per polling period with a poller.
 
     Args:
       jobs: Jobs to launch with `launch_and_wait`.
       poll_periods: Polling periods (seconds) of the baseline, one job each.
-      kubeconfig: The API server to use; None: start the test API server.
+      kubeconfig: The cluster to use; None: start the project's test bed.
       namespace: Where the jobs go.
     """
     with api_server(kubeconfig) as config_file:
         r = _run(config_file, jobs, poll_periods, namespace)
     reactions = sorted(j["reaction"] for j in r["launched"])
-    result = {"jobs": jobs,
+    startups = sorted(j["startup"] for j in r["launched"])
+    result = {"jobs": jobs, "cluster": "given kubeconfig" if kubeconfig else "test bed",
               "kfdist": {"reaction_seconds_median": round(reactions[len(reactions) // 2], 4),
                          "reaction_seconds_max": round(reactions[-1], 4),
+                         "reaction_seconds_min": round(reactions[0], 4),
+                         "startup_seconds_median": round(startups[len(startups) // 2], 2),
+                         "startup_seconds_min": round(startups[0], 2),
+                         "startup_seconds_max": round(startups[-1], 2),
                          "api_requests_per_job": round(sum(j["requests"] for j in r["launched"])
                                                        / jobs, 1)}}
-    for period in (15, 30):
+    for period in (15,):
         measured = r["polls"].get(str(period))
         result[f"poll_{period}s"] = {
             "reaction_seconds": None if measured is None else round(measured["reaction_seconds"], 2),

@@ -45,7 +45,7 @@ def _add_run(sub) -> None:
                    help="mnist: MNIST IDX files; tabular: a CSV table; images: TFRecord images; "
                         "program: any of them, trained by your own program (--command)")
     p.add_argument("--output", default="kfdist-run", help="run directory (default: %(default)s)")
-    p.add_argument("--data", default=None,
+    p.add_argument("--data", dest="source_uri", default=None, metavar="URI",  # its parameter
                    help="the source, local or gs://: an MNIST IDX directory (mnist), a CSV file "
                         "or directory (tabular), TFRecord files (images); default: the "
                         "pipeline's bundled sample")
@@ -111,10 +111,11 @@ def _add_run_control(p) -> None:
                         "the same data and parameters left")
     p.add_argument("--runner", default="subprocess", choices=RUNNERS,
                    help="how the steps run: as processes of this Python, or each in kfdist's "
-                        "runtime image as Kubeflow Pipelines runs it, through Docker or Podman "
-                        "(default: %(default)s)")
+                        "runtime image (from --registry/--tag) as Kubeflow Pipelines runs it, "
+                        "through Docker or Podman (default: %(default)s)")
     p.add_argument("--verbose", action="store_true",
                    help="print every line of every step (always kept in OUTPUT/logs/<step>.log)")
+    add_image_flags(p)  # the steps' image (--runner docker), a cluster job's replicas' images
 
 
 def _column_list(text: str) -> tuple:
@@ -165,12 +166,12 @@ def _cmd_sample_data(args) -> int:
     return 0
 
 
-def _cmd_run(args) -> int:
+def run_options(args):
+    """The `RunOptions` of parsed `kfdist run` arguments (--registry/--tag checked)."""
     import shlex
 
-    from kfdist.local_run import RunOptions, run_pipeline
+    from kfdist.local_run import RunOptions
     from kfdist.run_program import PROGRAM_ONLY_SETTINGS
-    from kfdist.run_summary import format_summary
     from kfdist.step_flags import step_values
 
     training = step_values(args)
@@ -178,8 +179,8 @@ def _cmd_run(args) -> int:
                  if hasattr(args, "program_command") else None)
     training.update({name: given[name] for name in PROGRAM_ONLY_SETTINGS
                      if given.get(name) is not None})
-    summary = run_pipeline(RunOptions(
-        output_dir=args.output, pipeline=args.pipeline, source_uri=args.data,
+    return RunOptions(
+        output_dir=args.output, pipeline=args.pipeline, source_uri=args.source_uri,
         label_column=args.label_column, image_feature=args.image_feature, split=args.split,
         exclude_columns=args.exclude_columns, keep_columns=args.keep_columns,
         export_base=args.export_base, training=training, num_shards=args.num_shards,
@@ -187,8 +188,14 @@ def _cmd_run(args) -> int:
         beam_options=tuple(args.beam_options),
         accuracy_threshold=args.accuracy_threshold, slice_columns=args.slice_columns,
         serving_model_name=args.serving_model_name,
-        cache=args.cache, verbose=args.verbose, runner=args.runner))
-    print(format_summary(summary))
+        cache=args.cache, verbose=args.verbose, runner=args.runner, images=image_target(args))
+
+
+def _cmd_run(args) -> int:
+    from kfdist.local_run import run_pipeline
+    from kfdist.run_summary import format_summary
+
+    print(format_summary(run_pipeline(run_options(args))))
     return 0
 
 
@@ -222,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the `kfdist` command; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     from kfdist.components.common import own_env
 
     own_env.use_own_env()  # before TensorFlow loads here or in a step; never a user's program's
@@ -241,7 +249,11 @@ def main(argv: Optional[List[str]] = None) -> int:
               file=sys.stderr)
         return cancelled.exit_code
     except InvalidInputError as err:
-        print(f"kfdist: invalid input: {err}", file=sys.stderr)
+        from kfdist.flag_wording import flags_of, in_flag_terms
+
+        # A component's check names its parameter; the user gave the command's flag.
+        print(f"kfdist: invalid input: {in_flag_terms(str(err), flags_of(parser.chosen(args)))}",
+              file=sys.stderr)
         return 2
     except KfdistError as err:
         print(f"kfdist: error: {err}", file=sys.stderr)

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from typing import Iterable, Iterator, List, Optional, Tuple
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from kfdist import IMAGE_GID, IMAGE_UID, RUNTIME_IMAGE
 from kfdist.components.common.errors import InvalidInputError
@@ -107,6 +107,8 @@ def check_image(host: str, image: str = RUNTIME_IMAGE) -> None:
     """Pulls `image` unless the engine has it; says how to build it when neither works."""
     import docker
 
+    from kfdist.images import build_command
+
     client = docker.DockerClient(base_url=host, timeout=600)
     try:
         try:
@@ -119,7 +121,7 @@ def check_image(host: str, image: str = RUNTIME_IMAGE) -> None:
         except docker.errors.APIError as err:
             raise InvalidInputError(
                 f"image {image} is neither on this machine nor pullable ({err.explanation}); "
-                "build it: bash containers/build.sh runtime") from None
+                f"build it: {build_command(image)}") from None
     finally:
         client.close()
 
@@ -153,12 +155,14 @@ def mounts(writable: Iterable[str], readable: Iterable[str]) -> List["object"]:
 
 
 @contextlib.contextmanager
-def docker_runner(writable: List[str], readable: List[str]) -> Iterator[object]:
+def docker_runner(writable: List[str], readable: List[str],
+                  images: Sequence[str] = (RUNTIME_IMAGE,)) -> Iterator[object]:
     """A `kfp.local.DockerRunner` whose steps see `writable` and `readable` at their paths.
 
     Args:
       writable: Directories the steps write (the pipeline root, the export base); created.
       readable: Directories or files the steps only read (a local source).
+      images: The images the steps run in: pulled first unless the engine has them.
 
     Yields:
       The runner, with `DOCKER_HOST` set for kfp.local for the duration of the block.
@@ -174,7 +178,8 @@ def docker_runner(writable: List[str], readable: List[str]) -> Iterator[object]:
         os.makedirs(folder, exist_ok=True)
     run_id = uuid.uuid4().hex[:12]
     with docker_api() as (host, podman):
-        check_image(host)
+        for image in images:
+            check_image(host, image)
         user = user_for(writable)
         runner = local.DockerRunner(
             mounts=mounts(writable, [p for p in readable if os.path.exists(p)]),

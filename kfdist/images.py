@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from typing import Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional, Tuple
 
 import yaml
 
@@ -86,6 +86,54 @@ def kfdist_image_name(reference: str) -> Optional[str]:
     repository = reference.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
     name = repository[len("kfdist-"):] if repository.startswith("kfdist-") else None
     return name if name in IMAGE_NAMES else None
+
+
+def _registry_and_tag(reference: str) -> Tuple[str, str]:
+    """The registry and tag of kfdist image `reference` (kfdist's version when pinned by
+    digest)."""
+    registry, _, repository = reference.split("@", 1)[0].rpartition("/")
+    tag = repository.split(":", 1)[1] if ":" in repository and "@" not in reference else __version__
+    return registry or DEFAULT_REGISTRY, tag
+
+
+def sibling_image(reference: str, name: str) -> str:
+    """kfdist image `name` from the registry and tag of kfdist image `reference`."""
+    return image(name, *_registry_and_tag(reference))
+
+
+def build_command(reference: str) -> str:
+    """The `containers/build.sh` command that builds kfdist image `reference`."""
+    registry, tag = _registry_and_tag(reference)
+    flags = ([f"--registry {registry}"] if registry != DEFAULT_REGISTRY else []) + (
+        [f"--tag {tag}"] if tag != __version__ else [])
+    return " ".join(["bash containers/build.sh", *flags, kfdist_image_name(reference) or ""])
+
+
+def cpu_image_warning(gpus_per_worker: int, replica_image: str,
+                      spell: Callable[[str, object], str]) -> Optional[str]:
+    """What to tell a user who asks for GPUs for replicas of one of kfdist's CPU images.
+
+    The runtime and Horovod images hold TensorFlow's CPU build, which does not use a GPU;
+    `kfdist-training-gpu` (containers/training-gpu) is the one built for NVIDIA GPUs.
+
+    Args:
+      gpus_per_worker: The GPUs asked for per worker.
+      replica_image: The image the replicas run.
+      spell: How the command spells a setting and its value (`--gpus-per-worker 2`).
+
+    Returns:
+      One line, or None when no GPU is asked for or the image is not a CPU image of kfdist's.
+    """
+    name = kfdist_image_name(replica_image)
+    if not gpus_per_worker or name not in ("runtime", "horovod"):
+        return None
+    gpu_image = sibling_image(replica_image, "training-gpu")
+    advice = (f"pass {spell('image', gpu_image)} ({build_command(gpu_image)} builds it)"
+              if name == "runtime" else
+              f"{gpu_image} has no Horovod: build a Horovod image on it and pass "
+              f"{spell('image', 'IMAGE')}")
+    return (f"{spell('gpus_per_worker', gpus_per_worker)} with {replica_image}, kfdist's CPU "
+            f"image: its TensorFlow leaves the GPUs unused; {advice}")
 
 
 def is_kfdist_image(reference: str) -> bool:

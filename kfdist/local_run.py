@@ -14,6 +14,8 @@ import dataclasses
 import functools
 import json
 import os
+import sys
+import tempfile
 import time
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -45,6 +47,10 @@ class RunOptions:
       slice_columns: Table columns whose values slice the eval split in the evaluation.
       runner: `subprocess` (each step a process of this Python) or `docker` (each step in the
         runtime image, as Kubeflow Pipelines runs it; see `kfdist.docker_run`).
+      images: `(registry, tag)` of kfdist's images (tag None: kfdist's version), as `kfdist
+        compile --registry/--tag` takes them: the steps run the pipeline compiled for them (in
+        that runtime image with `docker`), and a cluster job's replicas default to them; None:
+        the published images.
     """
 
     output_dir: str
@@ -67,6 +73,7 @@ class RunOptions:
     cache: bool = True
     verbose: bool = False
     runner: str = "subprocess"
+    images: Optional[Tuple[str, Optional[str]]] = None
 
     @functools.cached_property
     def train(self) -> Dict[str, Any]:
@@ -148,12 +155,13 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
     """
     from kfp import local
 
-    from kfdist.run_checks import validate_run_options
+    from kfdist.run_checks import run_warnings, validate_run_options
 
     validate_run_options(opts)
+    for warning in run_warnings(opts):
+        print(f"kfdist: warning: {warning}", file=sys.stderr, flush=True)
 
     from kfdist.components.common import storage
-    from kfdist.pipelines import registry
     from kfdist.run_console import RunConsole
     from kfdist.sample_data import SAMPLES
 
@@ -167,11 +175,12 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
     console = RunConsole(os.path.join(output_dir, LOGS_DIR), verbose=opts.verbose)
     print(run_summary.headline(opts, output_dir), flush=True)
     engine_errors = _engine_errors() if opts.runner == "docker" else ()
+    pipeline = pipeline_to_run(opts)
     try:
-        with _runner(opts, output_dir, source_uri, export_base) as runner, console:
+        with _runner(opts, output_dir, source_uri, export_base, pipeline) as runner, console:
             local.init(runner=runner, pipeline_root=os.path.join(output_dir, PIPELINE_ROOT_DIR),
                        raise_on_error=True, enable_caching=opts.cache)
-            task = registry.get_pipeline(opts.pipeline)(
+            task = pipeline(
                 source_uri=source_uri, export_base=export_base, num_shards=opts.num_shards,
                 split=opts.split, eval_fraction=opts.eval_fraction,
                 shard_runner=opts.shard_runner, beam_options=list(opts.beam_options),
@@ -209,9 +218,34 @@ def _engine_errors() -> tuple:
     return docker.errors.DockerException, requests.exceptions.RequestException
 
 
+def pipeline_to_run(opts: RunOptions):
+    """The pipeline kfp.local runs: the shipped one, or with `opts.images` the one `kfdist
+    compile --registry R --tag T` writes (every step in `R/kfdist-runtime:T`, carrying R and T
+    to the training step's replica images)."""
+    from kfdist.pipelines import registry
+
+    if opts.images is None:
+        return registry.get_pipeline(opts.pipeline)
+    from kfp import components
+
+    with tempfile.TemporaryDirectory(prefix="kfdist-run-") as folder:
+        return components.load_component_from_file(
+            registry.compile_pipeline(opts.pipeline, folder, images=opts.images))
+
+
+def step_images(pipeline) -> Tuple[str, ...]:
+    """The images `pipeline`'s steps run in (what `--runner docker` starts), sorted."""
+    from google.protobuf import json_format
+
+    executors = json_format.MessageToDict(pipeline.pipeline_spec.deployment_spec)["executors"]
+    return tuple(sorted({e["container"]["image"] for e in executors.values()
+                         if "container" in e}))
+
+
 @contextlib.contextmanager
-def _runner(opts: RunOptions, output_dir: str, source_uri: str, export_base: str):
-    """The kfp.local runner of `opts.runner`; a docker one sees the run's directories."""
+def _runner(opts: RunOptions, output_dir: str, source_uri: str, export_base: str, pipeline):
+    """The kfp.local runner of `opts.runner`; a docker one sees the run's directories and has
+    the images of `pipeline`'s steps."""
     from kfp import local
 
     from kfdist.components.common import storage
@@ -225,5 +259,5 @@ def _runner(opts: RunOptions, output_dir: str, source_uri: str, export_base: str
     writable = [output_dir, os.path.join(output_dir, PIPELINE_ROOT_DIR)] + (
         [export_base] if not storage.is_gcs(export_base) else [])
     readable = [source_uri] if not storage.is_gcs(source_uri) else []
-    with docker_run.docker_runner(writable, readable) as runner:
+    with docker_run.docker_runner(writable, readable, step_images(pipeline)) as runner:
         yield runner

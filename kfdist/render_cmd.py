@@ -56,6 +56,11 @@ def add_render_parser(subparsers) -> argparse.ArgumentParser:
                    choices=sorted(CUSTOMISATION_BY_RELEASE),
                    help="Kubeflow Trainer release the TrainJob is for (the step reads it from the "
                         "cluster's CRD); default: %(default)s")
+    p.add_argument("--name", type=_job_name, default=None,
+                   help="the job's name, a DNS-1035 label (lower-case letters, digits and '-', "
+                        "starting with a letter); default: the step's own, kfdist-<task name>-"
+                        "<hash of run id and task name>, the same for every render with the same "
+                        "--run-id and --task-name")
     add_step_flags(p)
     from kfdist.cli import add_image_flags
 
@@ -63,6 +68,17 @@ def add_render_parser(subparsers) -> argparse.ArgumentParser:
     p.set_defaults(func=run_render)
     _add_render_launch(p, CUSTOMISATION_BY_RELEASE)
     return p
+
+
+def _job_name(text: str) -> str:
+    """`--name`'s type: a job name, else a usage error naming it."""
+    from kfdist.components.train_distributed.kubernetes.build.job_validation import check_job_name
+
+    try:
+        check_job_name(text)
+    except InvalidInputError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
 
 
 def _add_render_launch(p, releases) -> None:
@@ -111,7 +127,8 @@ def render_from_args(args: argparse.Namespace):
                            model_dir="model", work_dir="reports", training=step.training,
                            job=step.spec)
     rendered, layout = backend.render_step_job(job, step.cluster, dataset_uri,
-                                               CUSTOMISATION_BY_RELEASE[args.trainer_version])
+                                               CUSTOMISATION_BY_RELEASE[args.trainer_version],
+                                               name=args.name)
     return prepare_body(rendered, owner=None), job, layout, dataset_uri
 
 
@@ -127,6 +144,7 @@ def run_render(args: argparse.Namespace) -> int:
     registry, tag = image_target(args) or (None, None)
     with images_from(registry, tag):
         body, job, layout, dataset_uri = render_from_args(args)
+        warning = _gpu_warning(args)
     if args.stage:
         from kfdist.components.train_distributed.kubernetes import backend
 
@@ -136,8 +154,38 @@ def run_render(args: argparse.Namespace) -> int:
                 "--dataset-uri")
         backend.stage_job(job, layout, dataset_uri if on_gcs else None)
         print(f"# staged {layout.job_file}", file=sys.stderr)
+    else:
+        print(f"# note: the job reads {layout.job_file}, which this render did not write: "
+              "--stage writes it (with the dataset), as the training step does before it "
+              "creates its job; applied before it is there, the replicas fail", file=sys.stderr)
+    if warning:
+        print(f"# warning: {warning}", file=sys.stderr)
+    if args.name is None:
+        sys.stdout.write(_default_name_comment(body["metadata"]["name"], args))
     sys.stdout.write(yaml.safe_dump(body, sort_keys=False, default_flow_style=False))
     return 0
+
+
+def _gpu_warning(args: argparse.Namespace) -> Optional[str]:
+    """The warning on --gpus-per-worker for replicas of kfdist's CPU image, else None."""
+    from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
+    from kfdist.images import cpu_image_warning
+    from kfdist.step_flags import spell
+
+    replica_image = ClusterOptions(image=args.image or None).image_for(args.strategy)
+    return cpu_image_warning(args.gpus_per_worker, replica_image, spell)
+
+
+def _default_name_comment(name: str, args: argparse.Namespace) -> str:
+    """The YAML comment saying where the default job name comes from."""
+    from kfdist.components.train_distributed.kubernetes.backend import (
+        DEFAULT_RUN_ID, DEFAULT_TASK_NAME)
+
+    run_id, task = args.run_id or DEFAULT_RUN_ID, args.task_name or DEFAULT_TASK_NAME
+    return (f"# name: {name}, the training step's own: kfdist-<task name>-<hash of run id and "
+            f"task name>, from --run-id {run_id!r} and --task-name {task!r}\n"
+            "# every render with those has this name, so applying another changes that job: "
+            "pass --name NAME for a job of its own\n")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -150,7 +198,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return args.func(args)
     except InvalidInputError as err:
-        print(f"kfdist: invalid input: {err}", file=sys.stderr)
+        from kfdist.flag_wording import flags_of, in_flag_terms
+
+        print(f"kfdist: invalid input: {in_flag_terms(str(err), flags_of(parser.chosen(args)))}",
+              file=sys.stderr)
         return 2
 
 

@@ -9,7 +9,7 @@ before a step runs.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from kfdist import run_program
 from kfdist.components.common.errors import InvalidInputError
@@ -37,6 +37,7 @@ def validate_run_options(opts: RunOptions) -> None:
         raise InvalidInputError("--runner docker runs kfdist's own pipelines in their image; the "
                                 "program pipeline runs a program from this machine: use "
                                 "--runner subprocess")
+    _check_image_target(opts)
     shard = dict(definition.shard_settings, **opts.source_args)
     if opts.source_uri is not None and storage.is_gcs(opts.source_uri):
         if not storage.list_uris(opts.source_uri):
@@ -50,6 +51,32 @@ def validate_run_options(opts: RunOptions) -> None:
     validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold,
                              slice_columns=list(opts.slice_columns))
     validate_export_args(serving_model_name=opts.serving_model_name or definition.serving_model_name)
+
+
+def _check_image_target(opts: RunOptions) -> None:
+    """--registry/--tag name the image of the steps (--runner docker) and a cluster job's
+    replicas: with neither, they would change nothing."""
+    if opts.images is not None and opts.runner != "docker" and opts.train["backend"] == "local":
+        raise InvalidInputError(
+            "--registry/--tag choose the image the steps run in (--runner docker) and a cluster "
+            "backend's replica images; --runner subprocess with --backend local runs no image: "
+            "pass --runner docker, or leave --registry/--tag out")
+
+
+def run_warnings(opts: RunOptions) -> List[str]:
+    """What `kfdist run` warns of once the options are valid: GPUs asked for replicas of one of
+    kfdist's CPU images."""
+    from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
+    from kfdist.images import cpu_image_warning, images_from
+    from kfdist.step_flags import spell
+
+    train = opts.train
+    if opts.runs_a_program or train["backend"] == "local":
+        return []
+    with images_from(*(opts.images or (None, None))):
+        replica_image = ClusterOptions(image=train["image"] or None).image_for(train["strategy"])
+    warning = cpu_image_warning(train["gpus_per_worker"], replica_image, spell)
+    return [warning] if warning else []
 
 
 def _check_cluster_place(opts: RunOptions) -> None:

@@ -10,7 +10,7 @@ import argparse
 from typing import Any, Callable, Dict, Optional, Sequence
 
 from kfdist.components.common.errors import require
-from kfdist.components.train_distributed.job.step_params import TRAIN_STEP_PARAMS, Param
+from kfdist.components.train_distributed.job.step_params import PARAMS_BY_NAME, TRAIN_STEP_PARAMS, Param
 
 
 def _key_values(flag: str, value: str) -> Dict[str, str]:
@@ -74,3 +74,10 @@ def step_values(args: argparse.Namespace) -> Dict[str, Any]:
             value = {k: v for text in value for k, v in _key_values(param.cli_flag, text).items()}
         values[param.name] = value
     return values
+
+
+def spell(name: str, value: Any) -> str:
+    """The flag of training-step parameter `name` given `value`, as a user types it
+    (`--gpus-per-worker 2`; a switch alone: `--chief`)."""
+    param = PARAMS_BY_NAME[name]
+    return param.cli_flag if isinstance(param.default, bool) else f"{param.cli_flag} {value}"

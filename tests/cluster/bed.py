@@ -1,5 +1,6 @@
 """Starts and stops one test bed in a directory: etcd, kube-apiserver, kube-controller-manager,
-the operators' own controllers and the node agent, all on 127.0.0.1.
+the operators' own controllers and the node agent, on 127.0.0.1 (the pods on a podman network of
+their own, whose gateway address the node agent's name server answers on).
 
     bed = start(Path("DIR"))   # returns once the node is Ready and every operator answers
     stop(Path("DIR"))          # from any process: ends every process, container and network
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import time
@@ -75,7 +75,7 @@ def _kubectl() -> str:
     return "kubectl"
 
 
-def _certificates(pki: Path) -> certs.Authority:
+def _certificates(pki: Path) -> None:
     authority = certs.Authority(pki)
     authority.issue("apiserver", "kube-apiserver", hosts=API_HOSTS)
     authority.issue("admin", ADMIN, organization="system:masters")
@@ -84,41 +84,56 @@ def _certificates(pki: Path) -> certs.Authority:
     authority.issue("kube-controller-manager", "system:kube-controller-manager")
     authority.issue("serving", "kfdist-test-bed-serving", hosts=("127.0.0.1", "localhost"))
     certs.service_account_keys(pki)
-    return authority
 
 
-def start(root: Path, binaries: Optional[Dict[str, str]] = None) -> Bed:
+#: The datastores the bed can run on: etcd (the default, what clusters run) or kine.
+DATASTORES = ("etcd", "kine")
+
+
+def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str = "etcd") -> Bed:
     """Starts a test bed in `root` (created; must hold no running bed) and waits until it is ready.
 
     On any failure everything started so far is stopped again and `StartFailed` says why.
+
+    Args:
+      root: The bed's directory.
+      binaries: {name: path} of its binaries; None: `build()` them.
+      datastore: `etcd`, or `kine` (SQLite; built only on request: `build.sh kine`).
     """
+    if datastore not in DATASTORES:
+        raise processes.StartFailed(f"datastore {datastore!r}: expected one of {DATASTORES}")
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     if processes.running(root):
         raise processes.StartFailed(f"a test bed is already running in {root}: "
                                     f"bash tests/cluster/down.sh {root}")
-    binaries = binaries or build()
+    node_runtime.remove_all(root)  # what a bed that crashed here left
+    binaries = binaries or build(() if datastore == "etcd" else (
+        "kine", "kube-apiserver", "kube-controller-manager", "training-operator", "mpi-operator",
+        "jobset", "trainer-controller-manager", "kueue"))
     layout = control_plane.Layout(root, processes.free_port(), processes.free_port(),
                                   processes.free_port())
     bed = Bed(layout, binaries, _kubectl())
     (root / BED_RECORD).write_text(json.dumps({"layout": layout.to_json(), "binaries": binaries,
                                                "kubectl": bed.kubectl}, indent=1))
     try:
-        _start(bed)
+        _start(bed, datastore)
     except BaseException:
         stop(root)
         raise
     return bed
 
 
-def _start(bed: Bed) -> None:
+def _start(bed: Bed, datastore: str) -> None:
     layout, binaries = bed.layout, bed.binaries
     pki = layout.pki
-    authority = _certificates(pki)
+    _certificates(pki)
     procs = processes.Processes(layout.root)
 
-    procs.start("etcd", control_plane.etcd_argv(binaries["etcd"], layout))
-    procs.wait_until("etcd", lambda: processes.port_open(layout.etcd_port), START_TIMEOUT_S)
+    argv = (control_plane.etcd_argv(binaries["etcd"], layout) if datastore == "etcd"
+            else control_plane.kine_argv(binaries["kine"], layout))
+    procs.start(datastore, argv)
+    procs.wait_until(datastore, lambda: processes.port_open(layout.etcd_port), START_TIMEOUT_S)
 
     procs.start("kube-apiserver", control_plane.apiserver_argv(binaries["kube-apiserver"], layout))
     procs.wait_until("kube-apiserver", lambda: processes.https_ok(
@@ -138,8 +153,8 @@ def _start(bed: Bed) -> None:
         "get", "configmap", "kube-root-ca.crt", "-n", "default", check=False).returncode == 0,
         START_TIMEOUT_S)
 
-    node_runtime.start_node_agent(bed, procs, authority)
-    operators.start_operators(bed, procs, authority)
+    node_runtime.start_node_agent(bed, procs)
+    operators.start_operators(bed, procs)
 
 
 def load(root: Path) -> Bed:

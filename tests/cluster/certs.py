@@ -78,11 +78,6 @@ class Authority:
         _write_pem(key_path, _key_pem(self._key), private=True)
         _write_pem(self.cert_path, self._cert.public_bytes(serialization.Encoding.PEM))
 
-    @property
-    def pem(self) -> bytes:
-        """The CA certificate, PEM-encoded (a webhook's `caBundle`, base64-encoded)."""
-        return self.cert_path.read_bytes()
-
     def issue(self, stem: str, common_name: str, organization: str | None = None,
               hosts: Sequence[str] = (), directory: Path | None = None) -> Tuple[Path, Path]:
         """Writes `STEM.crt` and `STEM.key`: a certificate for a client or (with `hosts`) a server.

@@ -66,6 +66,13 @@ def etcd_argv(etcd: str, layout: Layout) -> List[str]:
             "--listen-metrics-urls", "", "--log-level", "warn"]
 
 
+def kine_argv(kine: str, layout: Layout) -> List[str]:
+    """kine (etcd's API over SQLite) where etcd would listen: the datastore compared with etcd."""
+    return [kine, "--listen-address", f"127.0.0.1:{layout.etcd_port}",
+            "--endpoint", f"sqlite://{layout.root / 'kine.db'}?_journal=WAL&cache=shared",
+            "--metrics-bind-address", "0"]
+
+
 def apiserver_argv(apiserver: str, layout: Layout) -> List[str]:
     """kube-apiserver: client certificates and ServiceAccount tokens, RBAC, default admission."""
     pki = layout.pki

@@ -12,12 +12,15 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from cluster import bed as test_bed
 from cluster import control_plane, node_runtime, processes
+from cluster.node_agent.podspec import BED_LABEL
+from cluster.node_agent.runtime import network_name
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = "kfdist-pipeline-runner"
@@ -29,16 +32,33 @@ def kube_bed(tmp_path_factory):
     """The running test bed (`bed.Bed`)."""
     root = tmp_path_factory.mktemp("kube-bed")
     bed = test_bed.start(root)
-    # kfdist's runtimes, as the README installs them (through Trainer's validating webhook).
-    bed.kubectl_run("apply", "--server-side", "-k", str(REPO / "manifests" / "runtimes"))
+    try:
+        # kfdist's runtimes, as the README installs them (through Trainer's validating webhook).
+        bed.kubectl_run("apply", "--server-side", "-k", str(REPO / "manifests" / "runtimes"))
+    except BaseException:
+        test_bed.stop(root)
+        raise
     yield bed
     forced = test_bed.stop(root)
     assert processes.running(root) == [], "test bed processes outlived down"
     assert not forced["killed"], f"did not stop on SIGTERM: {forced['killed']}"
     left = subprocess.run(["podman", "ps", "-a", "--filter",
-                           f"label=kfdist.test-bed={node_runtime.bed_id(root)}", "--format",
+                           f"label={BED_LABEL}={node_runtime.bed_id(root)}", "--format",
                            "{{.Names}}"], capture_output=True, text=True).stdout.split()
     assert left == [], f"containers left: {left}"
+    network = network_name(node_runtime.bed_id(root))
+    assert subprocess.run(["podman", "network", "exists", network]).returncode != 0, network
+
+
+def wait_for(predicate, seconds: float = 20.0, what: str = "the condition"):
+    """Polls `predicate` until it returns something true (returned), failing after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"{what} did not hold within {seconds} s")
 
 
 class Namespace:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from typing import List
 from cluster import processes
 from cluster.node_agent.__main__ import NODE_NAME
 from cluster.node_agent.podspec import BED_LABEL
+from cluster.node_agent.runtime import network_name
 
 HERE = Path(__file__).resolve().parent
 
@@ -23,13 +25,13 @@ def bed_id(root: Path) -> str:
     return hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:10]
 
 
-def start_node_agent(bed, procs: processes.Processes, authority) -> None:
+def start_node_agent(bed, procs: processes.Processes) -> None:
     """Starts the node agent and waits until its Node is Ready."""
     port = processes.free_port()
     procs.start("node-agent", [sys.executable, "-m", "cluster.node_agent", "--root",
                                str(bed.root), "--kubeconfig", str(bed.kubeconfig), "--port",
                                str(port), "--bed-id", bed_id(bed.root)],
-                env={**_environ(), "PYTHONPATH": str(HERE.parent)})
+                env={**os.environ, "PYTHONPATH": str(HERE.parent)})
 
     def ready() -> bool:
         found = bed.kubectl_run("get", "node", NODE_NAME, "-o", "json", check=False)
@@ -39,11 +41,6 @@ def start_node_agent(bed, procs: processes.Processes, authority) -> None:
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     procs.wait_until("node-agent", ready, 60)
-
-
-def _environ():
-    import os
-    return dict(os.environ)
 
 
 def remove_all(root: Path) -> List[str]:
@@ -57,6 +54,6 @@ def remove_all(root: Path) -> List[str]:
     if names:
         subprocess.run([podman, "rm", "--force", "--time", "0", "--ignore", *names],
                        capture_output=True, timeout=300)
-    subprocess.run([podman, "network", "rm", "--force", f"kfdist-bed-{bed_id(root)}"],
+    subprocess.run([podman, "network", "rm", "--force", network_name(bed_id(root))],
                    capture_output=True, timeout=120)
     return names

@@ -24,7 +24,7 @@ import os
 import subprocess
 import urllib.request
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional
 
 import yaml
 
@@ -149,7 +149,7 @@ def _config(path: Path, document: dict) -> Path:
     return path
 
 
-def start_operators(bed, procs: processes.Processes, authority) -> None:
+def start_operators(bed, procs: processes.Processes) -> None:
     """Installs the operators' CRDs, starts each operator, then installs their webhooks."""
     root, pki, binaries = bed.root, bed.layout.pki, bed.binaries
     for namespace in NAMESPACES:

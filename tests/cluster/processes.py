@@ -60,7 +60,7 @@ class Processes:
                                        cwd=str(cwd) if cwd else None)
         self.started[name] = process
         record = _read_record(self.root)
-        record.append({"name": name, "pid": process.pid, "argv0": str(argv[0])})
+        record.append({"name": name, "pid": process.pid})
         (self.root / RECORD).write_text(json.dumps(record, indent=1))
         return process
 

@@ -6,25 +6,15 @@ errors, graceful deletion, garbage collection)."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
+from cluster.fixture import wait_for
 from cluster.node_agent.__main__ import NODE_NAME
 
 pytestmark = pytest.mark.slow
 #: The bed's smallest image (containers/build.sh makes it as the runtime image's base).
 BASE_IMAGE = "docker.io/library/debian:12.15-slim"
-
-
-def wait_for(predicate, seconds: float = 60.0, what: str = "the condition"):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} did not hold within {seconds} s")
 
 
 def _pod(name: str, command: str, restart: str = "Never", image: str = BASE_IMAGE, **spec) -> str:
@@ -71,7 +61,7 @@ def test_a_pod_gets_its_downward_api_env_a_dns_name_and_its_logs_stream(kube_bed
         "talker", 'echo "$GREETING at $MY_IP"; getent hosts talker.peers; getent hosts peers; '
                   f'getent hosts peers.{ns.name}.svc.cluster.local; exit 3',
         hostname="talker", subdomain="peers"))
-    wait_for(lambda: _phase(ns, "talker") == "Failed", what="the pod to fail")
+    wait_for(lambda: _phase(ns, "talker") == "Failed", seconds=60, what="the pod to fail")
     pod = ns.get("pod", "talker")
     assert pod["spec"]["nodeName"] == NODE_NAME
     address = pod["status"]["podIP"]
@@ -100,7 +90,7 @@ def test_on_failure_restarts_count_and_a_missing_image_backs_off(kube_bed, bed_n
     assert ns.kubectl("logs", "flaky", "--previous").stdout.strip() == "run 0"
     waiting = wait_for(lambda: ns.get("pod", "ghost")["status"].get("containerStatuses", [{}])[0]
                        .get("state", {}).get("waiting", {}).get("reason") == "ImagePullBackOff",
-                       what="ImagePullBackOff")
+                       seconds=60, what="ImagePullBackOff")
     assert waiting and _phase(ns, "ghost") == "Pending"
 
 
@@ -113,8 +103,8 @@ def test_graceful_deletion_sends_sigterm_and_owners_take_their_pods_along(kube_b
                     "while true; do sleep 0.2; done", restart="Always",
         volumes=[{"name": "work", "persistentVolumeClaim": {"claimName": "work"}}]).replace(
         '"env"', '"volumeMounts": [{"name": "work", "mountPath": "/work"}], "env"'))
-    wait_for(lambda: _phase(ns, "graceful") == "Running", what="Running")
-    wait_for(lambda: "up" in ns.kubectl("logs", "graceful").stdout, what="its first line")
+    wait_for(lambda: _phase(ns, "graceful") == "Running", seconds=60, what="Running")
+    wait_for(lambda: "up" in ns.kubectl("logs", "graceful").stdout, seconds=60, what="its first line")
     ns.kubectl("delete", "pod", "graceful", "--wait=true", "--timeout=60s")
     assert (claim / "signal").read_text().strip() == "TERM"
 
@@ -123,7 +113,7 @@ def test_graceful_deletion_sends_sigterm_and_owners_take_their_pods_along(kube_b
     owned["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap",
                                              "name": "owner", "uid": owner["metadata"]["uid"]}]
     ns.kubectl("apply", "-f", "-", stdin=json.dumps(owned))
-    wait_for(lambda: _phase(ns, "owned") == "Running", what="Running")
+    wait_for(lambda: _phase(ns, "owned") == "Running", seconds=60, what="Running")
     ns.kubectl("delete", "configmap", "owner", "--wait=true")
     wait_for(lambda: ns.kubectl("get", "pod", "owned", check=False).returncode != 0,
-             what="the garbage collector to delete the pod")
+             seconds=60, what="the garbage collector to delete the pod")

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from component.test_launch_examples import _saved_model_predicts
-from containers.test_cluster_bed import wait_for
+from cluster.fixture import wait_for
 
 pytestmark = pytest.mark.slow
 EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples")
@@ -44,21 +44,31 @@ def _program(tmp_path, example: str):
     return folder
 
 
-def test_tf2_example_trains_as_a_tfjob_of_the_training_operator(bed_namespace, kfdist_images,
-                                                                 tmp_path):
+@pytest.mark.parametrize("backend", ["tfjob", "trainjob"])
+def test_tf2_example_trains_on_the_operators_own_controllers(backend, bed_namespace,
+                                                             kfdist_images, tmp_path):
+    """TF_CONFIG from the Training Operator (TFJob), or derived by each replica from its JobSet
+    name (TrainJob on kfdist-tensorflow: Trainer makes the JobSet, JobSet the Jobs, the Job
+    controller the pods); the chief saves the SavedModel on the PVC."""
     ns = bed_namespace
-    pvc, flags = _cluster_flags(ns, "tf2", "tfjob")
+    pvc, flags = _cluster_flags(ns, "tf2", backend)
     program = _program(tmp_path, "tf2_multi_worker_custom_loop.py")
     done = _launch("--framework", "tensorflow", "--workers", "2", "--output", str(pvc / "tf2"),
                    "--program-dir", str(program), *flags, "--", "python",
                    "tf2_multi_worker_custom_loop.py", "--steps", "60")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert abs(_saved_model_predicts(pvc / "tf2" / "model", 1.0) - 5.0) < 0.5
-    job = ns.get("tfjob", "tf2")  # its status is the Training Operator's own
-    succeeded = [c for c in job["status"]["conditions"] if c["type"] == "Succeeded"]
-    assert succeeded and succeeded[0]["status"] == "True"
-    assert succeeded[0]["reason"] == "TFJobSucceeded"
-    assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
+    job = ns.get(backend, "tf2")  # its status is the operator's own
+    done_when = {"tfjob": ("Succeeded", "TFJobSucceeded"), "trainjob": ("Complete", None)}
+    kind, reason = done_when[backend]
+    assert any(c["type"] == kind and c["status"] == "True" and reason in (None, c["reason"])
+               for c in job["status"]["conditions"]), job["status"]
+    if backend == "tfjob":
+        assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
+    else:
+        assert job["spec"]["runtimeRef"]["name"] == "kfdist-tensorflow"
+        [jobset] = ns.get("jobset")
+        assert jobset["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
 
 
 def test_sigterm_to_launch_deletes_the_tfjob_and_its_pods(bed_namespace, kfdist_images, tmp_path):
@@ -112,3 +122,63 @@ def test_the_pipeline_runner_can_do_what_kfdist_needs_and_no_more(kube_bed, bed_
                    "--output", "gs://bucket/out", "--", "python", "x.py", timeout=120)
     assert done.returncode != 0
     assert "kfdist-pipeline-runner" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+ENV_PROGRAM = """
+import json, os, sys
+task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+name = f"{task.get('type', 'single')}-{task.get('index', 0)}"
+path = os.path.join(os.environ["KFDIST_CHECKPOINT_DIR"], "env", sys.argv[1], name + ".json")
+os.makedirs(os.path.dirname(path), exist_ok=True)
+with open(path, "w") as f:
+    json.dump(dict(os.environ), f)
+print("wrote", name, flush=True)
+"""
+
+
+def _injected(env: dict) -> dict:
+    """Variables a replica gets from kfdist or the operator: kfdist's and TensorFlow's, less what
+    this machine's environment passes through to a local replica as it is."""
+    return {k: v for k, v in env.items() if k.startswith(("KFDIST_", "TF_"))
+            and os.environ.get(k) != v}
+
+
+def test_a_program_sees_the_same_variables_locally_and_as_a_tfjob(bed_namespace, kfdist_images,
+                                                                  tmp_path, monkeypatch):
+    """The same program, `--backend local` and `--backend tfjob` on the real operator: the same
+    kfdist and TensorFlow variables, variable by variable (addresses apart), and none of kfdist's
+    own choices (TF_USE_LEGACY_KERAS, TF_CPP_MIN_LOG_LEVEL) in either."""
+    ns = bed_namespace
+    pvc, flags = _cluster_flags(ns, "envs", "tfjob")
+    program = tmp_path / "program"
+    program.mkdir()
+    (program / "env_dump.py").write_text(ENV_PROGRAM)
+    for variable in ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL"):
+        monkeypatch.delenv(variable, raising=False)
+    local = _launch("--framework", "tensorflow", "--workers", "2", "--output",
+                    str(tmp_path / "local"), "--", sys.executable, str(program / "env_dump.py"),
+                    "local")
+    assert local.returncode == 0, local.stdout[-3000:] + local.stderr[-3000:]
+    remote = _launch("--framework", "tensorflow", "--workers", "2", "--output", str(pvc / "envs"),
+                     "--program-dir", str(program), *flags, "--", "python", "env_dump.py",
+                     "cluster")
+    assert remote.returncode == 0, remote.stdout[-3000:] + remote.stderr[-3000:]
+
+    def dumps(root, tag: str):
+        found = {p.stem: json.loads(p.read_text()) for p in root.rglob("*.json")
+                 if p.parent.name == tag and p.parent.parent.name == "env"}
+        assert sorted(found) == ["worker-0", "worker-1"], sorted(found)
+        return found
+
+    here = dumps(tmp_path / "local", "local")
+    there = dumps(pvc / "envs", "cluster")
+    for replica in ("worker-0", "worker-1"):
+        mine, theirs = _injected(here[replica]), _injected(there[replica])
+        assert "TF_USE_LEGACY_KERAS" not in mine and "TF_USE_LEGACY_KERAS" not in theirs
+        assert "TF_CPP_MIN_LOG_LEVEL" not in mine and "TF_CPP_MIN_LOG_LEVEL" not in theirs
+        assert sorted(mine) == sorted(theirs), (replica, sorted(mine), sorted(theirs))
+        local_config, cluster_config = (json.loads(e["TF_CONFIG"]) for e in (mine, theirs))
+        assert local_config["task"] == cluster_config["task"]
+        assert {k: len(v) for k, v in local_config["cluster"].items()} == \
+            {k: len(v) for k, v in cluster_config["cluster"].items()}
+

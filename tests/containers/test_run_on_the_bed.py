@@ -10,6 +10,7 @@ the node's directory for that claim, as a pipeline step's pod would have it moun
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from cluster.node_agent.podspec import POD_LABEL
-from containers.test_cluster_bed import wait_for
+from cluster.fixture import wait_for
 
 pytestmark = pytest.mark.slow
 MOUNT = Path("/mnt/kfdist")
@@ -142,8 +143,8 @@ def test_kueue_holds_the_trainjob_until_its_cluster_queue_admits_it(
     run = _run(ns, tmp_path / "run", "trainjob", "multi_worker_mirrored", "--queue-name",
                "team-queue", "--cpu-per-worker", "1", "--memory-per-worker", "2Gi", popen=True)
     try:
-        [trainjob] = wait_for(lambda: ns.get("trainjob"), what="the TrainJob")
-        workload = wait_for(lambda: ns.get("workload"), what="Kueue's Workload")
+        [trainjob] = wait_for(lambda: ns.get("trainjob"), seconds=120, what="the TrainJob")
+        workload = wait_for(lambda: ns.get("workload"), seconds=60, what="Kueue's Workload")
         time.sleep(3)  # held: suspended, no pod
         assert ns.get("trainjob", trainjob["metadata"]["name"])["spec"]["suspend"] is True
         assert ns.get("pod") == [] and run.poll() is None
@@ -161,3 +162,60 @@ def test_kueue_holds_the_trainjob_until_its_cluster_queue_admits_it(
     [admitted] = ns.get("workload")
     assert any(c["type"] == "Admitted" and c["status"] == "True"
                for c in admitted["status"]["conditions"])
+
+
+def test_a_rendered_and_staged_mpijob_runs_with_kubectl_apply(kube_bed, bed_namespace, work_pvc,
+                                                              kfdist_images, digits_dataset):
+    """`kfdist render --stage | kubectl apply --server-side -f -`, as the pipeline runner: the
+    MPI Operator's own launcher and sshd workers train it with Horovod."""
+    ns = bed_namespace
+    work = f"{MOUNT}/rendered"
+    render = subprocess.run(
+        [sys.executable, "-m", "kfdist", "render", "--backend", "mpijob", "--strategy", "horovod",
+         "--workers", "2", "--epochs", "2", "--namespace", ns.name, "--pvc-name", CLAIM,
+         "--work-uri", work, "--dataset", digits_dataset, "--stage"],
+        capture_output=True, text=True, timeout=300)
+    assert render.returncode == 0, render.stderr[-3000:]
+    applied = kube_bed.kubectl_run("apply", "--server-side", "-f", "-", stdin=render.stdout,
+                                   kubeconfig=ns.kubeconfig)
+    assert "mpijob.kubeflow.org/" in applied.stdout
+    [job] = wait_for(lambda: [j for j in ns.get("mpijob")
+                              if ("Succeeded", "MPIJobSucceeded") in _conditions(j)],
+                     seconds=300, what="the MPIJob to succeed")
+    assert (work_pvc / "rendered" / "model" / "saved_model" / "saved_model.pb").is_file()
+
+
+def test_deleting_the_steps_pod_takes_the_job_and_its_replicas_along(
+        kube_bed, bed_namespace, work_pvc, kfdist_images, tmp_path):
+    """The job is owned by the step's pod (KFP_POD_NAME/KFP_POD_UID): the garbage collector of
+    the real controller manager deletes the TFJob, and the operator's pods go with it."""
+    ns = bed_namespace
+    step_pod = json.loads(ns.kubectl("create", "-f", "-", "-o", "json", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "step"}, "spec": {
+            "containers": [{"name": "main", "image": "docker.io/library/debian:12.15-slim",
+                            "command": ["sleep", "600"]}]}})).stdout)
+    program = tmp_path / "program"
+    program.mkdir()
+    (program / "forever.py").write_text("import time\nprint('up', flush=True)\ntime.sleep(600)\n")
+    env = {**os.environ, "KFP_POD_NAME": "step", "KFP_POD_UID": step_pod["metadata"]["uid"],
+           "KFP_POD_NAMESPACE": ns.name}
+    launch = subprocess.Popen(
+        [sys.executable, "-m", "kfdist", "launch", "--framework", "tensorflow", "--workers", "2",
+         "--backend", "tfjob", "--name", "owned", "--namespace", ns.name, "--pvc-name", CLAIM,
+         "--pvc-mount-path", str(work_pvc), "--output", str(work_pvc / "owned"),
+         "--program-dir", str(program), "--timeout", "500", "--", "python", "forever.py"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        wait_for(lambda: len([p for p in ns.get("pod") if p["metadata"]["name"].startswith(
+            "owned-") and p["status"].get("phase") == "Running"]) == 2, seconds=300,
+            what="both replicas Running")
+        [job] = ns.get("tfjob")
+        assert [(o["kind"], o["name"]) for o in job["metadata"]["ownerReferences"]] == [
+            ("Pod", "step")]
+        ns.kubectl("delete", "pod", "step", "--wait=false")
+        wait_for(lambda: not ns.get("tfjob"), seconds=120, what="the TFJob to be collected")
+        wait_for(lambda: not [p for p in ns.get("pod") if p["metadata"]["name"].startswith(
+            "owned-")], seconds=120, what="the replicas to go")
+    finally:
+        launch.kill()
+        launch.communicate()

@@ -45,9 +45,9 @@ def _run(argv, capsys):
 
 @pytest.mark.parametrize("extra, expected", [
     (["--workers", "-1"], "-1"),
-    (["--num-shards", "0"], "num_shards"),
+    (["--num-shards", "0"], "--num-shards"),
     (["--eval-fraction", "1.5"], "1.5"),
-    (["--eval-fraction", "0"], "eval_fraction"),
+    (["--eval-fraction", "0"], "--eval-fraction"),
     (["--model", "resnet9000"], "resnet9000"),
     (["--model", "no_such_package_xyz.models:build"], "no_such_package_xyz.models"),
     (["--model", "json:no_such_function"], "no_such_function"),

@@ -72,7 +72,7 @@ BAD_INPUTS = {
                               "'abc'", {}),
     "run: unknown model": (["run", "mnist", "--model", "nosuch_model"], 2, "'nosuch_model'", {}),
     "run: threshold above 1": (["run", "mnist", "--accuracy-threshold", "2"], 2,
-                               "accuracy_threshold=2.0", {}),
+                               "--accuracy-threshold 2.0", {}),
     "run: unknown option": (["run", "mnist", "--param", "x"], 2, "--param", {}),
     "run: gs:// without credentials": (["run", "tabular", "--data", "gs://kfdist-none/x.csv"], 1,
                                        "'gs://kfdist-none/x.csv'", NO_CREDENTIALS),

@@ -165,3 +165,75 @@ def test_kfdist_images_are_recognised_in_any_registry_with_any_tag():
     assert kfdist_image_name("ghcr.io/team/kfdist-horovod-extra:1") is None
     assert kfdist_image_name("ghcr.io/team/trainer:1") is None
     assert is_kfdist_image("kfdist-training-gpu:1") and not is_kfdist_image("python:3.11")
+
+
+# --------------------------------------------------------------- kfdist run --registry/--tag
+
+
+def _run_options(*flags):
+    """The options `kfdist run mnist FLAGS` runs with (parsed by the real CLI, nothing run)."""
+    return cli.run_options(cli.build_parser().parse_args(["run", "mnist", *flags]))
+
+
+def _step_env(pipeline) -> list:
+    from google.protobuf import json_format
+
+    executors = json_format.MessageToDict(pipeline.pipeline_spec.deployment_spec)["executors"]
+    return [{e["name"]: e["value"] for e in executor["container"].get("env", [])}
+            for executor in executors.values()]
+
+
+def test_run_with_the_docker_runner_runs_the_steps_in_the_registrys_image():
+    from kfdist import local_run
+
+    opts = _run_options("--runner", "docker", "--registry", REGISTRY, "--tag", TAG)
+    pipeline = local_run.pipeline_to_run(opts)
+    # The images DockerRunner starts (and docker_runner pulls first) are the registry's...
+    assert local_run.step_images(pipeline) == (f"{REGISTRY}/kfdist-runtime:{TAG}",)
+    # ...and every step carries the registry to the training step's replica images.
+    assert all(env[images.REGISTRY_ENV] == REGISTRY and env[images.TAG_ENV] == TAG
+               for env in _step_env(pipeline))
+    # A tag alone keeps the published registry.
+    tagged = local_run.pipeline_to_run(_run_options("--runner", "docker", "--tag", TAG))
+    assert local_run.step_images(tagged) == (f"{kfdist.DEFAULT_REGISTRY}/kfdist-runtime:{TAG}",)
+    # Without them: the published image, as before.
+    shipped = local_run.pipeline_to_run(_run_options("--runner", "docker"))
+    assert local_run.step_images(shipped) == (kfdist.RUNTIME_IMAGE,)
+
+
+def test_a_missing_image_names_the_build_command_for_its_registry_and_tag():
+    assert images.build_command(f"{REGISTRY}/kfdist-runtime:{TAG}") == (
+        f"bash containers/build.sh --registry {REGISTRY} --tag {TAG} runtime")
+    assert images.build_command(kfdist.RUNTIME_IMAGE) == "bash containers/build.sh runtime"
+
+
+def test_run_refuses_registry_where_no_image_runs(tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = cli.main(["run", "mnist", "--output", str(out), "--registry", REGISTRY, "--tag", TAG])
+    err = capsys.readouterr().err
+    assert rc == 2
+    [line] = [line for line in err.splitlines() if line.startswith("kfdist:")]
+    assert line.startswith("kfdist: invalid input: --registry/--tag") and "--runner docker" in line
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_run_takes_registry_for_a_cluster_backends_replicas():
+    from kfdist.run_checks import validate_run_options
+
+    opts = _run_options("--backend", "tfjob", "--namespace", "ml", "--work-uri", "gs://b/w",
+                        "--registry", REGISTRY)
+    validate_run_options(opts)  # the subprocess steps' training step starts the registry's replicas
+    assert opts.images == (REGISTRY, None)
+
+
+def test_run_warns_of_gpus_for_the_cpu_runtime_image():
+    from kfdist.run_checks import run_warnings
+
+    cluster = ("--backend", "tfjob", "--namespace", "ml", "--work-uri", "gs://b/w")
+    [warning] = run_warnings(_run_options(*cluster, "--gpus-per-worker", "2",
+                                          "--registry", REGISTRY, "--tag", TAG))
+    assert "--gpus-per-worker 2" in warning and f"{REGISTRY}/kfdist-runtime:{TAG}" in warning
+    assert f"--image {REGISTRY}/kfdist-training-gpu:{TAG}" in warning and "\n" not in warning
+    gpu_image = f"{REGISTRY}/kfdist-training-gpu:{TAG}"
+    assert run_warnings(_run_options(*cluster, "--gpus-per-worker", "2", "--image", gpu_image)) == []
+    assert run_warnings(_run_options(*cluster)) == []

@@ -90,9 +90,10 @@ def resolve_work_uri(options: ClusterOptions, dataset_uri: Optional[str], job_na
         return options.work_uri
     if dataset_uri and storage.is_gcs(dataset_uri):
         return posixpath.join(posixpath.dirname(dataset_uri.rstrip("/")), job_name)
+    where = f"is at {dataset_uri!r}, not on gs://" if dataset_uri else "location is not known"
     raise InvalidInputError(
-        f"no shared location for the replicas: the dataset is at {dataset_uri!r}, not on gs://; "
-        "pass work_uri (gs://BUCKET/PREFIX, or a path on the PVC named by pvc_name)")
+        f"no shared location for the replicas: the dataset {where}; pass work_uri "
+        "(gs://BUCKET/PREFIX, or a path on the PVC named by pvc_name)")
 
 
 def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
@@ -143,8 +144,8 @@ def job_labels(options: ClusterOptions, run_id: str, task_name: str) -> Dict[str
 
 
 def render_step_job(job: config.JobConfig, options: ClusterOptions,
-                    dataset_uri: Optional[str],
-                    customisation: str = RUNTIME_PATCHES) -> "tuple[RenderedJob, SharedJobLayout]":
+                    dataset_uri: Optional[str], customisation: str = RUNTIME_PATCHES, *,
+                    name: Optional[str] = None) -> "tuple[RenderedJob, SharedJobLayout]":
     """Validates and renders the step's job and its work location; no API call.
 
     Args:
@@ -152,11 +153,13 @@ def render_step_job(job: config.JobConfig, options: ClusterOptions,
       options: The step's cluster settings.
       dataset_uri: The dataset artifact's URI (read in place when on `gs://`).
       customisation: For a TrainJob, the installed Trainer's pod-customisation field.
+      name: The job's name; default the step's own, from the run and task (`job_name_for`).
 
     Raises:
       InvalidInputError: Naming the first bad setting.
     """
-    name = job_name_for(options.run_id or DEFAULT_RUN_ID, options.task_name or DEFAULT_TASK_NAME)
+    name = name or job_name_for(options.run_id or DEFAULT_RUN_ID,
+                                options.task_name or DEFAULT_TASK_NAME)
     namespace = resolve_namespace(options)
     layout = SharedJobLayout(resolve_work_uri(options, dataset_uri, name))
     spec = build_job_spec(job, options, name=name, namespace=namespace, work_uri=layout.work_uri)

@@ -29,7 +29,7 @@ def run_shared_replica(layout: SharedJobLayout, scratch: str) -> None:
     """
     storage.download(layout.job_file, os.path.join(scratch, JOB_FILE))
     template = config.JobConfig.read(os.path.join(scratch, JOB_FILE))
-    dataset_dir = shared_dataset_dir(template.dataset_dir)
+    dataset_dir = shared_dataset_dir(template.dataset_dir, layout.job_file)
     job = dataclasses.replace(template, dataset_dir=dataset_dir,
                               model_dir=os.path.join(scratch, "model"),
                               work_dir=os.path.join(scratch, "reports"))
@@ -47,20 +47,24 @@ def run_shared_replica(layout: SharedJobLayout, scratch: str) -> None:
         backup_sync.discard_backup(layout.model_uri)
 
 
-def shared_dataset_dir(dataset_uri: str) -> str:
+def shared_dataset_dir(dataset_uri: str, job_uri: str) -> str:
     """Where this replica reads the dataset: a path that is the same in every replica of the job.
 
     Under parameter_server the chief's input functions run on the workers and name the chief's
     files, so each replica must find the dataset at the chief's path. A PVC path is mounted at
     the same path in every replica: it is read where it is. A `gs://` dataset is staged into a
-    directory named after its URI (each pod stages its own copy there; replicas sharing a
-    machine share one, moved into place whole).
+    directory named after the job and the dataset (each pod stages its own copy there; replicas
+    sharing a machine share one, moved into place whole).
+
+    Args:
+      dataset_uri: The dataset's location.
+      job_uri: The job's file in its work location (one per job).
     """
     if not storage.is_gcs(dataset_uri):
         if not os.path.isdir(dataset_uri):
             raise InvalidInputError(f"no such directory: {dataset_uri!r}")
         return dataset_uri
-    digest = hashlib.sha256(dataset_uri.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{job_uri}\n{dataset_uri}".encode()).hexdigest()[:16]
     target = os.path.join(tempfile.gettempdir(), f"kfdist-dataset-{digest}")
     if not os.path.isdir(target):
         staging = tempfile.mkdtemp(prefix=f"kfdist-dataset-{digest}-")

@@ -32,8 +32,8 @@ def main() -> None:
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     signal.signal(signal.SIGINT, lambda *_: stopped.set())
-    agent.start()
     server = KubeletServer(args.port, args.root / "pki", podman.binary, agent.find_container)
+    agent.start()  # the node is Ready once registered: its kubelet port already answers
     logging.info("node %s ready; kubelet port %d", args.node_name, args.port)
     stopped.wait()
     server.close()

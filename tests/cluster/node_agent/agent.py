@@ -18,7 +18,9 @@ from typing import Any, Dict, Optional
 
 from cluster.node_agent import names, node, volumes
 from cluster.node_agent.kube import ApiError, Kube
-from cluster.node_agent.pod_worker import TERMINAL, PodWorker, now
+from cluster.node_agent.container_state import now
+from cluster.node_agent.pod_status import TERMINAL
+from cluster.node_agent.pod_worker import PodWorker
 from cluster.node_agent.runtime import Podman
 
 log = logging.getLogger("node-agent")
@@ -49,14 +51,18 @@ class Agent:
         self._unschedulable: Dict[str, str] = {}
         self.volumes = volumes.VolumeMaker(self.root, self._lookup, self._token, self.node_ip)
         self.stopping = threading.Event()
+        self.dns_address = ""
+        self.name_server: Optional[names.NameServer] = None
+        self.heart: Optional[node.NodeHeart] = None
 
     # Start and stop --------------------------------------------------------------------------
     def start(self) -> None:
+        """Creates the pods' network and name server, registers the node, starts watching."""
         network = self.podman.create_network()
         subnet = ipaddress.ip_network(network["subnet"])
         self.dns_address = network["gateway"]
         self._free = [str(ip) for ip in subnet.hosts() if str(ip) != self.dns_address]
-        self.name_server = names.NameServer(self.dns_address)
+        self.name_server = names.NameServer(self.dns_address, clients=str(subnet))
         self.podman.watch_exits(self._container_ended)
         version = self.podman.run("version", "--format", "{{.Client.Version}}").stdout.strip()
         self.heart = node.NodeHeart(self.kube, self.node_name, self.node_ip, self.kubelet_port,
@@ -67,10 +73,13 @@ class Agent:
                              daemon=True).start()
 
     def stop(self) -> None:
+        """Stops watching and heart-beating (the pods' containers stay: `bed.stop` removes them)."""
         self.stopping.set()
-        self.heart.stop()
+        if self.heart:
+            self.heart.stop()
         self.podman.close()
-        self.name_server.close()
+        if self.name_server:
+            self.name_server.close()
 
     def _forever(self, watch) -> None:
         while not self.stopping.is_set():
@@ -82,10 +91,12 @@ class Agent:
                     time.sleep(1)
 
     # Watches ---------------------------------------------------------------------------------
-    def _watch_collection(self, path: str, handle) -> None:
+    def _watch_collection(self, path: str, handle, relisted=None) -> None:
         listed = self.kube.get(path)
         for item in listed["items"]:
             handle("ADDED", item)
+        if relisted:
+            relisted(listed["items"])
         version = listed["metadata"]["resourceVersion"]
         while not self.stopping.is_set():
             for event in self.kube.watch(path, version):
@@ -108,7 +119,15 @@ class Agent:
         self._watch_collection("/api/v1/services", handle)
 
     def _watch_pods(self) -> None:
-        self._watch_collection("/api/v1/pods", self._pod_event)
+        self._watch_collection("/api/v1/pods", self._pod_event, self._forget_unlisted)
+
+    def _forget_unlisted(self, pods) -> None:
+        """After a re-list: the pods deleted while the watch was down are gone."""
+        listed = {p["metadata"]["uid"] for p in pods}
+        with self._lock:
+            missing = [w for uid, w in self.workers.items() if uid not in listed]
+        for worker in missing:
+            worker.removed()
 
     def _pod_event(self, kind: str, pod: Dict[str, Any]) -> None:
         uid, spec = pod["metadata"]["uid"], pod["spec"]
@@ -127,10 +146,10 @@ class Agent:
             return
         if spec["nodeName"] != self.node_name:
             return
-        if pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get(
-                "phase") in TERMINAL:
-            if pod["metadata"].get("deletionTimestamp"):
-                self._delete_now(pod)
+        if pod["metadata"].get("deletionTimestamp"):
+            self._delete_now(pod)  # never ran here (the agent restarted): nothing to stop
+            return
+        if (pod.get("status") or {}).get("phase") in TERMINAL:
             return
         worker = PodWorker(self, pod)
         with self._lock:

@@ -7,6 +7,7 @@ import json
 from typing import Any, Dict, Iterator, Optional
 
 import kubernetes
+import urllib3
 
 
 class ApiError(RuntimeError):
@@ -38,20 +39,26 @@ class Kube:
                 _request_timeout=None if stream else timeout)[0]
         except kubernetes.client.exceptions.ApiException as error:
             raise ApiError(error.status, error.body or str(error.reason)) from None
+        except urllib3.exceptions.HTTPError as error:  # no answer: a timeout, a refused connection
+            raise ApiError(0, str(error)) from None
         if stream:
             return response
         return json.loads(response.data or b"null")
 
-    def get(self, path: str, **query) -> Any:
-        return self.request("GET", path, query=query)
+    def get(self, path: str) -> Any:
+        """GET `path` (an object or a list)."""
+        return self.request("GET", path)
 
     def create(self, path: str, body: Dict) -> Any:
+        """POST `body` to the collection (or subresource) at `path`."""
         return self.request("POST", path, body)
 
     def merge_patch(self, path: str, body: Dict) -> Any:
+        """A JSON merge patch of `path` (lists in `body` replace the object's)."""
         return self.request("PATCH", path, body, content_type="application/merge-patch+json")
 
     def delete(self, path: str, body: Optional[Dict] = None) -> Any:
+        """DELETE `path` with DeleteOptions `body`."""
         return self.request("DELETE", path, body)
 
     def watch(self, path: str, resource_version: str, timeout_s: int = 300) -> Iterator[Dict]:

@@ -32,9 +32,9 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         target = self.server.find(parts[1], parts[2], parts[3],  # type: ignore[attr-defined]
                                   query.get("previous") == "true")
-        if target is None:
-            return self._send(404, f"container {parts[3]} of pod {parts[1]}/{parts[2]} has not "
-                                   "run on this node".encode())
+        if target is None:  # the kubelet's answer: 400 (a 404 would say the pod is gone)
+            return self._send(400, f'container "{parts[3]}" in pod "{parts[2]}" is waiting to '
+                                   'start, or has no previous run'.encode())
         argv = [self.server.podman, "logs"]  # type: ignore[attr-defined]
         if query.get("follow") == "true":
             argv.append("--follow")

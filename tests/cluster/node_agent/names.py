@@ -9,6 +9,7 @@ so a Service's name is its pods' addresses), and a pod with `hostname` and `subd
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 from typing import Any, Dict, Iterable, List, Mapping
@@ -57,10 +58,19 @@ def name_table(pods: Iterable[Mapping[str, Any]], services: Iterable[Mapping[str
 
 
 class NameServer:
-    """Answers A queries from a name table over UDP at one address (port 53)."""
+    """Answers A queries from a name table over UDP at one address (port 53): the pods' gateway,
+    the one address the bed serves beyond loopback (on the bridge of its own pods' network)."""
 
-    def __init__(self, address: str, port: int = 53):
+    def __init__(self, address: str, clients: str, port: int = 53):
+        """Binds `address`:`port` (UDP) and answers queries from the network `clients` only.
+
+        Args:
+          address: The pods' gateway address (on the bridge the pods' network makes).
+          clients: The pods' subnet (CIDR); other senders get no answer.
+          port: The DNS port.
+        """
         self.address = address
+        self._clients = ipaddress.ip_network(clients)
         self.table: Dict[str, List[str]] = {}
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._sock.setsockopt(socket.SOL_IP, _IP_FREEBIND, 1)
@@ -90,6 +100,8 @@ class NameServer:
                 continue
             except OSError:
                 return
+            if ipaddress.ip_address(peer[0]) not in self._clients:
+                continue
             try:
                 reply = self.answer(DNSRecord.parse(data))
                 self._sock.sendto(reply.pack(), peer)

@@ -14,7 +14,7 @@ import threading
 from typing import Any, Dict
 
 from cluster.node_agent.kube import ApiError, Kube
-from cluster.node_agent.pod_worker import now
+from cluster.node_agent.container_state import now
 
 HEARTBEAT_S = 10.0
 LEASE_SECONDS = 40

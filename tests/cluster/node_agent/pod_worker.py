@@ -13,7 +13,6 @@ pod from the API, as the kubelet finishes it.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import logging
 import shutil
 import threading
@@ -21,48 +20,15 @@ import time
 from typing import Any, Dict, List, Optional
 
 from cluster.node_agent import podspec
+from cluster.node_agent.container_state import MAX_BACKOFF_S, Container, now, rfc3339
 from cluster.node_agent.kube import ApiError
+from cluster.node_agent.pod_status import TERMINAL, PodStatus
 
 log = logging.getLogger("node-agent")
-#: The kubelet's restart back-off: 10 s, doubling, at most 300 s.
-BACKOFF_S, MAX_BACKOFF_S = 10.0, 300.0
-TERMINAL = ("Succeeded", "Failed")
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-@dataclasses.dataclass
-class Container:
-    """What the node knows of one container of the pod."""
-
-    spec: Dict[str, Any]
-    attempt: int = 0
-    restart_count: int = 0
-    podman_name: Optional[str] = None
-    container_id: str = ""
-    state: Dict[str, Any] = dataclasses.field(
-        default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
-    last_state: Dict[str, Any] = dataclasses.field(default_factory=dict)
-    retry_at: Optional[float] = None  # a restart or image pull is due then
-    backoff_s: float = BACKOFF_S
-    done: bool = False  # ended and will not run again
-    previous_names: List[str] = dataclasses.field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.spec["name"]
-
-    @property
-    def running(self) -> bool:
-        return "running" in self.state
-
-    def status(self) -> Dict[str, Any]:
-        return {"name": self.name, "image": self.spec["image"], "imageID": "",
-                "containerID": self.container_id, "ready": self.running,
-                "started": self.running, "restartCount": self.restart_count,
-                "state": self.state, "lastState": self.last_state}
+#: How often running containers are inspected besides the exit events (a missed event).
+RECHECK_S = 5.0
+#: How often a deleted pod's final removal is sent again while the API still has it.
+DELETE_RETRY_S = 2.0
 
 
 class PodWorker(threading.Thread):
@@ -82,11 +48,15 @@ class PodWorker(threading.Thread):
         self.initialized = not self.init
         self.volumes_ready = False
         self.start_time = now()
-        self.transitions: Dict[str, tuple] = {}
+        self.status = PodStatus()
         self._wake = threading.Condition()
         self._exited: set = set()
         self.delete_grace: Optional[int] = None
         self.gone = False
+        self.sources: Dict[str, str] = {}
+        self.read_only: frozenset = frozenset()
+        self._checked_at = time.monotonic()
+        self.deletion_finished = False
 
     # Fed by the agent ------------------------------------------------------------------------
     def update(self, pod: Dict[str, Any]) -> None:
@@ -114,9 +84,7 @@ class PodWorker(threading.Thread):
         """The podman name of a container's current (or previous) run, for its logs."""
         for record in self.init + self.main:
             if record.name == container:
-                if previous:
-                    return record.previous_names[-1] if record.previous_names else None
-                return record.podman_name
+                return record.last_name if previous else record.podman_name
         return None
 
     # The pod's life --------------------------------------------------------------------------
@@ -236,7 +204,7 @@ class PodWorker(threading.Thread):
             record.retry_at = time.monotonic() + record.backoff_s
             return
         started = (inspected or {}).get("State", {}).get("StartedAt", "")
-        record.state = {"running": {"startedAt": _rfc3339(started) or now()}}
+        record.state = {"running": {"startedAt": rfc3339(started) or now()}}
         record.retry_at = None
         if result.returncode != 0 or (inspected and inspected["State"]["Status"] != "running"):
             self.exited(name)  # ended before its exit event could be matched
@@ -245,7 +213,7 @@ class PodWorker(threading.Thread):
         """Records the containers that ended; decides each one's restart. True if any did."""
         with self._wake:
             ended = [r for r in records if r.podman_name in self._exited and r.running]
-            self._exited -= {r.podman_name for r in ended}
+            self._exited.clear()  # a second notice of a container already handled is stale
         for record in ended:
             state = (self.agent.podman.inspect(record.podman_name) or {}).get("State", {})
             code = int(state.get("ExitCode", 137))
@@ -253,19 +221,21 @@ class PodWorker(threading.Thread):
                       "Completed" if code == 0 else "Error")
             terminated = {"exitCode": code, "reason": reason,
                           "startedAt": record.state["running"]["startedAt"],
-                          "finishedAt": _rfc3339(state.get("FinishedAt", "")) or now(),
+                          "finishedAt": rfc3339(state.get("FinishedAt", "")) or now(),
                           "containerID": record.container_id}
-            restart = (self.delete_grace is None and
-                       podspec.restart_wanted(self.pod["spec"].get("restartPolicy"), code))
-            if record in self.init:  # init containers restart unless the policy is Never
-                restart = (self.delete_grace is None and code != 0
-                           and self.pod["spec"].get("restartPolicy") != "Never")
-            if restart:
+            policy = self.pod["spec"].get("restartPolicy")
+            if record in self.init:  # init containers restart on failure unless policy is Never
+                restart = code != 0 and policy != "Never"
+            else:
+                restart = podspec.restart_wanted(policy, code)
+            if restart and self.delete_grace is None:
                 record.last_state = {"terminated": terminated}
+                record.last_name = record.podman_name
                 record.state = {"waiting": {"reason": "CrashLoopBackOff", "message": (
                     f"back-off {record.backoff_s:.0f}s restarting failed container="
                     f"{record.name} pod={self.pod_name}_{self.namespace}({self.uid})")}}
-                record.retry_at = time.monotonic() + record.backoff_s
+                record.retry_at = time.monotonic() + (record.backoff_s if record.restart_count
+                                                      else 0.0)
             else:
                 record.state = {"terminated": terminated}
                 record.done = True
@@ -278,8 +248,9 @@ class PodWorker(threading.Thread):
             if "CrashLoopBackOff" == record.state.get("waiting", {}).get("reason"):
                 record.previous_names.append(record.podman_name)
                 record.attempt += 1
+                if record.restart_count:
+                    record.backoff_s = min(record.backoff_s * 2, MAX_BACKOFF_S)
                 record.restart_count += 1
-                record.backoff_s = min(record.backoff_s * 2, MAX_BACKOFF_S)
             self._start(record)
         return bool(due)
 
@@ -287,6 +258,12 @@ class PodWorker(threading.Thread):
         due = [r.retry_at for r in records if r.retry_at is not None]
         wait = min([1.0] + [max(0.0, t - time.monotonic()) for t in due])
         self._pause(wait)
+        if time.monotonic() - self._checked_at > RECHECK_S:  # in case an exit event was missed
+            self._checked_at = time.monotonic()
+            for record in records:
+                if record.running and (self.agent.podman.inspect(record.podman_name) or {}).get(
+                        "State", {}).get("Status") != "running":
+                    self.exited(record.podman_name)
 
     def _pause(self, seconds: float) -> None:
         with self._wake:
@@ -305,35 +282,48 @@ class PodWorker(threading.Thread):
             self._exited.update(running)
         self._reap(records)
         for record in records:
-            if not record.done and "terminated" not in record.state:
-                record.done = True
+            if "terminated" not in record.state and (record in self.main or record.podman_name):
+                # As the kubelet ends a container that never ran (or was between runs).
+                record.state = {"terminated": {
+                    "exitCode": 137, "reason": "ContainerStatusUnknown",
+                    "message": "The container could not be located when the pod was terminated"}}
+            record.done = True
         if self.phase not in TERMINAL and not self.gone:
-            codes = [c.state.get("terminated", {}).get("exitCode", 0) for c in self.main]
+            codes = [c.state["terminated"]["exitCode"] for c in self.main]
             self.phase = "Succeeded" if self.initialized and not any(codes) else "Failed"
             self._post()
         self.agent.release_ip(self.uid)
         self.agent.names_changed()
-        if not self.gone:
-            try:
-                self.agent.kube.delete(self.path, {"gracePeriodSeconds": 0,
-                                                   "preconditions": {"uid": self.uid}})
-            except ApiError as error:
-                if error.status not in (404, 409):
-                    log.warning("deleting pod %s: %s", self.pod_name, error)
+        self.deletion_finished = True
+        self._remove_from_api()
+
+    def _remove_from_api(self) -> None:
+        """The final deletion (grace 0, this pod's uid), as the kubelet's status manager sends
+        it once a deleted pod's containers have stopped."""
+        if self.gone:
+            return
+        try:
+            self.agent.kube.delete(self.path, {"gracePeriodSeconds": 0,
+                                               "preconditions": {"uid": self.uid}})
+        except ApiError as error:
+            if error.status not in (404, 409):
+                log.warning("deleting pod %s: %s", self.pod_name, error)
 
     def _wait_gone(self) -> None:
-        with self._wake:
-            while not self.gone:
-                if self.delete_grace is not None and self.phase in TERMINAL:
-                    self._wake.wait(0.5)  # deleted by _finish_deletion: the watch says so
-                    continue
-                self._wake.wait(1.0)
-                if self.delete_grace is not None and not self.gone:
-                    self._wake.release()
-                    try:
-                        self._finish_deletion()
-                    finally:
-                        self._wake.acquire()
+        """Waits for the pod to leave the API, finishing a deletion requested meanwhile."""
+        while not self.gone:
+            with self._wake:
+                self._wake.wait(DELETE_RETRY_S if self.deletion_finished else 1.0)
+            if self.gone or self.delete_grace is None:
+                continue
+            try:
+                if self.deletion_finished:
+                    self._remove_from_api()  # the pod is still there: send it again
+                else:
+                    self._finish_deletion()
+            except Exception:  # keep trying: a pod must never stay Terminating
+                log.exception("finishing the deletion of pod %s/%s", self.namespace,
+                              self.pod_name)
 
     def _clean_up(self) -> None:
         names = [n for r in self.init + self.main for n in [r.podman_name, *r.previous_names] if n]
@@ -342,60 +332,19 @@ class PodWorker(threading.Thread):
         self.agent.forget(self.uid)
         shutil.rmtree(self.agent.volumes.pod_directory(self.pod), ignore_errors=True)
 
-    # Status ----------------------------------------------------------------------------------
-    def _condition(self, kind: str, true: bool, reason: str = "") -> Dict[str, Any]:
-        status = "True" if true else "False"
-        previous = self.transitions.get(kind)
-        if not previous or previous[0] != status:
-            self.transitions[kind] = (status, now())
-        condition = {"type": kind, "status": status, "lastProbeTime": None,
-                     "lastTransitionTime": self.transitions[kind][1]}
-        if reason and not true:
-            condition["reason"] = reason
-        return condition
-
     def _post(self) -> None:
+        """Posts the pod's whole status (the phase becomes Running once a container ran)."""
         if self.phase not in TERMINAL and self.initialized and any(
                 c.running or c.restart_count or "terminated" in c.state for c in self.main):
             self.phase = "Running"
-        all_running = all(c.running for c in self.main) and self.phase == "Running"
-        not_ready = "PodCompleted" if self.phase in TERMINAL else "ContainersNotReady"
-        status = {
-            "phase": self.phase, "hostIP": self.agent.node_ip,
-            "hostIPs": [{"ip": self.agent.node_ip}], "startTime": self.start_time,
-            "conditions": [
-                self._condition("PodReadyToStartContainers", self.volumes_ready),
-                self._condition("Initialized", self.initialized, "ContainersNotInitialized"),
-                self._condition("Ready", all_running, not_ready),
-                self._condition("ContainersReady", all_running, not_ready),
-                self._condition("PodScheduled", True)],
-            "containerStatuses": [c.status() for c in self.main],
-        }
-        if self.init:
-            status["initContainerStatuses"] = [c.status() for c in self.init]
-        if self.ip and self.phase not in TERMINAL:
-            status["podIP"], status["podIPs"] = self.ip, [{"ip": self.ip}]
+        status = self.status.compose(
+            self.phase, self.init, self.main, self.volumes_ready, self.initialized, self.ip,
+            self.agent.node_ip, self.start_time,
+            (self.pod.get("status") or {}).get("conditions") or [])
         try:
             self.agent.kube.merge_patch(self.path + "/status", {"status": status})
         except ApiError as error:
             if error.status != 404:
                 log.warning("status of pod %s/%s: %s", self.namespace, self.pod_name, error)
-
-
-def _rfc3339(podman_time: str) -> str:
-    """podman's `2026-11-26T20:22:42.123456789Z` (or with an offset) as `...T20:22:42Z`."""
-    if not podman_time or podman_time.startswith("0001"):
-        return ""
-    from datetime import datetime, timezone
-
-    text = podman_time.replace("Z", "+00:00")
-    head, _, rest = text.partition(".")
-    offset = ""
-    for sign in ("+", "-"):
-        if sign in rest:
-            offset = sign + rest.split(sign, 1)[1]
-    try:
-        moment = datetime.fromisoformat(head + (offset or "+00:00"))
-    except ValueError:
-        return ""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except Exception:  # a timeout: the next change posts the whole status again
+            log.exception("status of pod %s/%s", self.namespace, self.pod_name)

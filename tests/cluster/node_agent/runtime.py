@@ -6,9 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 from cluster.node_agent.podspec import BED_LABEL
+
+
+def network_name(bed_id: str) -> str:
+    """The podman network of a bed's pods."""
+    return f"kfdist-bed-{bed_id}"
 
 
 class Podman:
@@ -21,8 +26,9 @@ class Podman:
 
     def __init__(self, binary: str, bed_id: str):
         self.binary, self.bed_id = binary, bed_id
-        self.network = f"kfdist-bed-{bed_id}"
+        self.network = network_name(bed_id)
         self._events: Optional[subprocess.Popen] = None
+        self._closed = False
 
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run([self.binary, *args], capture_output=True, text=True, timeout=timeout)
@@ -56,35 +62,31 @@ class Podman:
         if names:
             self.run("rm", "--force", "--ignore", "--time", "0", *names, timeout=120)
 
-    def containers(self, label: str = "") -> List[str]:
-        """Names of this bed's containers (with `label` too, when given), running or not."""
-        filters = ["--filter", f"label={BED_LABEL}={self.bed_id}"]
-        if label:
-            filters += ["--filter", f"label={label}"]
-        result = self.run("ps", "-a", *filters, "--format", "{{.Names}}")
-        return result.stdout.split()
-
     def watch_exits(self, on_exit: Callable[[str], None]) -> None:
         """Calls `on_exit(container name)` from a thread each time one of the bed's containers
         ends (until `close`)."""
-        self._events = subprocess.Popen(
-            [self.binary, "events", "--format", "json", "--filter", "event=died",
-             "--filter", f"label={BED_LABEL}={self.bed_id}"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-
         def read() -> None:
-            for line in self._events.stdout:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                name = event.get("Name") or event.get("Actor", {}).get("Attributes", {}).get("name")
-                if name:
-                    on_exit(name)
+            while not self._closed:  # podman events ending (it should not) is restarted
+                self._events = subprocess.Popen(
+                    [self.binary, "events", "--format", "json", "--filter", "event=died",
+                     "--filter", f"label={BED_LABEL}={self.bed_id}"],
+                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                for line in self._events.stdout:
+                    try:
+                        event = json.loads(line)
+                        name = event.get("Name") or event.get("Actor", {}).get(
+                            "Attributes", {}).get("name")
+                        if name:
+                            on_exit(name)
+                    except Exception:  # noqa: BLE001 -- one bad event must not end the stream
+                        continue
+                self._events.wait()
 
         threading.Thread(target=read, name="podman-events", daemon=True).start()
 
     def close(self) -> None:
+        """Ends the exit events' stream."""
+        self._closed = True
         if self._events and self._events.poll() is None:
             self._events.terminate()
             try:

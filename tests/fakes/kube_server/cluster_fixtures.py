@@ -14,6 +14,7 @@ from fakes.kube_server.process_operator import ProcessOperator
 from fakes.kube_server.server import KubeServer
 from fakes.kube_server.trainer_objects import install_trainer
 from fakes.process_state import is_running
+from cluster.fixture import wait_for  # noqa: F401  (the tests import it from here too)
 
 NAMESPACE = "kubeflow-test"
 BUCKET = "kfdist-e2e"
@@ -38,17 +39,6 @@ class Log:
 
     def starting(self, prefix: str) -> List[str]:
         return [line for line in self.lines if line.startswith(prefix)]
-
-
-def wait_for(predicate, seconds: float = 20.0):
-    """Polls `predicate` until it returns something true (returned), failing after `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {seconds} s")
 
 
 class Cluster:

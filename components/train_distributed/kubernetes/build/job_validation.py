@@ -58,9 +58,15 @@ def _check_shape(spec: ClusterJobSpec) -> None:
                     f"{field}={getattr(spec, field)!r} applies to backend 'mpijob' only, not 'tfjob'")
 
 
-def _check_names(spec: ClusterJobSpec) -> None:
-    require(k8s.is_dns1035_label(spec.name), f"job name {spec.name!r} is not a DNS-1035 label: "
+def check_job_name(name: str) -> None:
+    """Raises `InvalidInputError` unless `name` is a DNS-1035 label: the DNS-1123 label the
+    operators also need to name the job's Services after it (so starting with a letter)."""
+    require(k8s.is_dns1035_label(name), f"job name {name!r} is not a DNS-1035 label: "
             "at most 63 lower-case letters, digits or '-', starting with a letter, ending alphanumeric")
+
+
+def _check_names(spec: ClusterJobSpec) -> None:
+    check_job_name(spec.name)
     longest = spec.longest_pod_hostname()
     require(len(longest) <= k8s.DNS_LABEL_MAX,
             f"job name {spec.name!r} is too long: the operator would name a pod {longest!r} "
