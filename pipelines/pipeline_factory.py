@@ -21,10 +21,12 @@ from kfdist.components.launch_program.component import train_program
 from kfdist.components.shard_dataset.component import shard_dataset
 from kfdist.components.train_distributed.component import train_distributed
 from kfdist.components.train_distributed.job.step_params import TRAIN_STEP_PARAMS
+from kfdist.components.train_distributed.kubernetes.task_settings import TASK_CONFIG_PARAM
 from kfdist.pipelines import step_pods
 
-#: Set by the pipeline itself (KFP placeholders), not by whoever runs it.
-_SET_BY_PIPELINE = ("run_id", "task_name")
+#: Set by the pipeline itself (KFP placeholders), or by KFP (the task's `dsl.TaskConfig`), not
+#: by whoever runs it.
+_SET_BY_PIPELINE = ("run_id", "task_name", TASK_CONFIG_PARAM)
 #: The training step's parameters every pipeline passes through, in the step's order.
 TRAIN_PARAMS = tuple(p for p in TRAIN_STEP_PARAMS if p.name not in _SET_BY_PIPELINE)
 #: A pipeline parameter: (name, type, default or `inspect.Parameter.empty`, meaning).

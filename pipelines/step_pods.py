@@ -8,7 +8,10 @@ config (no hand-written pod fields):
 * a security context matching kfdist's images (uid/gid 1000, non-root);
 * a preferred node affinity for nodes without NVIDIA GPUs: steps run CPU
   work or wait on a training job, and should not hold a GPU node's room
-  (training replicas get GPUs through the job they create);
+  (training replicas get GPUs through the job they create). The training
+  steps pass their task's affinity to the job's replicas instead of their own
+  pod (`kubernetes.task_settings`): there it keeps CPU-only replicas off GPU
+  nodes, and is moot for replicas that request GPUs;
 * caching: only the shard step, whose output depends on its parameters and
   the source's content alone; training, evaluation and export always run.
 """

@@ -5,9 +5,11 @@ from typing import Dict, List
 from kfp import dsl
 
 from kfdist import RUNTIME_IMAGE
+from kfdist.components.train_distributed.component import TASK_CONFIG_PASSTHROUGHS
 
 
-@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False,
+               task_config_passthroughs=TASK_CONFIG_PASSTHROUGHS)
 def train_program(
     dataset: dsl.Input[dsl.Dataset],
     model: dsl.Output[dsl.Model],
@@ -39,6 +41,7 @@ def train_program(
     timeout_from: str = "creation",
     run_id: str = "",
     task_name: str = "",
+    task_config: dsl.TaskConfig = None,
 ):
     """Trains with your own TensorFlow or PyTorch program instead of kfdist's models.
 
@@ -106,8 +109,12 @@ def train_program(
         run_id: The KFP run id (the pipeline passes it); names the job so a
             retried step re-attaches to it.
         task_name: The KFP task name (the pipeline passes it).
+        task_config: Filled by KFP, not passed: what this task sets for the replicas of a
+            cluster job, as for `train_distributed` (resources, GPUs only on replicas that
+            compute, node selector, tolerations, affinity, environment, volumes).
     """
     from kfdist.components.launch_program import program_step
+    from kfdist.components.train_distributed.kubernetes import task_settings
     from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 
     cluster = ClusterOptions(
@@ -116,7 +123,8 @@ def train_program(
         cpu_per_worker=cpu_per_worker or None, memory_per_worker=memory_per_worker or None,
         node_selector=node_selector, service_account=service_account or None,
         timeout_seconds=timeout_seconds or None, queue_name=queue_name or None,
-        timeout_from=timeout_from, run_id=run_id or None, task_name=task_name or None)
+        timeout_from=timeout_from, run_id=run_id or None, task_name=task_name or None,
+        task=task_settings.from_task_config(task_config))
     report = program_step.train_program(
         dataset.path, model.path, command, framework=framework, workers=workers, ps=ps,
         chief=chief, evaluator=evaluator, procs_per_worker=procs_per_worker,

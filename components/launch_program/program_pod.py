@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
 import posixpath
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from kfdist.components.common.errors import require
 from kfdist.components.launch_program import operator_env
@@ -17,9 +18,9 @@ from kfdist.components.train_distributed.kubernetes.build import job_validation
 from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import QUEUE_NAME_LABEL
 from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 from kfdist.components.train_distributed.kubernetes.build.job_parts import (
-    PvcMount, Resources, check_labels)
+    PodExtras, PvcMount, Resources, Toleration, check_labels)
 from kfdist.components.train_distributed.kubernetes.build.pod_template import (
-    CONTAINER_SECURITY, is_kfdist_image, pod_security, render_resources)
+    CONTAINER_SECURITY, is_kfdist_image, pod_security, render_resources, toleration_fields)
 
 #: The PVC volume's name in the pods.
 PVC_VOLUME = "kfdist-pvc"
@@ -41,6 +42,8 @@ class ProgramPlacement:
       node_selector: Node labels every replica requires.
       service_account: The replica pods' service account (None: the namespace's default).
       labels: The job's labels (Kueue's queue label, when it goes to a queue).
+      tolerations: Taints every replica tolerates.
+      extras: Affinity, environment and volumes of every replica, as the KFP task gave them.
     """
 
     name: str
@@ -52,6 +55,8 @@ class ProgramPlacement:
     node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     service_account: Optional[str] = None
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    tolerations: Tuple[Toleration, ...] = ()
+    extras: PodExtras = PodExtras()
 
     def validate(self) -> None:
         """Raises InvalidInputError naming a name that is not a DNS-1035 label, a bad PVC,
@@ -64,6 +69,12 @@ class ProgramPlacement:
         check_labels("node_selector", self.node_selector)
         check_labels("labels", self.labels)
         job_validation.check_object_name("service_account", self.service_account)
+        for toleration in self.tolerations:
+            toleration.validate()
+        paths = [m["mountPath"] for m in self.extras.volume_mounts]
+        if self.pvc_name is not None:
+            paths.append(self.pvc_mount_path)
+        require(len(set(paths)) == len(paths), f"two volumes mount at the same path: {paths}")
 
     def check_location(self, what: str, location: Optional[str]) -> None:
         """Raises InvalidInputError unless the replicas can reach `location` (a directory of
@@ -78,14 +89,15 @@ class ProgramPlacement:
 
 def placement_for(name: str, image: str, options: ClusterOptions) -> ProgramPlacement:
     """The placement of a job named `name` in `image`, with the cluster options' namespace,
-    PVC, resources (requests at their limits), node selector, service account and queue."""
+    PVC, resources (requests at their limits), node selector, service account and queue, and
+    what the KFP task passed on (joined as `kubernetes.task_settings` says)."""
     labels = {QUEUE_NAME_LABEL: options.queue_name} if options.queue_name else {}
-    resources = Resources(cpu=options.cpu_per_worker, memory=options.memory_per_worker,
-                          cpu_limit=options.cpu_per_worker, memory_limit=options.memory_per_worker,
-                          gpus=options.gpus_per_worker)
+    own_mounts = [options.pvc_mount_path] if options.pvc_name else []
     return ProgramPlacement(name, options.namespace or "default", image, options.pvc_name,
-                            options.pvc_mount_path, resources, dict(options.node_selector),
-                            options.service_account, labels)
+                            options.pvc_mount_path, options.worker_resources(),
+                            options.replica_node_selector(), options.service_account, labels,
+                            options.task.tolerations,
+                            options.task.replica_extras(operator_env.INJECTED, own_mounts))
 
 
 def default_job_name(job: ProgramJob) -> str:
@@ -104,18 +116,27 @@ def container(job: ProgramJob, placement: ProgramPlacement, name: str,
     kfdist's non-root settings in kfdist's images."""
     spec: Dict[str, Any] = {
         "name": name, "image": placement.image, "command": command(job, placement),
-        "env": [{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()]}
+        "env": env(job, placement)}
     if port_name is not None:
         spec["ports"] = [{"name": port_name, "containerPort": port, "protocol": "TCP"}]
     resources = render_resources(placement.resources if gpus
                                  else placement.resources.without_gpus())
     if resources:
         spec["resources"] = resources
-    if placement.pvc_name is not None:
-        spec["volumeMounts"] = [{"name": PVC_VOLUME, "mountPath": placement.pvc_mount_path}]
+    mounts = [{"name": PVC_VOLUME, "mountPath": placement.pvc_mount_path}] if placement.pvc_name \
+        else []
+    mounts += [copy.deepcopy(dict(m)) for m in placement.extras.volume_mounts]
+    if mounts:
+        spec["volumeMounts"] = mounts
     if is_kfdist_image(placement.image):
         spec["securityContext"] = dict(CONTAINER_SECURITY)
     return spec
+
+
+def env(job: ProgramJob, placement: ProgramPlacement) -> List[Dict[str, Any]]:
+    """A replica's `env`: the KFDIST_* directories, then what the KFP task passed on."""
+    return ([{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()]
+            + [copy.deepcopy(dict(e)) for e in placement.extras.env])
 
 
 #: Makes the KFDIST_* directories on the PVC (as `kfdist launch --backend local` makes them)
@@ -139,14 +160,20 @@ def pod_spec(container_spec: Dict[str, Any], placement: ProgramPlacement) -> Dic
 
 
 def pod_settings(placement: ProgramPlacement) -> Dict[str, Any]:
-    """The pod-level fields of every replica: the PVC volume, node selector, service account
-    and, in kfdist's images, its non-root security context."""
+    """The pod-level fields of every replica: the volumes, node selector, affinity,
+    tolerations, service account and, in kfdist's images, its non-root security context."""
     pod: Dict[str, Any] = {}
-    if placement.pvc_name is not None:
-        pod["volumes"] = [{"name": PVC_VOLUME,
-                           "persistentVolumeClaim": {"claimName": placement.pvc_name}}]
+    volumes = [{"name": PVC_VOLUME, "persistentVolumeClaim": {"claimName": placement.pvc_name}}
+               ] if placement.pvc_name is not None else []
+    volumes += [copy.deepcopy(dict(v)) for v in placement.extras.volumes]
+    if volumes:
+        pod["volumes"] = volumes
     if placement.node_selector:
         pod["nodeSelector"] = dict(placement.node_selector)
+    if placement.extras.affinity:
+        pod["affinity"] = copy.deepcopy(dict(placement.extras.affinity))
+    if placement.tolerations:
+        pod["tolerations"] = [toleration_fields(t) for t in placement.tolerations]
     if placement.service_account:
         pod["serviceAccountName"] = placement.service_account
     if is_kfdist_image(placement.image):

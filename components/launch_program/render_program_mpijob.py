@@ -4,9 +4,10 @@ What the MPI Operator (v0.8) does with it: a launcher pod runs `mpirun` over `wo
 procs_per_worker` slots (`slotsPerWorker`), reaching the worker pods over SSH with the job's
 key pair; a worker container without a command runs `/usr/sbin/sshd -De`; the launcher starts
 once every worker is Ready (`WaitForWorkersReady`). The ranks started over SSH do not inherit
-the launcher's environment, so `mpirun -x` forwards the KFDIST_* variables. In kfdist's Horovod
-image (non-root `mpiuser`, sshd on 2222) the keys are mounted at `/home/mpiuser/.ssh`. The job
-succeeds when the launcher does; restart policies are the launcher Job's: Never or OnFailure.
+the launcher's environment, so `mpirun -x` forwards the KFDIST_* variables (and those the KFP
+task passed on). In kfdist's Horovod image (non-root `mpiuser`, sshd on 2222) the keys are
+mounted at `/home/mpiuser/.ssh`. The job succeeds when the launcher does; restart policies are
+the launcher Job's: Never or OnFailure.
 """
 
 from __future__ import annotations
@@ -42,12 +43,12 @@ def render_program_mpijob(job: ProgramJob, placement: ProgramPlacement) -> Rende
     require(job.mpi, "an MPIJob runs an MPI program: pass --mpi (Horovod, or any program mpirun "
             "starts)")
     placement.validate()
-    env = operator_env.kfdist_env(job)
+    env = list(operator_env.kfdist_env(job)) + placement.extras.env_names
     worker = program_pod.container(job, placement, MPI_CONTAINER_NAME)
     del worker["command"]  # the operator runs sshd
     launcher = copy.deepcopy(worker)
     launcher.pop("resources", None)  # it runs mpirun only; the workers compute
-    launcher["command"] = launcher_command(job.workers * job.procs_per_worker, list(env),
+    launcher["command"] = launcher_command(job.workers * job.procs_per_worker, env,
                                            program_pod.command(job, placement))
     specs: Dict[str, Any] = {}
     for rtype, replicas, container in (("Launcher", 1, launcher), ("Worker", job.workers, worker)):

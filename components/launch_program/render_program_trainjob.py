@@ -15,9 +15,9 @@ TF_CONFIG from the pod's JobSet identity, so the image must hold kfdist (its run
 one built on it; `--program-dir` ships the program into the runtime image). Node 0 is the chief
 (else worker 0); the runtime's success and failure policies are the TFJob's.
 
-The KFDIST_* variables go in `trainer.env`; the PVC, when there is one, in the
-pod-customisation field of the installed Trainer (`runtimePatches`, or v2.1's
-`podTemplateOverrides`).
+The KFDIST_* variables (and those the KFP task passed on) go in `trainer.env`; the volumes,
+node selector, affinity and tolerations in the pod-customisation field of the installed Trainer
+(`runtimePatches`, or v2.1's `podTemplateOverrides`).
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ PATCH_MANAGER = "kfdist.dev/launch"
 
 def _pod_patch(job: ProgramJob, placement: ProgramPlacement,
                customisation: str) -> Dict[str, Any]:
-    """The pod fields Trainer's TrainJob has no field for: the PVC, node selector, service
-    account and kfdist's security context (which v2.1's `podTemplateOverrides` cannot carry;
-    kfdist's own runtime sets it there)."""
+    """The pod fields Trainer's TrainJob has no field for: the volumes, node selector,
+    affinity, tolerations, service account and kfdist's security context (which v2.1's
+    `podTemplateOverrides` cannot carry; kfdist's own runtime sets it there)."""
     pod = program_pod.pod_settings(placement)
     node = program_pod.container(job, placement, NODE)
     patched = {k: node[k] for k in ("volumeMounts", "securityContext") if k in node}
@@ -107,7 +107,7 @@ def render_program_trainjob(job: ProgramJob, placement: ProgramPlacement,
         "numNodes": job.workers if torch else job.replica_count}
     if torch:
         trainer["numProcPerNode"] = job.procs_per_worker
-    trainer["env"] = [{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()]
+    trainer["env"] = program_pod.env(job, placement)
     spec: Dict[str, Any] = {
         "runtimeRef": {"apiGroup": TRAINJOB_V1ALPHA1.group, "kind": "ClusterTrainingRuntime",
                        "name": runtime},

@@ -5,9 +5,16 @@ from typing import Dict
 from kfp import dsl
 
 from kfdist import RUNTIME_IMAGE
+from kfdist.components.train_distributed.kubernetes.task_settings import PASSTHROUGHS
+
+#: What KFP hands a training step from its task (`task_settings` says what becomes of it).
+TASK_CONFIG_PASSTHROUGHS = [dsl.TaskConfigPassthrough(field=dsl.TaskConfigField[name],
+                                                      apply_to_task=apply_to_task)
+                            for name, apply_to_task in PASSTHROUGHS]
 
 
-@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False,
+               task_config_passthroughs=TASK_CONFIG_PASSTHROUGHS)
 def train_distributed(
     dataset: dsl.Input[dsl.Dataset],
     model: dsl.Output[dsl.Model],
@@ -43,6 +50,7 @@ def train_distributed(
     timeout_from: str = "creation",
     run_id: str = "",
     task_name: str = "",
+    task_config: dsl.TaskConfig = None,
 ):
     """Trains a Keras model on a sharded dataset with a distribution strategy.
 
@@ -131,9 +139,14 @@ def train_distributed(
         run_id: The KFP run id (the pipeline passes it); names the job so a
             retried step re-attaches to it.
         task_name: The KFP task name (the pipeline passes it).
+        task_config: Filled by KFP, not passed: the resources (e.g. `set_accelerator_limit`),
+            node selector, tolerations, affinity, environment and volumes set on this task
+            (`kfp.kubernetes`), which go to every replica of a cluster job, GPUs only to
+            those that compute; the cluster parameters above win where both set the same.
+            Environment and volumes stay on this step's pod too; the rest does not.
     """
     # Every parameter but the artifacts goes to the runtime, which defines them
-    # (`job.step_params`); 0 and empty strings mean "not set".
+    # (`job.step_params`, and `task_config`); 0 and empty strings mean "not set".
     params = {k: v for k, v in locals().items() if k not in ("dataset", "model", "metrics")}
     from kfdist.components.train_distributed import runtime
 

@@ -28,7 +28,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.common.errors import TrainingFailedError, require
@@ -37,6 +37,7 @@ from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job import work_files
 from kfdist.components.train_distributed.local import local_backend
 from kfdist.components.train_distributed.replica import models
+from kfdist.components.train_distributed.kubernetes import task_settings
 from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 
 JOB_CONFIG_FILE = "job.json"
@@ -60,13 +61,15 @@ class StepJob:
     cluster: ClusterOptions
 
 
-def build_job(**values) -> StepJob:
+def build_job(*, task_config: Any = None, **values) -> StepJob:
     """The validated job of a training step, from its parameters (`job.step_params`).
 
     The one place the step's parameters become a job: the component,
     `kfdist train`, `kfdist run` (through the pipeline) and `kfdist render`
     call it. Parameters left out take their defaults; 0 and empty mean
-    unset (the strategy's or the cluster's default).
+    unset (the strategy's or the cluster's default). `task_config` is the
+    step's `dsl.TaskConfig` (what its KFP task sets for the replicas,
+    `kubernetes.task_settings`); None outside KFP.
 
     Raises:
       InvalidInputError: Naming the first invalid value and what would be valid.
@@ -82,7 +85,8 @@ def build_job(**values) -> StepJob:
         active_deadline_seconds=deadline if deadline else None,
         **strategy_rules.strategy_defaults(strategy, v["ps"], v["restart_policy"], v["workers"] or None))
     # An empty string is an unset cluster setting: None in `ClusterOptions`.
-    cluster = ClusterOptions(**{p.name: None if v[p.name] == "" else v[p.name]
+    cluster = ClusterOptions(task=task_settings.from_task_config(task_config),
+                             **{p.name: None if v[p.name] == "" else v[p.name]
                                 for p in step_params.TRAIN_STEP_PARAMS if p.cluster})
     training.validate()
     spec.validate(strategy)
@@ -216,7 +220,7 @@ def check_cluster_job(values: dict) -> None:
 
 def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = print,
           debug_dir: Optional[str] = None, dataset_uri: Optional[str] = None,
-          **values) -> model_artifact.TrainingReport:
+          task_config: Any = None, **values) -> model_artifact.TrainingReport:
     """Trains a model on a kfdist dataset with a distribution strategy; writes the Model artifact.
 
     Args:
@@ -229,6 +233,7 @@ def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = prin
         instead of a temporary directory that is removed.
       dataset_uri: Where the dataset artifact is stored (its KFP URI); a
         `gs://` dataset is read by cluster replicas in place.
+      task_config: The step's `dsl.TaskConfig` (see `build_job`).
       **values: The step's parameters (`job.step_params.TRAIN_STEP_PARAMS`);
         those left out take their defaults.
 
@@ -239,7 +244,7 @@ def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = prin
       InvalidInputError: If an argument or the dataset is invalid (nothing is started).
       TrainingFailedError: If a replica fails (the others are stopped first).
     """
-    step = build_job(**resolve_backend(values, log))
+    step = build_job(task_config=task_config, **resolve_backend(values, log))
     meta = _check_dataset(dataset_dir, step.training, step.spec)
     if not step.training.model_name:
         chosen = models.default_model_name(meta)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -59,6 +60,39 @@ def wait_for(predicate, seconds: float = 20.0, what: str = "the condition"):
             return value
         time.sleep(0.05)
     raise AssertionError(f"{what} did not hold within {seconds} s")
+
+
+#: The bed's PyTorch image (tests/cluster/images/pytorch.Dockerfile on the runtime image).
+PYTORCH_IMAGE = "localhost/kfdist-test/pytorch"
+
+
+def torch_requirement() -> str:
+    """The torch pin of pyproject.toml's `torch` extra (defined once, there)."""
+    import tomllib
+
+    with open(REPO / "pyproject.toml", "rb") as f:
+        [requirement] = tomllib.load(f)["project"]["optional-dependencies"]["torch"]
+    return requirement
+
+
+@pytest.fixture(scope="session")
+def pytorch_image(kfdist_images) -> str:
+    """kfdist's runtime image with PyTorch (built once; podman reuses its layers after), tagged
+    with kfdist's and torch's versions (a job's image is pinned)."""
+    import kfdist
+
+    reference = (f"{PYTORCH_IMAGE}:{kfdist.__version__}-torch"
+                 f"{torch_requirement().split('==')[-1]}")
+    certificate = os.environ.get("PIP_CERT", "")
+    secret = (["--secret", f"id=pip-cert,src={certificate}"]
+              if certificate and os.path.isfile(certificate) else [])
+    built = subprocess.run(
+        ["podman", "build", *secret, "--build-arg", f"RUNTIME_IMAGE={kfdist_images['runtime']}",
+         "--build-arg", f"TORCH_REQUIREMENT={torch_requirement()}", "-t", reference,
+         "-f", str(REPO / "tests" / "cluster" / "images" / "pytorch.Dockerfile"),
+         str(REPO / "tests" / "cluster" / "images")], capture_output=True, text=True, timeout=1800)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    return reference
 
 
 class Namespace:

@@ -107,6 +107,7 @@ def test_the_pipeline_runner_can_do_what_kfdist_needs_and_no_more(kube_bed, bed_
         return answer.stdout.strip() == "yes"
 
     for verb, resource in (("create", "tfjobs.kubeflow.org"), ("watch", "tfjobs.kubeflow.org"),
+                           ("create", "pytorchjobs.kubeflow.org"),
                            ("delete", "tfjobs.kubeflow.org"), ("create", "mpijobs.kubeflow.org"),
                            ("create", "trainjobs.trainer.kubeflow.org"), ("list", "pods"),
                            ("watch", "pods"), ("get", "pods/log"), ("list", "events")):
@@ -182,3 +183,36 @@ def test_a_program_sees_the_same_variables_locally_and_as_a_tfjob(bed_namespace,
         assert {k: len(v) for k, v in local_config["cluster"].items()} == \
             {k: len(v) for k, v in cluster_config["cluster"].items()}
 
+
+
+@pytest.mark.parametrize("backend,launcher", [
+    ("pytorchjob", ["python"]), ("trainjob", ["python", "-m", "torch.distributed.run"])])
+def test_pytorch_ddp_example_trains_on_the_operators_own_controllers(
+        backend, launcher, bed_namespace, pytorch_image, tmp_path):
+    """A PyTorchJob of the Training Operator (MASTER_ADDR, RANK, WORLD_SIZE; its init container
+    waits for the master's name), or a TrainJob on Trainer's own torch-distributed runtime (PET_*
+    for torchrun): DDP over gloo between the replicas' containers."""
+    import torch
+
+    ns = bed_namespace
+    name = f"ddp-{backend}"
+    pvc, flags = _cluster_flags(ns, name, backend)
+    program = _program(tmp_path, "pytorch_ddp.py")
+    # The user's image runs as its own user, with no fsGroup from kfdist (not kfdist's image):
+    # the team's output folder is one that user can write, as on a shared volume.
+    (pvc / name).mkdir()
+    (pvc / name).chmod(0o777)
+    done = _launch("--framework", "pytorch", "--workers", "2", "--image", pytorch_image,
+                   "--output", str(pvc / name), "--program-dir", str(program), *flags, "--",
+                   *launcher, "pytorch_ddp.py", "--steps", "100")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "saved model.pt (world size 2)" in done.stdout  # the master's log, streamed
+    weights = torch.load(pvc / name / "model" / "model.pt")
+    assert abs(float(weights["weight"]) - 3) < 0.3 and abs(float(weights["bias"]) - 2) < 0.3
+    job = ns.get(backend, name)
+    expected = ("Succeeded", "PyTorchJobSucceeded") if backend == "pytorchjob" else \
+        ("Complete", None)
+    assert any(c["type"] == expected[0] and c["status"] == "True"
+               and expected[1] in (None, c["reason"]) for c in job["status"]["conditions"])
+    if backend == "trainjob":
+        assert job["spec"]["runtimeRef"]["name"] == "torch-distributed"

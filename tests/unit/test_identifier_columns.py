@@ -147,7 +147,7 @@ def run_kfdist(*args, cwd) -> subprocess.CompletedProcess:
     (("--exclude-columns", "nope"), "'nope', which is not a column of the source; its feature "
                                     "columns are ['id', 'colour', 'x']"),
     (("--exclude-columns", "x,label"), "the label column 'label'"),
-    (("--keep-columns", "colour,nope"), "keep_columns names 'nope'"),
+    (("--keep-columns", "colour,nope"), "--keep-columns names 'nope'"),
     (("--exclude-columns", "x,"), "'x,' is not a comma-separated list of column names"),
 ])
 def test_kfdist_run_refuses_bad_columns_in_one_line(tmp_path, args, named):

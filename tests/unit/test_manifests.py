@@ -44,15 +44,17 @@ NAME = "kfdist-pipeline-runner"
 #: calls (see test_role_matches_what_the_launcher_calls).
 EXPECTED_RULES = {
     ("kubeflow.org", "tfjobs"): {"create", "get", "watch", "patch", "delete"},
+    ("kubeflow.org", "pytorchjobs"): {"create", "get", "watch", "patch", "delete"},
     ("kubeflow.org", "mpijobs"): {"create", "get", "watch", "patch", "delete"},
     ("trainer.kubeflow.org", "trainjobs"): {"create", "get", "watch", "patch", "delete"},
     ("", "pods"): {"get", "list", "watch"},
     ("", "pods/log"): {"get"},
     ("", "events"): {"list"},
 }
-#: The job kinds' (apiGroup, resource): what kube_api's namespaced custom-object calls address.
-JOB_RESOURCES = (("kubeflow.org", "tfjobs"), ("kubeflow.org", "mpijobs"),
-                 ("trainer.kubeflow.org", "trainjobs"))
+#: The job kinds' (apiGroup, resource): what kube_api's namespaced custom-object calls address
+#: (a PyTorchJob is what `kfdist launch --backend pytorchjob` creates).
+JOB_RESOURCES = (("kubeflow.org", "tfjobs"), ("kubeflow.org", "pytorchjobs"),
+                 ("kubeflow.org", "mpijobs"), ("trainer.kubeflow.org", "trainjobs"))
 CLUSTER_SCOPED_KINDS = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
                         "PersistentVolume", "StorageClass", "PriorityClass"}
 

@@ -145,7 +145,7 @@ CASES = {
         "tabular", tabular_split_names_in_part, [], ["holdout.csv", "name none"]),
     "tabular: --split predefined without split names": (
         "tabular", tabular_without_split_names, ["--split", "predefined"],
-        ["split=predefined", "data.csv"]),
+        ["--split predefined but", "data.csv"]),
     "tabular: a row without its label": (
         "tabular", tabular_missing_label, [], ["line 4", "'label'"]),
     "tabular: inf in a numeric column": (
@@ -154,7 +154,7 @@ CASES = {
         "images", images_split_names_in_part, [], ["holdout.tfrecord", "name none"]),
     "images: --split predefined without split names": (
         "images", images_without_split_names, ["--split", "predefined"],
-        ["split=predefined", "data.tfrecord"]),
+        ["--split predefined but", "data.tfrecord"]),
     "images: two sizes in one file": (
         "images", images_of_two_sizes, [], ["record 1", "data.tfrecord", "[10, 12, 3]", "[8, 8, 3]"]),
     "images: a bytes feature that holds no images": (

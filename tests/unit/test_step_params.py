@@ -7,10 +7,12 @@ import argparse
 import inspect
 
 import pytest
+from kfp import dsl
 
 from kfdist import cli
 from kfdist.components.train_distributed.component import train_distributed
 from kfdist.components.train_distributed.job import step_params
+from kfdist.components.train_distributed.kubernetes.task_settings import TASK_CONFIG_PARAM
 from kfdist.local_run import RunOptions, pipeline_training_params
 from kfdist.pipelines import registry
 from kfdist.step_flags import step_values
@@ -20,7 +22,9 @@ ARTIFACTS = ("dataset", "model", "metrics")
 
 def test_the_component_takes_exactly_the_step_parameters_in_order_with_their_defaults():
     signature = inspect.signature(train_distributed.python_func).parameters
-    params = [p for name, p in signature.items() if name not in ARTIFACTS]
+    # Last, the TaskConfig KFP fills (`kubernetes.task_settings`): no step parameter.
+    *params, task_config = [p for name, p in signature.items() if name not in ARTIFACTS]
+    assert (task_config.name, task_config.annotation) == (TASK_CONFIG_PARAM, dsl.TaskConfig)
     assert [p.name for p in params] == [p.name for p in step_params.TRAIN_STEP_PARAMS]
     for declared, defined in zip(params, step_params.TRAIN_STEP_PARAMS):
         assert declared.default == defined.default, declared.name

@@ -32,8 +32,9 @@ from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TRAINJOB_V1ALPHA1, RenderedJob
-from kfdist.components.train_distributed.kubernetes.build.job_parts import PvcMount, Resources
-from kfdist.components.train_distributed.kubernetes.build.job_spec import ClusterJobSpec, job_name_for, run_labels
+from kfdist.components.train_distributed.kubernetes.build.job_parts import PvcMount
+from kfdist.components.train_distributed.kubernetes.build.job_spec import (
+    RESERVED_ENV, ClusterJobSpec, job_name_for, run_labels)
 from kfdist.components.train_distributed.kubernetes.build.render_mpijob import render_mpijob
 from kfdist.components.train_distributed.kubernetes.build.render_tfjob import render_tfjob
 from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
@@ -104,11 +105,9 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
     step reads: with the operator's default success policy the job would be
     Succeeded (and, cleanPodPolicy Running, the other workers' pods deleted)
     as soon as worker 0 exits, racing those uploads, so those jobs use
-    `AllWorkers` (`strategy_rules.default_success_policy`).
+    `AllWorkers` (`strategy_rules.default_success_policy`). What the KFP task
+    passed on joins kfdist's settings as `task_settings` says.
     """
-    resources = Resources(cpu=options.cpu_per_worker, memory=options.memory_per_worker,
-                          cpu_limit=options.cpu_per_worker, memory_limit=options.memory_per_worker,
-                          gpus=options.gpus_per_worker)
     volumes = ((PvcMount(claim_name=options.pvc_name, mount_path=options.pvc_mount_path),)
                if options.pvc_name else ())
     run_id = options.run_id or DEFAULT_RUN_ID
@@ -120,9 +119,10 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
     mpi = job.job.backend == strategy_rules.MPIJOB_BACKEND  # a TrainJob's runtime mounts the keys
     return ClusterJobSpec(
         name=name, namespace=namespace, layout=job.job, strategy=job.training.strategy,
-        image=image, command=tuple(replica_command(work_uri)), resources=resources,
+        image=image, command=tuple(replica_command(work_uri)), resources=options.worker_resources(),
         ssh_auth_mount_path=HOROVOD_IMAGE_SSH_DIR if mpi and image == kfdist_image("horovod") else None,
-        node_selector=dict(options.node_selector), volumes=volumes,
+        node_selector=options.replica_node_selector(), tolerations=options.task.tolerations,
+        volumes=volumes, extras=options.task.replica_extras(RESERVED_ENV, [v.mount_path for v in volumes]),
         service_account=options.service_account, labels=job_labels(options, run_id, task_name))
 
 

@@ -1,19 +1,22 @@
 """What a user sets for a training step that runs on a Kubernetes cluster.
 
 The cluster parameters of `job.step_params`, gathered by `runtime.build_job`
-(an unset parameter is None here). The step turns them, with the
-`JobConfig`, into the full job description that the renderers take.
+(an unset parameter is None here), and what the pipeline author set on the
+KFP task itself (`task_settings`). The step turns them, with the `JobConfig`,
+into the full job description that the renderers take.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Optional
+from typing import Dict, Mapping, Optional
 
 from kfdist.images import image as kfdist_image
 from kfdist.components.train_distributed.job.strategy_rules import HOROVOD, PVC_MOUNT_PATH
 from kfdist.components.common.errors import require
+from kfdist.components.train_distributed.kubernetes.build.job_parts import Resources
 from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import FROM_CREATION, TIMEOUT_FROM
+from kfdist.components.train_distributed.kubernetes.task_settings import TaskSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +44,8 @@ class ClusterOptions:
       timeout_from: `creation` or `admission` (by Kueue): when `timeout_seconds` starts.
       run_id: The KFP run id; with `task_name` it names the job deterministically.
       task_name: The KFP task name.
+      task: What the pipeline author set on the KFP task (its `dsl.TaskConfig`), for the
+        replicas; these settings win over it (`task_settings`).
     """
 
     image: Optional[str] = None
@@ -58,6 +63,7 @@ class ClusterOptions:
     timeout_from: str = FROM_CREATION
     run_id: Optional[str] = None
     task_name: Optional[str] = None
+    task: TaskSettings = TaskSettings()
 
     def __post_init__(self):
         require(self.timeout_from in TIMEOUT_FROM, f"timeout_from {self.timeout_from!r} is not "
@@ -75,7 +81,7 @@ class ClusterOptions:
         """
         from kfdist.components.train_distributed.kubernetes.build import job_validation as check
         from kfdist.components.train_distributed.kubernetes.build.job_parts import (
-            PvcMount, Resources, check_labels)
+            PvcMount, check_labels)
         from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import (
             QUEUE_NAME_LABEL)
 
@@ -84,8 +90,7 @@ class ClusterOptions:
         if self.namespace is not None:
             check.check_namespace(self.namespace)
         check.check_object_name("service_account", self.service_account)
-        Resources(cpu=self.cpu_per_worker, memory=self.memory_per_worker,
-                  gpus=self.gpus_per_worker).validate("Worker resources")
+        self.own_worker_resources().validate("Worker resources")
         check_labels("node_selector", self.node_selector)
         if self.queue_name is not None:
             check_labels("labels", {QUEUE_NAME_LABEL: self.queue_name})
@@ -104,3 +109,17 @@ class ClusterOptions:
         if self.image:
             return self.image
         return kfdist_image("horovod" if strategy == HOROVOD else "runtime")
+
+    def own_worker_resources(self) -> Resources:
+        """Each worker's resources by these parameters: CPU and memory requested at their limits."""
+        return Resources(cpu=self.cpu_per_worker, memory=self.memory_per_worker,
+                         cpu_limit=self.cpu_per_worker, memory_limit=self.memory_per_worker,
+                         gpus=self.gpus_per_worker)
+
+    def worker_resources(self) -> Resources:
+        """Each worker's resources: these parameters', the KFP task's where they set none."""
+        return self.task.resources_under(self.own_worker_resources())
+
+    def replica_node_selector(self) -> Dict[str, str]:
+        """Every replica's node selector: the KFP task's labels and `node_selector`'s."""
+        return self.task.node_selector_under(self.node_selector)

@@ -1,15 +1,16 @@
 """The smaller records of a `ClusterJobSpec`, each with its own checks.
 
 Resources per replica, run policy (with gang scheduling), PVC mounts,
-tolerations and per replica type overrides; plus the checks of label maps and
-environments that `ClusterJobSpec.validate` shares.
+tolerations, per replica type overrides and the pod fields passed on from the
+KFP task; plus the checks of label maps and environments that
+`ClusterJobSpec.validate` shares.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import posixpath
-from typing import Mapping, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from kfdist.components.common.errors import require
 from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
@@ -43,6 +44,8 @@ class Resources:
       cpu_limit: CPU limit; none if unset.
       memory_limit: Memory limit; none if unset.
       gpus: `nvidia.com/gpu` limit (extended resources are requested at their limit).
+      accelerators: Limits of other accelerators by resource name (e.g. `amd.com/gpu`);
+        like GPUs, only on the replicas that compute.
     """
 
     cpu: Optional[str] = None
@@ -50,10 +53,11 @@ class Resources:
     cpu_limit: Optional[str] = None
     memory_limit: Optional[str] = None
     gpus: int = 0
+    accelerators: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     def without_gpus(self) -> "Resources":
-        """The same resources with no GPUs."""
-        return dataclasses.replace(self, gpus=0)
+        """The same resources with no GPUs or other accelerators."""
+        return dataclasses.replace(self, gpus=0, accelerators={})
 
     def validate(self, where: str) -> None:
         """Checks quantity syntax, positivity and request <= limit.
@@ -62,6 +66,11 @@ class Resources:
           where: What these resources belong to, for messages (`Worker resources`).
         """
         _check_int(f"{where}: gpus", self.gpus, 0)
+        for name, count in self.accelerators.items():
+            require(name != GPU_RESOURCE and "/" in name and k8s.label_key_error(name) is None,
+                    f"{where}: accelerator {name!r} is not an extended resource name such as "
+                    f"'amd.com/gpu' (GPUs: {GPU_RESOURCE})")
+            _check_int(f"{where}: {name}", count, 1)
         parsed = {}
         for field in ("cpu", "memory", "cpu_limit", "memory_limit"):
             value = getattr(self, field)
@@ -208,6 +217,30 @@ class ReplicaOverride:
 
     resources: Optional[Resources] = None
     restart_policy: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PodExtras:
+    """Fields of every replica's pod kept as Kubernetes spells them: what the pipeline author set
+    on the KFP task beyond kfdist's own settings (`kubernetes.task_settings` checks them).
+
+    Attributes:
+      affinity: The pods' `affinity`.
+      env: `env` entries of the replica container (`name` with `value` or `valueFrom`), after
+        kfdist's own.
+      volumes: Pod `volumes` (PVCs, Secrets, ConfigMaps), after kfdist's own.
+      volume_mounts: The replica container's `volumeMounts` of those volumes.
+    """
+
+    affinity: Optional[Mapping[str, Any]] = None
+    env: Tuple[Mapping[str, Any], ...] = ()
+    volumes: Tuple[Mapping[str, Any], ...] = ()
+    volume_mounts: Tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def env_names(self) -> List[str]:
+        """The names of `env`, in order."""
+        return [e["name"] for e in self.env]
 
 
 def check_string_map(what: str, mapping: Mapping[str, str], values_are_labels: bool) -> None:

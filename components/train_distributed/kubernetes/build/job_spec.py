@@ -22,7 +22,7 @@ from kfdist.components.common.errors import require
 from kfdist.components.train_distributed.job import config, strategy_rules
 from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k8s
 from kfdist.components.train_distributed.kubernetes.build.job_parts import (
-    PvcMount, ReplicaOverride, Resources, RunPolicy, Toleration)
+    PodExtras, PvcMount, ReplicaOverride, Resources, RunPolicy, Toleration)
 
 #: Replica types of each backend, in rendering order.
 REPLICA_TYPES: Dict[str, Tuple[str, ...]] = {
@@ -79,6 +79,8 @@ class ClusterJobSpec:
       istio_sidecar: Allow Istio to inject its sidecar; by default pods are
         annotated `sidecar.istio.io/inject: "false"` (a sidecar keeps a
         finished replica's pod running, so the job never completes).
+      extras: Affinity, environment and volumes of every replica, as the KFP task
+        gave them (`kubernetes.task_settings`).
     """
 
     name: str
@@ -102,6 +104,7 @@ class ClusterJobSpec:
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
     istio_sidecar: bool = False
+    extras: PodExtras = PodExtras()
 
     @property
     def backend(self) -> str:

@@ -129,7 +129,7 @@ def _check_containers(spec: ClusterJobSpec) -> None:
             or spec.layout.slots_per_worker <= gpus,
             f"slots_per_worker={spec.layout.slots_per_worker} exceeds the {gpus} GPUs per worker "
             "(Horovod runs one process per GPU)")
-    paths = [v.mount_path for v in spec.volumes]
+    paths = [v.mount_path for v in spec.volumes] + [m["mountPath"] for m in spec.extras.volume_mounts]
     require(len(set(paths)) == len(paths), f"two volumes mount at the same path: {paths}")
     for volume in spec.volumes:
         volume.validate()

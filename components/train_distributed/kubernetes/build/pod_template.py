@@ -8,6 +8,7 @@ exactly.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from kfdist import IMAGE_GID, IMAGE_UID
@@ -42,6 +43,7 @@ def render_resources(resources: Resources) -> Dict[str, Dict[str, Any]]:
                                                 ("memory", resources.memory_limit)) if v is not None}
     if resources.gpus:
         limits[GPU_RESOURCE] = resources.gpus
+    limits.update(resources.accelerators)
     rendered = {}
     if requests:
         rendered["requests"] = requests
@@ -84,7 +86,16 @@ def _volumes(spec: ClusterJobSpec) -> Tuple[List[Dict[str, Any]], List[Dict[str,
         if pvc.sub_path:
             mount["subPath"] = pvc.sub_path
         mounts.append(mount)
+    extras = spec.extras  # the KFP task's, after kfdist's own
+    volumes += [copy.deepcopy(dict(v)) for v in extras.volumes]
+    mounts += [copy.deepcopy(dict(m)) for m in extras.volume_mounts]
     return volumes, mounts
+
+
+def container_env(spec: ClusterJobSpec) -> List[Dict[str, Any]]:
+    """The replica container's `env`: the job's variables, then those the KFP task passed on."""
+    return ([{"name": k, "value": v} for k, v in spec.env.items()]
+            + [copy.deepcopy(dict(e)) for e in spec.extras.env])
 
 
 def pod_security() -> Dict[str, Any]:
@@ -94,7 +105,8 @@ def pod_security() -> Dict[str, Any]:
             "fsGroup": IMAGE_GID}
 
 
-def _toleration(t: Toleration) -> Dict[str, Any]:
+def toleration_fields(t: Toleration) -> Dict[str, Any]:
+    """A toleration as the pod spec spells it (unset fields left out)."""
     fields = (("key", t.key), ("operator", t.operator), ("value", t.value), ("effect", t.effect),
               ("tolerationSeconds", t.toleration_seconds))
     return {k: v for k, v in fields if v is not None}
@@ -127,7 +139,7 @@ def pod_template(spec: ClusterJobSpec, replica_type: str, container_name: str, *
         container["command"] = list(command)
     if args:
         container["args"] = list(args)
-    container["env"] = [{"name": k, "value": v} for k, v in spec.env.items()]
+    container["env"] = container_env(spec)
     if ports:
         container["ports"] = [dict(p) for p in ports]
     resources = render_resources(spec.resources_for(replica_type))
@@ -143,8 +155,10 @@ def pod_template(spec: ClusterJobSpec, replica_type: str, container_name: str, *
         pod["volumes"] = volumes
     if spec.node_selector:
         pod["nodeSelector"] = dict(spec.node_selector)
+    if spec.extras.affinity:
+        pod["affinity"] = copy.deepcopy(dict(spec.extras.affinity))
     if spec.tolerations:
-        pod["tolerations"] = [_toleration(t) for t in spec.tolerations]
+        pod["tolerations"] = [toleration_fields(t) for t in spec.tolerations]
     if service_account:
         pod["serviceAccountName"] = service_account
     if spec.image_pull_secrets:

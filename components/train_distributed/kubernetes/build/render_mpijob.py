@@ -55,7 +55,8 @@ def mpirun_command(spec: ClusterJobSpec) -> List[str]:
     """The launcher's command: `mpirun` over every slot, running `spec.command`.
 
     Ranks started over SSH do not inherit the launcher container's environment,
-    so the job's variables (and PATH, LD_LIBRARY_PATH) are forwarded explicitly.
+    so the job's variables, those the KFP task passed on, and PATH and
+    LD_LIBRARY_PATH are forwarded explicitly.
 
     Args:
       spec: A validated mpijob.
@@ -66,8 +67,9 @@ def mpirun_command(spec: ClusterJobSpec) -> List[str]:
     """
     if posixpath.basename(spec.command[0]) in MPI_LAUNCHERS:
         return list(spec.command)
-    return launcher_command(spec.layout.workers * spec.layout.slots_per_worker, list(spec.env),
-                            list(spec.command), spec.mpi_implementation or "OpenMPI")
+    return launcher_command(spec.layout.workers * spec.layout.slots_per_worker,
+                            list(spec.env) + spec.extras.env_names, list(spec.command),
+                            spec.mpi_implementation or "OpenMPI")
 
 
 def launcher_command(processes: int, env_names: List[str], command: List[str],

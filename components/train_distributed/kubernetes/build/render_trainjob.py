@@ -12,9 +12,10 @@ What Trainer (v2.3, with JobSet v0.12) does with it:
   labelled `jobset.sigs.k8s.io/jobset-name: <name>`, `.../replicatedjob-name`,
   and `batch.kubernetes.io/job-completion-index`. The TrainJob's own labels
   reach neither the JobSet nor the pods: the run labels and the pod settings
-  (node selector, tolerations, service account, volumes, pull secrets, Istio
-  annotation) travel in the pod-customisation field of the installed
-  version: `runtimePatches` (v2.2, v2.3) or `podTemplateOverrides` (v2.1).
+  (node selector, affinity, tolerations, service account, volumes, pull
+  secrets, Istio annotation) travel in the pod-customisation field of the
+  installed version: `runtimePatches` (v2.2, v2.3) or `podTemplateOverrides`
+  (v2.1); the environment in `trainer.env` (Trainer refuses env patches).
 * Conditions: `Suspended` (reason `Suspended`/`Resumed`), and `Complete` or
   `Failed` copied from the JobSet (`AllJobsCompleted`, `FailedJobs` with
   "(first failed job: <job>)"), or `Failed`/`DeadlineExceeded` after
@@ -33,7 +34,7 @@ from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     COMPLETION_INDEX_LABEL, JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL, TRAINJOB_V1ALPHA1, RenderedJob)
 from kfdist.components.train_distributed.kubernetes.build.job_spec import ClusterJobSpec
 from kfdist.components.train_distributed.kubernetes.build.pod_template import (
-    job_metadata, pod_template, render_resources)
+    container_env, job_metadata, pod_template, render_resources)
 
 #: Pod-customisation fields, newest first: each names the Trainer releases that have it.
 RUNTIME_PATCHES = "runtimePatches"            # v2.2 and later
@@ -115,8 +116,9 @@ def _trainer(spec: ClusterJobSpec) -> Dict[str, Any]:
     resources = render_resources(spec.resources_for("Worker"))
     if resources:
         trainer["resourcesPerNode"] = resources
-    if spec.env:
-        trainer["env"] = [{"name": k, "value": v} for k, v in spec.env.items()]
+    env = container_env(spec)
+    if env:
+        trainer["env"] = env
     return trainer
 
 
