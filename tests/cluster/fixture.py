@@ -47,6 +47,10 @@ def kube_bed(tmp_path_factory):
                            f"label={BED_LABEL}={node_runtime.bed_id(root)}", "--format",
                            "{{.Names}}"], capture_output=True, text=True).stdout.split()
     assert left == [], f"containers left: {left}"
+    from cluster.node_agent.runtime import CONTAINERS_FILE
+
+    assert node_runtime.kill_container_processes(root / CONTAINERS_FILE) == [], \
+        "processes of the bed's containers outlived down"
     network = network_name(node_runtime.bed_id(root))
     assert subprocess.run(["podman", "network", "exists", network]).returncode != 0, network
 

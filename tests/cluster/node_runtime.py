@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from typing import List
 from cluster import processes
 from cluster.node_agent.__main__ import NODE_NAME
 from cluster.node_agent.podspec import BED_LABEL
-from cluster.node_agent.runtime import network_name
+from cluster.node_agent.runtime import CONTAINERS_FILE, network_name
 
 HERE = Path(__file__).resolve().parent
 
@@ -56,4 +57,35 @@ def remove_all(root: Path) -> List[str]:
                        capture_output=True, timeout=300)
     subprocess.run([podman, "network", "rm", "--force", network_name(bed_id(root))],
                    capture_output=True, timeout=120)
+    kill_container_processes(Path(root) / CONTAINERS_FILE)
     return names
+
+
+def kill_container_processes(record: Path) -> List[int]:
+    """SIGKILLs every process still in the cgroup of a container the agent created, and its
+    conmon: podman interrupted mid-stop (the agent killed by `stop`) can forget a container
+    whose processes keep running. Returns their pids."""
+    try:
+        ids = set(record.read_text().split())
+    except OSError:
+        return []
+    killed = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cgroup") as f:
+                cgroup = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        in_container = any(f"libpod-{i}" in cgroup for i in ids)
+        conmon = argv[0].endswith(b"conmon") and any(i.encode() in argv for i in ids)
+        if in_container or conmon:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+            except ProcessLookupError:
+                pass
+    return killed

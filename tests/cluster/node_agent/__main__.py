@@ -13,7 +13,7 @@ from pathlib import Path
 from cluster.node_agent.agent import Agent
 from cluster.node_agent.kube import Kube
 from cluster.node_agent.kubelet_http import KubeletServer
-from cluster.node_agent.runtime import Podman
+from cluster.node_agent.runtime import CONTAINERS_FILE, Podman
 
 NODE_NAME = "kfdist-test-node"
 
@@ -27,7 +27,8 @@ def main() -> None:
     parser.add_argument("--node-name", default=NODE_NAME, help="the Node's name")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    podman = Podman(shutil.which("podman") or "podman", args.bed_id)
+    podman = Podman(shutil.which("podman") or "podman", args.bed_id,
+                    args.root / CONTAINERS_FILE)
     agent = Agent(Kube(args.kubeconfig), podman, args.root, args.node_name, args.port)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())

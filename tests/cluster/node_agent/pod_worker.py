@@ -197,6 +197,7 @@ class PodWorker(threading.Thread):
         inspected = self.agent.podman.inspect(name)
         if inspected:
             record.container_id = f"podman://{inspected['Id']}"
+            self.agent.podman.remember(inspected["Id"])
         if result.returncode != 0 and not (inspected and inspected["State"]["Status"] in
                                            ("running", "exited", "stopped")):
             record.state = {"waiting": {"reason": "RunContainerError",

@@ -6,9 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence
 
 from cluster.node_agent.podspec import BED_LABEL
+
+
+#: The file in the bed's directory listing every container the agent created (one id a line).
+CONTAINERS_FILE = "containers.txt"
 
 
 def network_name(bed_id: str) -> str:
@@ -22,11 +27,13 @@ class Podman:
     Args:
       binary: The podman binary.
       bed_id: The test bed's id (the value of every container's `BED_LABEL`).
+      record: Where each created container's id is appended (`CONTAINERS_FILE`).
     """
 
-    def __init__(self, binary: str, bed_id: str):
+    def __init__(self, binary: str, bed_id: str, record: Optional[Path] = None):
         self.binary, self.bed_id = binary, bed_id
         self.network = network_name(bed_id)
+        self.record = record
         self._events: Optional[subprocess.Popen] = None
         self._closed = False
 
@@ -48,10 +55,17 @@ class Podman:
         return self.run("image", "exists", image).returncode == 0
 
     def inspect(self, name: str) -> Optional[Dict]:
+        """The container's inspection, or None when podman does not know it."""
         result = self.run("container", "inspect", name)
         if result.returncode != 0:
             return None
         return json.loads(result.stdout)[0]
+
+    def remember(self, container_id: str) -> None:
+        """Appends a created container's id to the record (`bed.stop` sweeps what it lists)."""
+        if self.record:
+            with open(self.record, "a") as f:
+                f.write(container_id + "\n")
 
     def stop(self, names: Sequence[str], grace_s: int) -> None:
         if names:
