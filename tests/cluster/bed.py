@@ -141,11 +141,13 @@ def _start(bed: Bed, datastore: str) -> None:
         START_TIMEOUT_S)
 
     layout.kubeconfig.write_text(control_plane.kubeconfig(
-        layout.api_url, pki / "ca.crt", pki / "admin.crt", pki / "admin.key", ADMIN))
+        layout.api_url, pki / "ca.crt",
+        control_plane.client_certificate(pki / "admin.crt", pki / "admin.key"), ADMIN))
     layout.component_kubeconfig("kube-controller-manager").parent.mkdir(exist_ok=True)
     layout.component_kubeconfig("kube-controller-manager").write_text(control_plane.kubeconfig(
-        layout.api_url, pki / "ca.crt", pki / "kube-controller-manager.crt",
-        pki / "kube-controller-manager.key", "system:kube-controller-manager"))
+        layout.api_url, pki / "ca.crt", control_plane.client_certificate(
+            pki / "kube-controller-manager.crt", pki / "kube-controller-manager.key"),
+        "system:kube-controller-manager"))
     procs.start("kube-controller-manager", control_plane.controller_manager_argv(
         binaries["kube-controller-manager"], layout))
     # Ready once its root-CA publisher has written the CA into the default namespace.
@@ -168,7 +170,7 @@ def stop(root: Path) -> Dict[str, list]:
     """Ends every process of the bed in `root`, then its pods' containers and network.
 
     Returns:
-      What had to be forced: {"killed": process names, "containers": container names}.
+      {"killed": processes that ignored SIGTERM, "containers": the containers removed}.
     """
     root = Path(root).resolve()
     killed = processes.stop_all(root)

@@ -112,25 +112,26 @@ def controller_manager_argv(controller_manager: str, layout: Layout) -> List[str
             "--terminated-pod-gc-threshold=50", f"-v={VERBOSITY}"]
 
 
-def kubeconfig(api_url: str, ca: Path, cert: Path, key: Path, user: str,
+def kubeconfig(api_url: str, ca: Path, credentials: Dict[str, str], user: str,
                namespace: str = "default") -> str:
-    """A kubeconfig (JSON, which is YAML) for a client certificate against the test bed."""
+    """A kubeconfig (JSON, which is YAML) for the test bed.
+
+    Args:
+      api_url: The API server.
+      ca: The bed's CA certificate.
+      credentials: The kubeconfig `user` entry: a client certificate and key, or a token.
+      user: The user's name in the file.
+      namespace: The context's namespace.
+    """
     return json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "kfdist-test-bed",
         "clusters": [{"name": "kfdist-test-bed", "cluster": {
             "server": api_url, "certificate-authority": str(ca)}}],
-        "users": [{"name": user, "user": {"client-certificate": str(cert),
-                                          "client-key": str(key)}}],
+        "users": [{"name": user, "user": dict(credentials)}],
         "contexts": [{"name": "kfdist-test-bed", "context": {
             "cluster": "kfdist-test-bed", "user": user, "namespace": namespace}}]}, indent=1)
 
 
-def token_kubeconfig(api_url: str, ca: Path, token: str, user: str, namespace: str) -> str:
-    """A kubeconfig that authenticates with a ServiceAccount's bearer token."""
-    return json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "kfdist-test-bed",
-        "clusters": [{"name": "kfdist-test-bed", "cluster": {
-            "server": api_url, "certificate-authority": str(ca)}}],
-        "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": "kfdist-test-bed", "context": {
-            "cluster": "kfdist-test-bed", "user": user, "namespace": namespace}}]}, indent=1)
+def client_certificate(cert: Path, key: Path) -> Dict[str, str]:
+    """A kubeconfig user's client certificate and key."""
+    return {"client-certificate": str(cert), "client-key": str(key)}

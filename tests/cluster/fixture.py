@@ -134,8 +134,8 @@ def make_namespace(bed: test_bed.Bed, name: str, root: Path) -> Namespace:
     token = bed.kubectl_run("create", "token", RUNNER, f"--namespace={name}",
                             "--duration=2h").stdout.strip()
     kubeconfig = root / f"{name}.kubeconfig"
-    kubeconfig.write_text(control_plane.token_kubeconfig(
-        bed.layout.api_url, bed.layout.pki / "ca.crt", token, RUNNER, name))
+    kubeconfig.write_text(control_plane.kubeconfig(
+        bed.layout.api_url, bed.layout.pki / "ca.crt", {"token": token}, RUNNER, name))
     return Namespace(bed, name, kubeconfig)
 
 

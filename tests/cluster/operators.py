@@ -18,6 +18,7 @@ machine must: ports, kubeconfigs, certificates, and
 from __future__ import annotations
 
 import base64
+import functools
 import dataclasses
 import json
 import os
@@ -59,8 +60,9 @@ class Module:
                     return following
         raise processes.StartFailed(f"{self.directory}/go.mod does not require {self.path}")
 
+    @functools.lru_cache(maxsize=None)
     def source(self) -> Path:
-        """The module's files in the Go module cache (downloaded when missing)."""
+        """The module's files in the Go module cache (downloaded when missing; asked once)."""
         found = subprocess.run(["go", "mod", "download", "-json", f"{self.path}@{self.version}"],
                                cwd=MODULES / self.directory, capture_output=True, text=True,
                                env={**os.environ, "PATH": os.environ["PATH"] + ":/usr/local/go/bin"})

@@ -18,7 +18,6 @@ from cluster.node_agent.container_state import now
 
 HEARTBEAT_S = 10.0
 LEASE_SECONDS = 40
-KUBELET_VERSION = "v1.36.3"  # what `kubectl get nodes` shows: the control plane's version
 PODS_CAPACITY = "110"
 
 
@@ -30,8 +29,10 @@ def node_object(name: str, ip: str) -> Dict[str, Any]:
         "beta.kubernetes.io/arch": "amd64"}}, "spec": {}}
 
 
-def node_status(name: str, ip: str, kubelet_port: int, runtime_version: str) -> Dict[str, Any]:
-    """The node's status: capacity of this machine, Ready, its address and kubelet port."""
+def node_status(name: str, ip: str, kubelet_port: int, runtime_version: str,
+                kubelet_version: str) -> Dict[str, Any]:
+    """The node's status: capacity of this machine, Ready, its address and kubelet port; the
+    kubelet version `kubectl get nodes` shows is the control plane's."""
     memory_kib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 1024
     resources = {"cpu": str(os.cpu_count() or 1), "memory": f"{memory_kib}Ki",
                  "pods": PODS_CAPACITY, "ephemeral-storage": "100Gi"}
@@ -56,7 +57,7 @@ def node_status(name: str, ip: str, kubelet_port: int, runtime_version: str) -> 
         "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "",
                      "kernelVersion": platform.release(), "osImage": "kfdist test bed",
                      "containerRuntimeVersion": runtime_version,
-                     "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
+                     "kubeletVersion": kubelet_version, "kubeProxyVersion": "",
                      "operatingSystem": "linux", "architecture": "amd64"}}
 
 
@@ -75,13 +76,14 @@ class NodeHeart:
         except ApiError as error:
             if error.status != 409:
                 raise
+        self.kubelet_version = self.kube.get("/version")["gitVersion"]
         self._post_status()
         self._renew_lease()
         self._thread.start()
 
     def _post_status(self) -> None:
         self.kube.merge_patch(f"/api/v1/nodes/{self.name}/status", {"status": node_status(
-            self.name, self.ip, self.port, self.runtime_version)})
+            self.name, self.ip, self.port, self.runtime_version, self.kubelet_version)})
 
     def _renew_lease(self) -> None:
         path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{self.name}"
