@@ -6,6 +6,9 @@
 
 Every figure is measured in the same run as its baseline and reported as a
 ratio, because shared machines are noisy; see each module for what is compared.
+The peer pairs run `--rounds` times, alternating sides, and are reported as median
+and spread (`repeats`). results.json records, for each measure, the commit,
+command, date and machine it was measured with (`provenance`).
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from benchmarks import (end_to_end, input_pipeline, launcher, library_paths, peer_at_size,
-                        peer_distributed, peer_end_to_end, peer_sharding, report, sharding,
-                        time_to_accuracy, training)
-from benchmarks.common import machine, write_synthetic_mnist
+                        peer_distributed, peer_end_to_end, peer_report, peer_sharding, provenance,
+                        repeats, report, sharding, time_to_accuracy, training)
+from benchmarks.common import write_synthetic_mnist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = {
@@ -29,7 +32,7 @@ SIZES = {
                  launcher_jobs=5, polls=(15.0,), e2e_train_examples=60_000, e2e_epochs=6,
                  tta_epochs=1, tta_target=0.96, library_examples=70_000,
                  library_csv_bytes=200 * 10 ** 6, peer_csv_bytes=10 ** 9, peer_epochs=4,
-                 peer_size_rows=100_000),
+                 peer_size_rows=1_000_000),
     "quick": dict(mnist_examples=3_000, csv_bytes=5 * 10 ** 6, dataset_examples=3_000,
                   train_epochs=2, launcher_jobs=2, polls=(), e2e_train_examples=3_000,
                   e2e_epochs=2, tta_epochs=1, tta_target=0.5, library_examples=5_000,
@@ -38,8 +41,10 @@ SIZES = {
 }
 MEASURES = ("sharding", "input_pipeline", "training", "launcher", "end_to_end", "time_to_accuracy",
             "library_paths")
-#: kfdist beside its peers (`--peers`): TFX's component libraries, installed on first use.
-PEER_MEASURES = ("peers_sharding", "peers_penguins", "peers_distributed", "peers_at_size")
+#: kfdist beside its peers (`--peers`): TFX's component libraries, installed on first use, and
+#: the library paths (tfx_bsl's encoder among them).
+PEER_MEASURES = ("library_paths", "peers_sharding", "peers_penguins", "peers_distributed",
+                 "peers_at_size")
 #: `--quick` leaves out the measures whose small-size figures are only start-up times.
 QUICK_MEASURES = ("sharding", "input_pipeline", "launcher", "end_to_end")
 
@@ -60,15 +65,21 @@ TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], Any], Callable[[Any], b
     ("peers_sharding", "sharding + statistics: kfdist local speed-up over TFX ExampleGen + "
      "Transform analysis", lambda m: m["kfdist_local_speedup_over_tfx"], lambda v: v >= 2,
      ">= 2x"),
-    ("peers_sharding", "sharding + statistics: kfdist local memory / TFX's",
+    ("peers_sharding", "sharding + statistics: kfdist local memory (PSS) / TFX's",
      lambda m: m["kfdist_local_memory_over_tfx"], lambda v: v < 1, "< 1"),
+    ("peers_sharding", "sharding + statistics: kfdist Beam speed-up over TFX (same runner)",
+     lambda m: m["kfdist_beam_speedup_over_tfx"], lambda v: v >= 2, ">= 2x"),
+    ("peers_sharding", "sharding + statistics: kfdist Beam memory (PSS) / TFX's (same runner)",
+     lambda m: m["kfdist_beam_memory_over_tfx"], lambda v: v < 1, "< 1"),
     ("peers_penguins", "penguins end to end: kfdist speed-up over TFX's pipeline",
      lambda m: m["kfdist_speedup_over_tfx"], lambda v: v >= 2, ">= 2x"),
-    ("peers_distributed", "multi_worker_mirrored (2 workers): kfdist steps/s over the plain "
-     "script's", lambda m: m["multi_worker_mirrored"]["kfdist_steps_per_second_over_plain"],
+    ("peers_distributed", "overhead, multi_worker_mirrored (2 workers), matched settings: "
+     "kfdist steps/s over the plain script's",
+     lambda m: m["multi_worker_mirrored"]["matched"]["kfdist_steps_per_second_over_plain"],
      lambda v: v >= 0.95, ">= 0.95x"),
-    ("peers_distributed", "parameter_server (1 ps, 2 workers): kfdist steps/s over the plain "
-     "script's", lambda m: m["parameter_server"]["kfdist_steps_per_second_over_plain"],
+    ("peers_distributed", "overhead, parameter_server (1 ps, 2 workers), matched settings: "
+     "kfdist steps/s over the plain script's",
+     lambda m: m["parameter_server"]["matched"]["kfdist_steps_per_second_over_plain"],
      lambda v: v >= 0.95, ">= 0.95x"),
     ("peers_penguins", "penguins: held-out accuracy, kfdist - TFX",
      lambda m: m["accuracy_difference"], lambda v: abs(v) <= 0.01,
@@ -81,7 +92,8 @@ TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], Any], Callable[[Any], b
 
 
 def run(mode: str, only: List[str], log: Callable[[str], None],
-        kubeconfig: Optional[str] = None) -> Dict[str, Any]:
+        kubeconfig: Optional[str] = None, rounds: int = repeats.REPEATS,
+        finished: Callable[[str], None] = lambda name: None) -> Dict[str, Any]:
     """Runs the selected measures at `mode`'s sizes; returns them by name.
 
     Args:
@@ -89,6 +101,8 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
       only: The measures to run.
       log: Receives progress lines.
       kubeconfig: The cluster of the launcher measure; None: the project's test bed.
+      rounds: Rounds of every peer pair (`repeats`).
+      finished: Called with each measure's name as it ends.
     """
     size = SIZES[mode]
     measures: Dict[str, Any] = {}
@@ -116,12 +130,14 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
                 measures.get("end_to_end"))),
             ("library_paths", lambda: library_paths.measure(
                 size["library_examples"], size["library_csv_bytes"], log)),
-            ("peers_sharding", lambda: peer_sharding.measure(size["peer_csv_bytes"], root, log)),
-            ("peers_penguins", lambda: peer_end_to_end.measure_penguins(root, log)),
+            ("peers_sharding", lambda: peer_sharding.measure(size["peer_csv_bytes"], root, log,
+                                                             rounds)),
+            ("peers_penguins", lambda: peer_end_to_end.measure_penguins(root, log, rounds)),
             ("peers_distributed", lambda: peer_distributed.measure(
-                digits, size["e2e_train_examples"], size["peer_epochs"], size["tta_target"])),
+                digits, size["e2e_train_examples"], size["peer_epochs"], size["tta_target"], log,
+                rounds)),
             ("peers_at_size", lambda: peer_at_size.measure(
-                size["peer_size_rows"], root, log, measures.get("peers_penguins"))),
+                size["peer_size_rows"], root, log, measures.get("peers_penguins"), rounds)),
         ]
         for name, fn in steps:
             if name not in only:
@@ -129,39 +145,34 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
             started = time.perf_counter()
             log(f"benchmark {name} ...")
             measures[name] = fn()
+            finished(name)
             log(f"benchmark {name}: {time.perf_counter() - started:.0f} s")
     return measures
 
 
 def target_rows(measures: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Each target with its measured value and whether it is met."""
+    """Each target with its measured value and whether it is met: a value measured in rounds is
+    a spread (median, min, max), met only when the whole spread meets the target. A measure kept
+    in an older layout that lacks the figure gives the row the value None, not met."""
     rows = []
     for measure, figure, read, ok, text in TARGETS:
         if measure not in measures:
             continue
-        value = read(measures[measure])
+        try:
+            value = (read(measures[measure])
+                     if peer_report.in_current_layout(measure, measures[measure]) else None)
+        except (KeyError, TypeError):
+            value = None
         rows.append({"measure": measure, "figure": figure, "value": value, "target": text,
-                     "met": bool(ok(value))})
+                     "met": repeats.met(value, ok)})
     return rows
 
 
-def _keep_earlier_measures(result: Dict[str, Any], path: str) -> None:
-    """Adds the measures of an earlier run of the same mode that this `--only` run left out.
-
-    Each measure keeps the date it was measured (`measured`), so a partial run
-    updates its own figures without dropping the others.
-    """
+def _load(path: str) -> Optional[Dict[str, Any]]:
     if not os.path.isfile(path):
-        return
+        return None
     with open(path) as f:
-        earlier = json.load(f)
-    if earlier.get("mode") != result["mode"]:
-        return
-    dates = earlier.get("measured") or {name: earlier["date"] for name in earlier["measures"]}
-    for name, figures in earlier["measures"].items():
-        if name not in result["measures"]:
-            result["measures"][name] = figures
-            result["measured"][name] = dates.get(name, earlier["date"])
+        return json.load(f)
 
 
 def main(argv=None) -> int:
@@ -174,6 +185,10 @@ def main(argv=None) -> int:
                         help=f"measure kfdist beside TFX's component libraries "
                              f"({', '.join(PEER_MEASURES)}); installs them into their own "
                              "environment first")
+    parser.add_argument("--rounds", type=int, default=repeats.REPEATS,
+                        help=f"rounds of every peer pair, sides alternating (default "
+                             f"{repeats.REPEATS}; a figure measured fewer than "
+                             f"{repeats.REPEATS} times is a smoke test)")
     parser.add_argument("--out-dir", default=HERE, help="where results.json and results.md go")
     parser.add_argument("--kubeconfig", default=None,
                         help="cluster of the launcher measure (the Training Operator installed, "
@@ -184,18 +199,27 @@ def main(argv=None) -> int:
     chosen = args.only or ",".join(PEER_MEASURES if args.peers
                                    else QUICK_MEASURES if args.quick else MEASURES)
     only = [name.strip() for name in chosen.split(",") if name.strip()]
+    unknown = [name for name in only if name not in MEASURES + PEER_MEASURES]
+    problem = (f"--only {','.join(unknown)}: not a measure; valid: "
+               f"{', '.join(dict.fromkeys(MEASURES + PEER_MEASURES))}" if unknown else
+               f"--rounds {args.rounds}: must be at least 1" if args.rounds < 1 else None)
+    if problem:
+        print(f"python -m benchmarks: {problem}", file=sys.stderr)
+        return 2
+    command = " ".join(["python -m benchmarks", *(argv if argv is not None else sys.argv[1:])])
+    start_header = provenance.header(command)  # the checkout as the run starts
     started = time.perf_counter()
+    headers: Dict[str, Dict[str, Any]] = {}
+
+    def finished(name: str) -> None:
+        headers[name] = dict(start_header, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+
     measures = run(mode, only, lambda line: print(line, file=sys.stderr, flush=True),
-                   args.kubeconfig)
-    result = {"mode": mode, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "command": "python -m benchmarks" + (" --quick" if args.quick else "")
-                         + (" --peers" if args.peers else "")
-                         + (f" --only {args.only}" if args.only else ""),
-              "machine": machine(), "seconds": round(time.perf_counter() - started),
-              "measures": measures}
-    result["measured"] = {name: result["date"] for name in measures}
+                   args.kubeconfig, args.rounds, finished)
+    result = {"mode": mode, **start_header, "seconds": round(time.perf_counter() - started),
+              "measures": measures, "headers": headers}
     if args.only or args.peers:
-        _keep_earlier_measures(result, os.path.join(args.out_dir, "results.json"))
+        provenance.keep_earlier(result, _load(os.path.join(args.out_dir, "results.json")))
     result["targets"] = target_rows(result["measures"])
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "results.json"), "w") as f:
@@ -203,6 +227,8 @@ def main(argv=None) -> int:
     text = report.markdown(result)
     with open(os.path.join(args.out_dir, "results.md"), "w") as f:
         f.write(text)
+    with open(os.path.join(args.out_dir, peer_report.SNIPPET), "w") as f:
+        f.write(peer_report.snippet(result))
     print(text)
     return 0
 

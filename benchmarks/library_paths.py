@@ -11,21 +11,23 @@ checked equal:
   protobuf framing per label) against building a `tf.train.Example` per row
   and `SerializeToString(deterministic=True)`, for MNIST-shaped images and
   for table rows (120 floats and 2 strings, as `common.write_synthetic_csv`);
+* batched Example encoding, on table rows whose string columns take `DISTINCT_STRINGS` values
+  each (so few rows repeat a combination and kfdist's cache of string framings mostly misses):
+  kfdist's encoder against a `tf.train.Example` per row and against tfx_bsl's
+  `RecordBatchToExamplesEncoder` (the batched path TFX itself uses, run in the peer
+  environment on Arrow record batches of the same rows; the Examples checked equal as protos,
+  since its bytes order the features by column, not by key);
 * TFRecord framing: `tfrecord_framing.TFRecordFileWriter` (framing with
   google-crc32c, SHA-256 while writing) against `tf.io.TFRecordWriter` plus
   reading the file back for its SHA-256, which the dataset's metadata needs;
-  uncompressed and GZIP;
+  uncompressed and GZIP (both compress with zlib at level 6: GZIP is expected at
+  parity, its cost being zlib's in both);
 * reading Example shards: the evaluation's slice reader (`slices.read_shards`:
   the same framing read back, and a protobuf `Example` class, no TensorFlow)
   against `tf.data.TFRecordDataset` with `tf.io.parse_example`, two columns
   and the labels of a quarter as many table rows;
-* CSV reading: the shard step's reader (`csv_reader`: pyarrow's streaming
-  reader, falling back to the `csv` module) and its `csv`-module path alone
-  against `pyarrow.csv.open_csv` streaming and pandas `read_csv` in chunks,
-  each producing the float32 feature matrix and the string columns of every
-  row. kfdist's reader reads every file twice (the profile of column kinds and
-  classes, then the rows, checked); its read pass alone is timed too, against
-  the single pass of the library loops, which check nothing.
+* CSV reading: the shard step's reader against pyarrow's and pandas' readers
+  (`library_csv`).
 
 The library paths need TensorFlow in the shard step and in a sliced
 evaluation: importing it is timed too (a fresh interpreter, against one
@@ -45,22 +47,13 @@ from typing import Any, Callable, Dict, List
 
 import numpy as np
 
-from benchmarks.common import write_synthetic_csv
+from benchmarks.library_csv import measure_csv
+from benchmarks.repeats import REPEATS, best_times
 
-REPEATS = 3
 #: Rows of each block the encoders get (the shard step encodes a source batch at a time).
 BLOCK = 4096
-
-
-def _best(fns: Dict[str, Callable[[], Any]]) -> Dict[str, float]:
-    """Each function's best wall time over `REPEATS` alternating rounds."""
-    best = {name: float("inf") for name in fns}
-    for _ in range(REPEATS):
-        for name, fn in fns.items():
-            started = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - started)
-    return {name: round(seconds, 4) for name, seconds in best.items()}
+#: Distinct values of each string column in the batched-encoding rows.
+DISTINCT_STRINGS = 1_000
 
 
 def _proto_images(tf, images: np.ndarray, labels: np.ndarray) -> List[bytes]:
@@ -109,10 +102,59 @@ def measure_encoding(tf, examples: int) -> Dict[str, Any]:
     }
     assert contenders["images_kfdist"]() == contenders["images_proto"](), "image bytes differ"
     assert contenders["rows_kfdist"]() == contenders["rows_proto"](), "row bytes differ"
-    seconds = _best(contenders)
+    seconds = best_times(contenders)
     return {"examples": examples, "seconds": seconds,
             "images_kfdist_over_proto": round(seconds["images_proto"] / seconds["images_kfdist"], 1),
             "rows_kfdist_over_proto": round(seconds["rows_proto"] / seconds["rows_kfdist"], 1)}
+
+
+def _distinct_rows(examples: int):
+    """Table rows whose two string columns take `DISTINCT_STRINGS` values each:
+    `(numbers, strings, labels)`."""
+    rng = np.random.default_rng(3)
+    values = np.array([f"value-{i}" for i in range(DISTINCT_STRINGS)])
+    return (rng.normal(size=(examples, 120)).astype(np.float32),
+            values[rng.integers(0, DISTINCT_STRINGS, (examples, 2))],
+            rng.integers(0, 10, examples))
+
+
+def _read_length_prefixed(path: str) -> List[bytes]:
+    """The records `peers/tfx_encoding.py` wrote, each after its 8-byte length."""
+    out = []
+    with open(path, "rb") as f:
+        while header := f.read(8):
+            out.append(f.read(int.from_bytes(header, "little")))
+    return out
+
+
+def measure_batched_encoding(tf, examples: int, root: str,
+                             log: Callable[[str], None]) -> Dict[str, Any]:
+    """Table rows of many distinct strings: kfdist's encoder, a `tf.train.Example` per row, and
+    tfx_bsl's `RecordBatchToExamplesEncoder` (in the peer environment)."""
+    from benchmarks import peers
+    from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
+
+    numbers, strings, labels = _distinct_rows(examples)
+    encoder = CanonicalExampleEncoder("features", 4 * 120)
+    contenders = {"kfdist": lambda: _in_blocks(lambda s: encoder.encode(
+                      numbers[s], labels[s], strings[s]), examples),
+                  "proto": lambda: _proto_rows(tf, numbers, strings, labels)}
+    ours = contenders["kfdist"]()
+    assert ours == contenders["proto"](), "row bytes differ"
+    seconds = best_times(contenders)
+    rows, out = os.path.join(root, "distinct-rows.npz"), os.path.join(root, "tfx-bsl.examples")
+    np.savez(rows, numbers=numbers, strings=strings, labels=labels)
+    peer = peers.run_tree([peers.peer_python(log), os.path.join(peers.HERE, "tfx_encoding.py"),
+                           rows, out, str(REPEATS), str(BLOCK)], env=peers.peer_env())
+    theirs = _read_length_prefixed(out)
+    same = len(theirs) == len(ours) and all(
+        tf.train.Example.FromString(a) == tf.train.Example.FromString(b)
+        for a, b in zip(ours, theirs))
+    seconds["tfx_bsl"] = peer["seconds"]
+    return {"examples": examples, "distinct_strings": DISTINCT_STRINGS, "seconds": seconds,
+            "same_examples": same,
+            "kfdist_over_proto": round(seconds["proto"] / seconds["kfdist"], 1),
+            "kfdist_over_tfx_bsl": round(seconds["tfx_bsl"] / seconds["kfdist"], 1)}
 
 
 def _sha256_of(path: str) -> str:
@@ -146,7 +188,7 @@ def measure_framing(tf, records: List[bytes], root: str) -> Dict[str, Any]:
                     writer.write(record)
             return _sha256_of(theirs)
 
-        seconds = _best({"kfdist": kfdist_writer, "tf": tf_writer})
+        seconds = best_times({"kfdist": kfdist_writer, "tf": tf_writer})
         same = (list(read_records(ours, compression)) == list(read_records(theirs, compression))
                 == records)
         key = (compression or "none").lower()
@@ -186,7 +228,7 @@ def measure_column_read(tf, records: List[bytes], root: str) -> Dict[str, Any]:
     ours, theirs = kfdist_read(), tf_read()
     same = all(np.array_equal(ours[0][c], theirs[0][c]) for c in ("size", "x3")) and \
         np.array_equal(ours[1], theirs[1])
-    seconds = _best({"kfdist": kfdist_read, "tf": tf_read})
+    seconds = best_times({"kfdist": kfdist_read, "tf": tf_read})
     return {"examples": len(records), "seconds": seconds, "same_values": same,
             "kfdist_over_tf": round(seconds["tf"] / seconds["kfdist"], 2)}
 
@@ -197,76 +239,9 @@ def measure_import() -> Dict[str, float]:
         started = time.perf_counter()
         subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
         return time.perf_counter() - started
-    return _best({"tensorflow": lambda: import_seconds("tensorflow"),
+    return best_times({"tensorflow": lambda: import_seconds("tensorflow"),
                   "numpy_crc32c_pyarrow": lambda: import_seconds(
                       "numpy, google_crc32c, pyarrow.csv")})
-
-
-def _open_kfdist(files: List[str], columnar: bool = True):
-    from kfdist.components.shard_dataset.csv_reader import open_csv_source
-    from kfdist.components.shard_dataset.source import ReaderOptions
-
-    return open_csv_source(files, ReaderOptions(label_column="label"), columnar=columnar)
-
-
-def _rows_of(source) -> int:
-    return sum(len(batch.labels) for batch in source.batches())
-
-
-def _read_pyarrow(files: List[str]) -> int:
-    import pyarrow as pa
-    import pyarrow.csv as pcsv
-
-    rows = 0
-    for path in files:
-        reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=8 << 20))
-        for batch in reader:
-            table = pa.Table.from_batches([batch])
-            strings = [table.column(c).to_numpy(zero_copy_only=False) for c in ("color", "size")]
-            numbers = np.stack([table.column(c).to_numpy(zero_copy_only=False).astype(np.float32)
-                                for c in table.column_names if c.startswith("x")], axis=1)
-            rows += len(numbers) + 0 * len(strings)
-    return rows
-
-
-def _read_pandas(files: List[str]) -> int:
-    import pandas as pd
-
-    rows = 0
-    for path in files:
-        for frame in pd.read_csv(path, chunksize=100_000):
-            strings = frame[["color", "size"]].to_numpy().astype(str)
-            numbers = frame[[c for c in frame.columns if c.startswith("x")]].to_numpy(np.float32)
-            rows += len(numbers) + 0 * len(strings)
-    return rows
-
-
-def measure_csv(num_bytes: int, root: str) -> Dict[str, Any]:
-    """Every row of a generated CSV into float32 features and string columns, five ways."""
-    table = write_synthetic_csv(os.path.join(root, "csv"), num_bytes, parts=2)
-    files = sorted(os.path.join(root, "csv", name) for name in os.listdir(os.path.join(root, "csv")))
-    counts = {}
-
-    def run(name, fn):
-        def go():
-            counts[name] = fn()
-        return go
-
-    opened = _open_kfdist(files)
-    seconds = _best({"kfdist": run("kfdist", lambda: _rows_of(_open_kfdist(files))),
-                     "kfdist_read_pass": run("kfdist_read_pass", lambda: _rows_of(opened)),
-                     "kfdist_csv_module": run("kfdist_csv_module",
-                                              lambda: _rows_of(_open_kfdist(files, False))),
-                     "pyarrow_open_csv": run("pyarrow_open_csv", lambda: _read_pyarrow(files)),
-                     "pandas_chunks": run("pandas_chunks", lambda: _read_pandas(files))})
-    assert len(set(counts.values())) == 1, f"row counts differ: {counts}"
-    return {"rows": table["rows"], "megabytes": round(table["bytes"] / 1e6, 1), "seconds": seconds,
-            "kfdist_read_over_pyarrow": round(
-                seconds["pyarrow_open_csv"] / seconds["kfdist_read_pass"], 2),
-            "kfdist_read_over_pandas": round(
-                seconds["pandas_chunks"] / seconds["kfdist_read_pass"], 2),
-            "kfdist_over_csv_module": round(
-                seconds["kfdist_csv_module"] / seconds["kfdist"], 2)}
 
 
 def measure(examples: int, csv_bytes: int, log: Callable[[str], None]) -> Dict[str, Any]:
@@ -281,6 +256,8 @@ def measure(examples: int, csv_bytes: int, log: Callable[[str], None]) -> Dict[s
         rng = np.random.default_rng(1)
         records = CanonicalExampleEncoder("image", 784).encode(
             rng.integers(0, 256, (examples, 28, 28), dtype=np.uint8), rng.integers(0, 10, examples))
+        log("library paths: batched Example encoding, distinct strings (tfx_bsl's beside)")
+        batched = measure_batched_encoding(tf, examples, root, log)
         log("library paths: TFRecord framing")
         framing = measure_framing(tf, records, root)
         log("library paths: reading columns of Example shards")
@@ -293,5 +270,6 @@ def measure(examples: int, csv_bytes: int, log: Callable[[str], None]) -> Dict[s
         log("library paths: CSV reading")
         csv = measure_csv(csv_bytes, root)
     log("library paths: TensorFlow import")
-    return {"encoding": encoding, "framing": framing, "columns": columns, "csv": csv,
+    return {"encoding": encoding, "batched_encoding": batched, "framing": framing,
+            "columns": columns, "csv": csv,
             "import_seconds": measure_import()}

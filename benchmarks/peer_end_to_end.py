@@ -7,8 +7,13 @@ Both get the Palmer penguins table split the same way (every fifth row held out;
 the same MLP shape (Dense 64, Dropout 0.1, Dense 32, softmax), epochs, batch and learning rate,
 and the same blessing threshold. The peer's copy writes the table's `NA` cells empty, the form in
 which CsvExampleGen reads a missing value (it has no NA option); kfdist reads the table as it
-is. Reported: wall time per step, held-out accuracy, the blessing, and whether the exported model
-answers a raw row (kfdist: the row's columns; TFX: the row as a serialized raw `tf.Example`).
+is. Both clocks stop at the same place, the end of the pipeline: kfdist's is its run's wall time
+(the raw-row check runs after it), TFX's runs from its program's start to the Pusher's end (its
+raw-row check follows; its Trainer is given the train split's rows, as TFX's `TrainArgs` are,
+instead of counting them). Both run `repeats.REPEATS` rounds, alternating which goes first.
+Reported per round and as median and spread: wall time per step, total, held-out accuracy, the
+blessing, and whether the exported model answers a raw row (kfdist: the row's columns; TFX: the
+row as a serialized raw `tf.Example`); kfdist's speed-up and the accuracy difference per round.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ import csv
 import itertools
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from benchmarks import peers
+from benchmarks import peers, repeats
 from benchmarks.common import CHILD_ENV, REPO_ROOT, run_child
 from benchmarks.end_to_end import _logs_of, step_seconds
 
@@ -124,7 +131,7 @@ def tfx_command(python: str, paths: Dict[str, Any], out: str, settings: Dict[str
             "--epochs", str(settings["epochs"]), "--batch-size", str(settings["batch_size"]),
             "--learning-rate", str(settings["learning_rate"]),
             "--threshold", str(settings["threshold"]), "--label", label,
-            "--drop", ",".join(exclude)]
+            "--drop", ",".join(exclude), "--train-rows", str(paths["rows"]["train"])]
 
 
 def run_kfdist(command: List[str], out: str, row: dict) -> Dict[str, Any]:
@@ -146,37 +153,74 @@ def run_kfdist(command: List[str], out: str, row: dict) -> Dict[str, Any]:
             "answers_raw_rows": answers}
 
 
+def _median_steps(runs: List[Dict[str, Any]]) -> Dict[str, float]:
+    """Each step's median seconds over the runs."""
+    return {step: statistics.median(r["seconds"][step] for r in runs) for step in runs[0]["seconds"]}
+
+
 def compare(paths: Dict[str, Any], root: str, log: Callable[[str], None], name: str = "penguins",
             settings: Dict[str, Any] = SETTINGS, label: str = LABEL,
-            exclude: Sequence[str] = ()) -> Dict[str, Any]:
-    """Both pipelines on `write_splits`' `paths`; their figures and kfdist's speed-up.
+            exclude: Sequence[str] = (), rounds: int = repeats.REPEATS) -> Dict[str, Any]:
+    """Both pipelines `rounds` times on `write_splits`' `paths`, alternating which goes first;
+    their figures and kfdist's speed-up, as median and spread.
 
     Args:
       paths: What `write_splits` returned.
-      root: Where the runs go (`<name>-run`, `<name>-tfx-run`).
+      root: Where the runs go (`<name>-run-<round>`, `<name>-tfx-run-<round>`, removed after).
       log: Receives progress lines.
       name: The runs' prefix and the log's.
       settings: Epochs, batch size, learning rate and blessing threshold, for both.
       label: The class column.
       exclude: Columns both leave out (identifiers).
+      rounds: How many rounds.
     """
     python = peers.peer_python(log)  # installed first: neither side's time includes it
-    out = os.path.join(root, f"{name}-run")
-    kfdist = run_kfdist(kfdist_command(paths["kfdist"], out, settings, label, exclude), out,
-                        paths["row"])
-    log(f"peers {name}: kfdist {kfdist['total_seconds']} s, accuracy {kfdist['accuracy']}")
-    tfx = peers.run_tree(tfx_command(python, paths, os.path.join(root, f"{name}-tfx-run"),
-                                     settings, label, exclude), env=peers.peer_env())
-    log(f"peers {name}: TFX {tfx['wall_seconds']} s, accuracy {tfx['accuracy']}")
-    return {"rows": paths["rows"], "settings": settings, "kfdist": kfdist, "tfx": tfx,
-            "kfdist_speedup_over_tfx": round(tfx["wall_seconds"] / kfdist["total_seconds"], 2),
-            "accuracy_difference": round(kfdist["accuracy"] - tfx["accuracy"], 4),
+
+    def ours(index: int) -> Dict[str, Any]:
+        out = os.path.join(root, f"{name}-run-{index}")
+        try:
+            figures = run_kfdist(kfdist_command(paths["kfdist"], out, settings, label, exclude),
+                                 out, paths["row"])
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        log(f"peers {name}: kfdist {figures['total_seconds']} s, accuracy {figures['accuracy']}")
+        return figures
+
+    def theirs(index: int) -> Dict[str, Any]:
+        out = os.path.join(root, f"{name}-tfx-run-{index}")
+        try:
+            figures = peers.run_tree(tfx_command(python, paths, out, settings, label, exclude),
+                                     env=peers.peer_env())
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        log(f"peers {name}: TFX {figures['pipeline_seconds']} s, accuracy {figures['accuracy']}")
+        return figures
+
+    kfdist, tfx = repeats.run_alternating([ours, theirs], rounds,
+                                          lambda line: log(f"peers {name}: {line}"))
+    return {"rows": paths["rows"], "settings": settings, "rounds": rounds,
+            "kfdist": {"runs": kfdist, "median_step_seconds": _median_steps(kfdist),
+                       "blessed": all(r["blessed"] for r in kfdist),
+                       "answers_raw_rows": all(r["answers_raw_rows"] for r in kfdist),
+                       **repeats.spreads_of(kfdist, ("total_seconds",)),
+                       **repeats.spreads_of(kfdist, ("accuracy",), 4)},
+            "tfx": {"runs": tfx, "median_step_seconds": _median_steps(tfx),
+                    "blessed": all(r["blessed"] for r in tfx),
+                    "answers_raw_rows": all(r["answers_raw_rows"] for r in tfx),
+                    **repeats.spreads_of(tfx, ("pipeline_seconds", "wall_seconds",
+                                               "peak_tree_pss_mb")),
+                    **repeats.spreads_of(tfx, ("accuracy",), 4)},
+            "kfdist_speedup_over_tfx": repeats.ratios([r["pipeline_seconds"] for r in tfx],
+                                                      [r["total_seconds"] for r in kfdist]),
+            "accuracy_difference": repeats.spread(
+                [a["accuracy"] - b["accuracy"] for a, b in zip(kfdist, tfx)], 4),
             "one_eval_row": round(1 / paths["rows"]["eval"], 4)}
 
 
-def measure_penguins(root: str, log: Callable[[str], None]) -> Dict[str, Any]:
-    """Both pipelines on the penguins; their figures and kfdist's speed-up."""
-    return compare(write_splits(root), root, log)
+def measure_penguins(root: str, log: Callable[[str], None],
+                     rounds: int = repeats.REPEATS) -> Dict[str, Any]:
+    """Both pipelines `rounds` times on the penguins; their figures and kfdist's speed-up."""
+    return compare(write_splits(root), root, log, rounds=rounds)
 
 
 if __name__ == "__main__":  # python -m benchmarks.peer_end_to_end: one run, printed

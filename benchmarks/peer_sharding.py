@@ -10,19 +10,23 @@ The same CSV table (`common.write_synthetic_csv`: 120 float columns, 2 string co
   `tf.Example`s in GZIP TFRecords, then Transform's analysis of the same statistics, both on
   Beam's DirectRunner with 2 worker processes.
 
-Each runs as its own process tree; its wall time, the peak of its tree's summed RSS (sampled
-every 0.2 s, Beam's workers included) and its output size are reported, and the ratios to
-kfdist's local runner.
+Each runs as its own process tree, `repeats.REPEATS` rounds in alternating order; per run its
+`pipeline_seconds` (start to the end of its pipeline: the peer counts its output records after
+that, outside the clock), the peak of its tree's summed proportional set size (PSS, sampled every
+0.2 s, Beam's workers included; a shared library page counts once) and its output size. Reported
+per contender as median and spread, with kfdist's ratios to TFX per round: the local runner's
+speed-up and memory, and the Beam runner's (the same DirectRunner with 2 workers as TFX's).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from typing import Any, Callable, Dict
 
-from benchmarks import peers, sharding_children
+from benchmarks import peers, repeats, sharding_children
 from benchmarks.common import CHILD_ENV, REPO_ROOT, write_synthetic_csv
 
 WORKERS = 2
@@ -35,38 +39,61 @@ def _kfdist(program: str, *args: str) -> Dict[str, Any]:
     return peers.run_tree([sys.executable, "-c", program + _PRINT, *args], env=env)
 
 
-def measure(csv_bytes: int, root: str, log: Callable[[str], None]) -> Dict[str, Any]:
-    """Runs the three contenders on one table; returns their figures and the ratios."""
+def _contenders(python: str, source: str, root: str) -> Dict[str, Callable[[int], Dict[str, Any]]]:
+    """Each contender as a function of the round (its output removed after it is measured)."""
+    def run(name: str, make: Callable[[str], Dict[str, Any]]) -> Callable[[int], Dict[str, Any]]:
+        def go(index: int) -> Dict[str, Any]:
+            out = os.path.join(root, f"peer-{name}-{index}")
+            try:
+                return make(out)
+            finally:
+                shutil.rmtree(out, ignore_errors=True)
+        return go
+
+    return {
+        "kfdist_local": run("local", lambda out: _kfdist(sharding_children.LOCAL, source, out,
+                                                        "csv")),
+        "kfdist_beam": run("beam", lambda out: _kfdist(sharding_children.BEAM, source, out, "csv",
+                                                      str(WORKERS))),
+        "tfx": run("tfx", lambda out: peers.run_tree(
+            [python, os.path.join(peers.HERE, "tfx_examplegen.py"), "--csv-glob",
+             os.path.join(source, "*.csv"), "--out", out, "--workers", str(WORKERS)],
+            env=peers.peer_env())),
+    }
+
+
+def measure(csv_bytes: int, root: str, log: Callable[[str], None],
+            rounds: int = repeats.REPEATS) -> Dict[str, Any]:
+    """Runs the three contenders `rounds` times on one table; returns their figures and the
+    ratios, each as median and spread."""
     python = peers.peer_python(log)
     source = os.path.join(root, "peer-csv")
     table = write_synthetic_csv(source, csv_bytes)
     log(f"peers sharding: {table['bytes'] / 1e6:.0f} MB, {table['rows']} rows")
+    contenders = _contenders(python, source, root)
+    runs = dict(zip(contenders, repeats.run_alternating(
+        list(contenders.values()), rounds, lambda line: log(f"peers sharding: {line}"))))
     result: Dict[str, Any] = {"csv_bytes": table["bytes"], "rows": table["rows"],
-                              "beam_workers": WORKERS}
-    result["kfdist_local"] = _kfdist(sharding_children.LOCAL, source,
-                                     os.path.join(root, "peer-local"), "csv")
-    log(f"peers sharding: kfdist local {result['kfdist_local']['wall_seconds']} s")
-    result["kfdist_beam"] = _kfdist(sharding_children.BEAM, source,
-                                    os.path.join(root, "peer-beam"), "csv", str(WORKERS))
-    log(f"peers sharding: kfdist beam {result['kfdist_beam']['wall_seconds']} s")
-    result["tfx"] = peers.run_tree([python, os.path.join(peers.HERE, "tfx_examplegen.py"),
-                                    "--csv-glob", os.path.join(source, "*.csv"),
-                                    "--out", os.path.join(root, "peer-tfx"),
-                                    "--workers", str(WORKERS)], env=peers.peer_env())
-    log(f"peers sharding: TFX ExampleGen + Transform analysis {result['tfx']['wall_seconds']} s")
-    local, tfx = result["kfdist_local"], result["tfx"]
-    result["kfdist_local_speedup_over_tfx"] = round(tfx["wall_seconds"] / local["wall_seconds"], 2)
-    result["kfdist_beam_speedup_over_tfx"] = round(
-        tfx["wall_seconds"] / result["kfdist_beam"]["wall_seconds"], 2)
-    result["kfdist_local_memory_over_tfx"] = round(
-        local["peak_tree_rss_mb"] / tfx["peak_tree_rss_mb"], 2)
-    result["kfdist_local_output_over_tfx"] = round(local["output_bytes"] / tfx["output_bytes"], 2)
+                              "beam_workers": WORKERS, "rounds": rounds}
+    for name, side in runs.items():
+        result[name] = {"runs": side, **repeats.spreads_of(
+            side, ("pipeline_seconds", "wall_seconds", "peak_tree_pss_mb", "output_bytes"))}
+    tfx = runs["tfx"]
+    for name in ("kfdist_local", "kfdist_beam"):
+        ours, short = runs[name], name.replace("kfdist_", "")
+        result[f"kfdist_{short}_speedup_over_tfx"] = repeats.ratios(
+            [r["pipeline_seconds"] for r in tfx], [r["pipeline_seconds"] for r in ours])
+        result[f"kfdist_{short}_memory_over_tfx"] = repeats.ratios(
+            [r["peak_tree_pss_mb"] for r in ours], [r["peak_tree_pss_mb"] for r in tfx])
+    result["kfdist_local_output_over_tfx"] = round(
+        runs["kfdist_local"][0]["output_bytes"] / tfx[0]["output_bytes"], 2)
     return result
 
 
-if __name__ == "__main__":  # python -m benchmarks.peer_sharding BYTES: one run, printed
+if __name__ == "__main__":  # python -m benchmarks.peer_sharding BYTES [ROUNDS]: one run, printed
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="kfdist-peers-") as tmp:
         print(json.dumps(measure(int(float(sys.argv[1])), tmp,
-                                 lambda line: print(line, file=sys.stderr, flush=True)), indent=2))
+                                 lambda line: print(line, file=sys.stderr, flush=True),
+                                 *[int(a) for a in sys.argv[2:3]]), indent=2))

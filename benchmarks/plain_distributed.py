@@ -1,10 +1,15 @@
 """A plain distributed TensorFlow program, as the seeds write one: `TF_CONFIG` and a strategy.
 
-    TF_CONFIG=... python plain_distributed.py STRATEGY DATASET EPOCHS BATCH RESULT_JSON
+    TF_CONFIG=... python plain_distributed.py STRATEGY DATASET EPOCHS BATCH RESULT_JSON \
+        STEPS_PER_EXECUTION INPUT
 
 Run by `peer_distributed` in every process of the layout. It trains kfdist's `mnist_mlp` on the
-train shards of a kfdist dataset (decoded as the training step decodes them) and writes, from the
-leader, each epoch's training seconds, validation seconds and held-out accuracy to RESULT_JSON.
+train shards of a kfdist dataset with `STEPS_PER_EXECUTION` steps per call of the train function.
+`INPUT` is `records` (as TensorFlow's tutorials write it: every batch read and parsed from the
+TFRecords) or `kfdist` (the training step's own input function: the split decoded once into
+memory, every epoch a fresh permutation), so that a comparison can match kfdist's settings. The
+leader writes to RESULT_JSON each epoch's training seconds, validation seconds and held-out
+accuracy, and the times (`time.time()`) the first epoch began and the last one ended.
 """
 
 import json
@@ -41,6 +46,8 @@ class EpochClock(tf.keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self.started, self.validating = time.perf_counter(), None
+        if not self.epochs:
+            self.first_begin_unix = time.time()
 
     def on_test_begin(self, logs=None):
         self.validating = time.perf_counter()
@@ -55,11 +62,20 @@ class EpochClock(tf.keras.callbacks.Callback):
         trained = (self.validating or now) - self.started
         self.epochs.append({"seconds": trained, "validation_seconds": now - trained - self.started,
                             "val_accuracy": float(accuracy)})
+        self.last_end_unix = time.time()
+
+
+def _kfdist_input(meta, root, batch, parameter_server):
+    """The training step's own input function (`distribute_datasets_from_function`'s)."""
+    from kfdist.components.train_distributed.replica import input_pipeline
+
+    return input_pipeline.make_input_fn(meta, root, batch_size_per_replica=batch, seed=0,
+                                        per_worker_order=parameter_server)
 
 
 def main() -> None:
-    strategy_name, root, epochs, batch, result = sys.argv[1:6]
-    epochs, batch = int(epochs), int(batch)
+    strategy_name, root, epochs, batch, result, steps_per_execution, input_path = sys.argv[1:8]
+    epochs, batch, steps_per_execution = int(epochs), int(batch), int(steps_per_execution)
     config = json.loads(os.environ["TF_CONFIG"])
     task = config["task"]
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -79,15 +95,17 @@ def main() -> None:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
         model = models.build_model("mnist_mlp", meta)
-        models.compile_model(model, 0.001)
+        models.compile_model(model, 0.001, steps_per_execution=steps_per_execution)
     if strategy_name == "parameter_server":
-        def dataset_fn(context):
+        def records_fn(context):
             files = tf.data.Dataset.from_tensor_slices(meta.shard_paths(root, "train"))
             files = files.shard(context.num_input_pipelines, context.input_pipeline_id)
             parse, preprocess = tf_features.parse_fn(meta), tf_features.preprocess_fn(meta)
             return (files.interleave(tf.data.TFRecordDataset).shuffle(10_000).repeat()
                     .batch(batch).map(parse).map(lambda x, y: (preprocess(x), y)).prefetch(2))
 
+        dataset_fn = (_kfdist_input(meta, root, batch, parameter_server=True)
+                      if input_path == "kfdist" else records_fn)
         evaluation = _split(meta, root, "eval", 1024, shuffle=False)
 
         def evaluate():
@@ -101,13 +119,19 @@ def main() -> None:
         model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn), epochs=epochs,
                   steps_per_epoch=steps, callbacks=[clock], verbose=0)
     else:
-        train = _split(meta, root, "train", batch * workers, shuffle=True).repeat()
+        if input_path == "kfdist":
+            train = strategy.distribute_datasets_from_function(
+                _kfdist_input(meta, root, batch, parameter_server=False))
+        else:
+            train = _split(meta, root, "train", batch * workers, shuffle=True).repeat()
         clock = EpochClock()
         model.fit(train, epochs=epochs, steps_per_epoch=steps, callbacks=[clock], verbose=0,
                   validation_data=_split(meta, root, "eval", 1024, shuffle=False))
     if task["type"] == "chief" or (task["type"] == "worker" and task["index"] == 0):
         with open(result, "w") as f:
-            json.dump({"epochs": clock.epochs, "steps_per_epoch": steps}, f)
+            json.dump({"epochs": clock.epochs, "steps_per_epoch": steps,
+                       "first_epoch_begin_unix": clock.first_begin_unix,
+                       "last_epoch_end_unix": clock.last_end_unix}, f)
 
 
 if __name__ == "__main__":

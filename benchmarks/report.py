@@ -72,16 +72,22 @@ def time_to_accuracy_lines(m: Dict[str, Any]) -> List[str]:
 def library_paths_lines(m: Dict[str, Any]) -> List[str]:
     """kfdist's hand-written encoder, framing and CSV reader against the library paths."""
     enc, frm, csv, imp = m["encoding"], m["framing"], m["csv"], m["import_seconds"]
-    col = m.get("columns")
+    col, bat = m.get("columns"), m.get("batched_encoding")
     rows = [
         [f"Example encoding, {enc['examples']:,} MNIST images", enc["seconds"]["images_kfdist"],
          "tf.train.Example", enc["seconds"]["images_proto"], enc["images_kfdist_over_proto"]],
         [f"Example encoding, {enc['examples']:,} table rows", enc["seconds"]["rows_kfdist"],
          "tf.train.Example", enc["seconds"]["rows_proto"], enc["rows_kfdist_over_proto"]],
+    ] + ([[f"Example encoding, {bat['examples']:,} table rows, {bat['distinct_strings']:,} "
+           f"distinct values per string column", bat["seconds"]["kfdist"], "tf.train.Example",
+           bat["seconds"]["proto"], bat["kfdist_over_proto"]],
+          ["the same rows", bat["seconds"]["kfdist"],
+           "tfx_bsl RecordBatchToExamplesEncoder (Arrow batches)", bat["seconds"]["tfx_bsl"],
+           bat["kfdist_over_tfx_bsl"]]] if bat else []) + [
         [f"TFRecord framing + SHA-256, {frm['megabytes']} MB", frm["none"]["seconds"]["kfdist"],
          "tf.io.TFRecordWriter", frm["none"]["seconds"]["tf"], frm["none"]["kfdist_over_tf"]],
-        ["the same, GZIP", frm["gzip"]["seconds"]["kfdist"], "tf.io.TFRecordWriter",
-         frm["gzip"]["seconds"]["tf"], frm["gzip"]["kfdist_over_tf"]],
+        ["the same, GZIP (both zlib level 6: parity expected)", frm["gzip"]["seconds"]["kfdist"],
+         "tf.io.TFRecordWriter", frm["gzip"]["seconds"]["tf"], frm["gzip"]["kfdist_over_tf"]],
     ] + ([[f"2 columns + labels of {col['examples']:,} table-row Examples (no TF)",
            col["seconds"]["kfdist"], "tf.data + tf.io.parse_example", col["seconds"]["tf"],
            col["kfdist_over_tf"]]] if col else []) + [
@@ -102,31 +108,57 @@ def library_paths_lines(m: Dict[str, Any]) -> List[str]:
                             "kfdist speed-up"], rows)]
 
 
+def headers_table(result: Dict[str, Any]) -> str:
+    """Each measure's commit, date, command and machine (`provenance`)."""
+    rows = []
+    for name, h in result.get("headers", {}).items():
+        m = h.get("machine") or {}
+        commit = h.get("commit")
+        rows.append([name, f"`{commit[:12]}{'+dirty' * commit.endswith('+dirty')}`"
+                     if commit else "not recorded", h.get("date"),
+                     f"`{h['command']}`" if h.get("command") else "not recorded",
+                     f"{m.get('cpus')} CPUs ({m.get('cpu_model')}), {m.get('memory_gib')} GiB"
+                     if m else ""])
+    return markdown_table(["measure", "commit", "date", "command", "machine"], rows)
+
+
+def targets_table(result: Dict[str, Any]) -> str:
+    """The targets, each value as measured (a spread as median and range) and whether met."""
+    from benchmarks.repeats import show
+
+    return markdown_table(["measure", "figure", "value", "target", "met"], [
+        [r["measure"], r["figure"],
+         show(r["value"]) if r["value"] is not None else "older layout: measure again",
+         r["target"], "yes" if r["met"] else "**no**" if r["value"] is not None else "unknown"]
+        for r in result["targets"]])
+
+
+def section(name: str, render, figures: Dict[str, Any]) -> List[str]:
+    """A measure's section; a measure kept from a run in an older layout says so instead."""
+    from benchmarks.peer_report import in_current_layout
+
+    try:
+        if in_current_layout(name, figures):
+            return render(figures)
+    except (KeyError, TypeError):
+        pass
+    return [f"## {name}", "", f"Kept from a run in an older layout: run "
+                f"`python -m benchmarks --only {name}` to measure it again."]
+
+
 def markdown(result: Dict[str, Any]) -> str:
-    """results.md: machine, date, command, targets, then the main figures."""
-    m = result["machine"]
+    """results.md: where each measure comes from, the targets, then the main figures."""
     lines = [f"# kfdist benchmarks ({result['mode']})", "",
-             f"- date: {result['date']}", f"- command: `{result['command']}`",
-             f"- machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['memory_gib']} GiB, "
-             f"Python {m['python']}", f"- wall time: {result['seconds']} s", ""]
-    dates = result.get("measured", {})
-    if len(set(dates.values())) > 1:  # an `--only` run kept the other measures of an earlier one
-        lines[-1:] = ["- measured: " + ", ".join(f"{name} {date}" for name, date in dates.items()),
-                      ""]
-    lines.append(markdown_table(["measure", "figure", "value", "target", "met"], [
-        [r["measure"], r["figure"], r["value"], r["target"], "yes" if r["met"] else "**no**"]
-        for r in result["targets"]]))
+             f"Last run: `{result['command']}`, {result['date']}, {result['seconds']} s.", "",
+             headers_table(result), "", targets_table(result)]
     measures = result["measures"]
     from benchmarks import peer_report
 
     for name, render in (("sharding", sharding_tables), ("end_to_end", end_to_end_lines),
                          ("time_to_accuracy", time_to_accuracy_lines),
                          ("library_paths", library_paths_lines),
-                         ("peers_sharding", peer_report.sharding_lines),
-                         ("peers_penguins", peer_report.penguins_lines),
-                         ("peers_distributed", peer_report.distributed_lines),
-                         ("peers_at_size", peer_report.at_size_lines)):
+                         *peer_report.SECTIONS):
         if name in measures:
-            lines += [""] + render(measures[name])
+            lines += [""] + section(name, render, measures[name])
     lines += ["", "Raw figures (baselines beside kfdist) are in `results.json`."]
     return "\n".join(lines) + "\n"

@@ -14,7 +14,8 @@ records what kfdist's shard step records: every numeric feature's mean and stand
 (`tft.scale_to_z_score`) and every string feature's vocabulary
 (`tft.compute_and_apply_vocabulary`). StatisticsGen and SchemaGen (TFDV) do not install beside
 TensorFlow 2.21, so the schema is the inferred column types. Both run on Beam's DirectRunner with
-`--workers` processes. Prints one JSON line: seconds per stage, examples, output bytes.
+`--workers` processes. Prints one JSON line: seconds per stage, examples, output bytes, and
+`pipeline_done_unix`, the time the pipeline ended (counting the examples written comes after).
 """
 
 import argparse
@@ -170,11 +171,13 @@ def main() -> None:
     counts = analyze(os.path.join(args.out, "Split-train", "*.gz"), spec, args.label,
                      args.out, args.workers)
     analyzed = time.perf_counter()
+    done_unix = time.time()  # the pipeline's end: counting its output is a check, not its work
     examples = sum(sum(1 for _ in tf.data.TFRecordDataset(glob.glob(os.path.join(
         args.out, f"Split-{name}", "*.gz")), compression_type="GZIP")) for name, _ in SPLITS)
     print(json.dumps({"example_gen_seconds": round(generated - started, 2),
                       "analyze_seconds": round(analyzed - generated, 2),
                       "seconds": round(analyzed - started, 2), "examples": examples,
+                      "pipeline_done_unix": done_unix,
                       "output_bytes": _size(os.path.join(args.out, "Split-train"))
                       + _size(os.path.join(args.out, "Split-eval")), **counts}))
 

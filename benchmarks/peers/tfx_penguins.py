@@ -24,8 +24,11 @@ As TFX's penguin example (`penguin_pipeline_local.py` with Transform) runs it:
    threshold: the blessing;
 5. Pusher: the SavedModel copied to `serving/<version>` when blessed.
 
+`--train-rows` gives the Trainer its steps per epoch, as TFX's users give `TrainArgs`.
+
 Prints one JSON line: seconds per component, the seconds the libraries took to import, held-out
-accuracy, blessing, and whether the pushed model answers a raw row.
+accuracy, blessing, whether the pushed model answers a raw row, and `pipeline_done_unix`, the time
+the Pusher ended (the raw-row check comes after, as kfdist's comes after its run).
 """
 
 import argparse
@@ -167,12 +170,11 @@ def _signatures(model, tft_output, raw_spec: dict, label: str):
 def trainer(out: str, graph: str, raw_spec: dict, args) -> str:
     """Trains on the transformed examples; saves the SavedModel with its raw-example signatures."""
     tft_output = tft.TFTransformOutput(graph)
-    train_rows = sum(1 for _ in tf.data.TFRecordDataset(
-        glob.glob(os.path.join(out, "transformed", "train", "*.gz")), compression_type="GZIP"))
     tf.keras.utils.set_random_seed(42)  # the initial weights too, as kfdist seeds its own
     model = build_model(tft_output, args.label, args.learning_rate)
     model.fit(_dataset(out, "train", tft_output, args.label, args.batch_size, True),
-              epochs=args.epochs, steps_per_epoch=-(-train_rows // args.batch_size), verbose=0)
+              epochs=args.epochs, steps_per_epoch=-(-args.train_rows // args.batch_size),
+              verbose=0)
     path = os.path.join(out, "model")
     model.save(path, save_format="tf",
                signatures=_signatures(model, tft_output, raw_spec, args.label))
@@ -236,6 +238,9 @@ def main() -> None:
     parser.add_argument("--label", default=LABEL, help="the class column")
     parser.add_argument("--drop", default="", help="comma-separated columns left out of the "
                                                    "schema (identifiers)")
+    parser.add_argument("--train-rows", type=int, required=True,
+                        help="rows of the train split, for the Trainer's steps per epoch (TFX's "
+                             "`TrainArgs(num_steps=...)`, which its users give)")
     args = parser.parse_args()
     seconds, clock = {}, time.perf_counter()
     import_seconds = round(clock - _STARTED, 2)
@@ -257,6 +262,7 @@ def main() -> None:
     lap("Evaluator")
     serving = pusher(model_path, args.out) if evaluation["blessed"] else None
     lap("Pusher")
+    done_unix = time.time()  # the pipeline's end: the raw-row check follows
     with open(args.eval_csv, newline="") as f:
         import csv
 
@@ -264,6 +270,7 @@ def main() -> None:
     classes = tft.TFTransformOutput(graph).vocabulary_size_by_name(args.label)
     print(json.dumps({"seconds": seconds, "total_seconds": round(sum(seconds.values()), 2),
                       "import_seconds": import_seconds, **evaluation,
+                      "pipeline_done_unix": done_unix,
                       "answers_raw_rows": bool(serving) and answers_raw_row(
                           serving, row, spec, args.label, classes)}))
 

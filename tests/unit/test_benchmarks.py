@@ -175,20 +175,104 @@ def test_the_library_paths_produce_what_kfdist_writes_and_reads(tmp_path):
         "kfdist", "kfdist_read_pass", "kfdist_csv_module", "pyarrow_open_csv", "pandas_chunks"}
 
 
-def test_an_only_run_keeps_the_other_measures_with_their_dates(tmp_path):
-    from benchmarks.__main__ import _keep_earlier_measures
+def test_an_only_run_keeps_the_other_measures_with_their_own_headers():
+    """A partial run writes its measures' headers and never another measure's."""
+    from benchmarks import provenance
 
-    earlier = {"mode": "full", "date": "day 1", "measures": {"sharding": {"a": 1},
-                                                             "library_paths": {"b": 2}}}
-    (tmp_path / "results.json").write_text(json.dumps(earlier))
-    result = {"mode": "full", "date": "day 2", "measures": {"library_paths": {"b": 3}},
-              "measured": {"library_paths": "day 2"}}
-    _keep_earlier_measures(result, str(tmp_path / "results.json"))
+    day1 = {"commit": "a" * 40, "command": "python -m benchmarks", "date": "day 1",
+            "machine": {"cpus": 2}}
+    earlier = {"mode": "full", "measures": {"sharding": {"a": 1}, "library_paths": {"b": 2}},
+               "headers": {"sharding": day1, "library_paths": day1}}
+    day2 = dict(day1, commit="b" * 40, command="python -m benchmarks --only library_paths",
+                date="day 2")
+    result = {"mode": "full", "measures": {"library_paths": {"b": 3}},
+              "headers": {"library_paths": day2}}
+    provenance.keep_earlier(result, json.loads(json.dumps(earlier)))
     assert result["measures"] == {"library_paths": {"b": 3}, "sharding": {"a": 1}}
-    assert result["measured"] == {"library_paths": "day 2", "sharding": "day 1"}
-    quick = dict(result, mode="quick", measures={}, measured={})
-    _keep_earlier_measures(quick, str(tmp_path / "results.json"))
-    assert quick["measures"] == {}  # another mode's figures are never mixed in
+    assert result["headers"] == {"library_paths": day2, "sharding": day1}
+    quick = {"mode": "quick", "measures": {}, "headers": {}}
+    provenance.keep_earlier(quick, earlier)
+    assert quick == {"mode": "quick", "measures": {}, "headers": {}}  # never another mode's
+    # A results.json from before headers: each measure keeps its own date, and no commit.
+    legacy = {"mode": "full", "date": "day 0", "machine": {"cpus": 2},
+              "measures": {"sharding": {"a": 1}}, "measured": {"sharding": "day -1"}}
+    fresh = {"mode": "full", "measures": {}, "headers": {}}
+    provenance.keep_earlier(fresh, legacy)
+    assert fresh["headers"]["sharding"] == {"commit": None, "command": None, "date": "day -1",
+                                            "machine": {"cpus": 2}}
+
+
+def test_a_header_names_the_checkouts_commit_the_command_and_the_machine():
+    from benchmarks import provenance
+    from benchmarks.common import REPO_ROOT
+
+    header = provenance.header("python -m benchmarks --peers")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert header["commit"].split("+")[0] == head and header["commit"] in (head, head + "+dirty")
+    assert header["command"] == "python -m benchmarks --peers"
+    assert header["machine"]["cpus"] == os.cpu_count() and header["date"].endswith("UTC")
+
+
+def test_a_spread_is_the_median_and_range_and_a_target_needs_all_of_it():
+    from benchmarks import repeats
+
+    ratio = repeats.ratios([1.0, 2.0, 0.9], [1.0, 2.0, 1.0])
+    assert ratio == {"median": 1.0, "min": 0.9, "max": 1.0, "values": [1.0, 1.0, 0.9]}
+    at_least = lambda v: v >= 0.95  # noqa: E731
+    assert not repeats.met(ratio, at_least)  # the median meets it, the spread crosses it
+    assert repeats.met(repeats.spread([0.96, 1.2, 1.0]), at_least)
+    within = lambda v: abs(v) <= 0.01  # noqa: E731
+    assert not repeats.met(repeats.spread([-0.02, 0.0, 0.005], 4), within)
+    assert repeats.met(repeats.spread([-0.01, 0.0, 0.005], 4), within)
+    assert repeats.met(1.0, at_least) and not repeats.met(None, at_least)
+    assert repeats.show(ratio) == "1.0 (0.9 to 1.0)" and repeats.show(2.5) == "2.5"
+    assert repeats.spreads_of([{"s": 2.0}, {"s": None}, {"s": 4.0}], ["s", "t"]) == {
+        "s": {"median": 3.0, "min": 2.0, "max": 4.0, "values": [2.0, 4.0]}, "t": None}
+
+
+def test_the_sides_of_a_pair_alternate_from_round_to_round():
+    from benchmarks import repeats
+
+    calls = []
+    runs = repeats.run_alternating([lambda i: calls.append(("A", i)) or {"a": i},
+                                    lambda i: calls.append(("B", i)) or {"b": i}], 3)
+    assert calls == [("A", 0), ("B", 0), ("B", 1), ("A", 1), ("A", 2), ("B", 2)]
+    assert runs == [[{"a": 0}, {"a": 1}, {"a": 2}], [{"b": 0}, {"b": 1}, {"b": 2}]]
+    assert repeats.order(2, 3) == [(0, 0), (0, 1), (0, 2), (1, 2), (1, 1), (1, 0)]
+
+
+def test_a_target_measured_in_rounds_is_met_only_by_its_whole_spread():
+    ratio = {"median": 1.0, "min": 0.9, "max": 1.1, "values": [0.9, 1.0, 1.1]}
+    figures = {"rounds": 3, "multi_worker_mirrored": {"matched": {
+        "kfdist_steps_per_second_over_plain": ratio}}, "parameter_server": {"matched": {
+            "kfdist_steps_per_second_over_plain": dict(ratio, min=0.97)}}}
+    rows = target_rows({"peers_distributed": figures})
+    assert [r["met"] for r in rows] == [False, True]
+    assert rows[0]["value"] == ratio
+    # Figures kept from a run before rounds are not read as if they were current.
+    old = target_rows({"peers_distributed": {"multi_worker_mirrored": {
+        "kfdist_steps_per_second_over_plain": 1.37}}})
+    assert {r["value"] for r in old} == {None} and not any(r["met"] for r in old)
+
+
+def test_pss_comes_from_the_processes_own_smaps_rollup():
+    """Parsed from the real file of this process: at least its touched memory, at most its RSS."""
+    from benchmarks import peers
+
+    block = bytearray(64 * 2 ** 20)
+    block[::4096] = b"x" * len(block[::4096])  # touched: resident and private
+    with open(f"/proc/{os.getpid()}/smaps_rollup") as f:
+        text = f.read()
+    pss_kib = peers.parse_pss_kib(text)
+    rss_kib = next(int(line.split()[1]) for line in text.splitlines() if line.startswith("Rss:"))
+    assert 64 * 1024 <= pss_kib <= rss_kib
+    assert abs(peers.process_pss_bytes(os.getpid()) / 1024 - pss_kib) < 16 * 1024
+    import pytest
+
+    with pytest.raises(ValueError):
+        peers.parse_pss_kib("Rss: 10 kB\n")
+    del block
 
 
 def test_a_peer_programs_memory_counts_its_whole_process_tree():
@@ -201,7 +285,19 @@ def test_a_peer_programs_memory_counts_its_whole_process_tree():
               "check=True); print(json.dumps({'done': True}))")
     result = peers.run_tree([sys.executable, "-c", parent, child])
     assert result["done"] is True and result["wall_seconds"] >= 1.5
-    assert result["peak_tree_rss_mb"] >= 300
+    assert result["peak_tree_pss_mb"] >= 300
+    assert result["pipeline_seconds"] == result["wall_seconds"]  # it printed no pipeline end
+
+
+def test_a_programs_pipeline_clock_stops_where_it_says_its_pipeline_ended():
+    """Checks after the pipeline (here a 1.5 s sleep) stay outside `pipeline_seconds`."""
+    from benchmarks import peers
+
+    program = ("import json, time; time.sleep(0.5); done = time.time(); time.sleep(1.5); "
+               "print(json.dumps({'pipeline_done_unix': done}))")
+    result = peers.run_tree([sys.executable, "-c", program])
+    assert 0.5 <= result["pipeline_seconds"] <= result["wall_seconds"] - 1.4
+    assert "pipeline_done_unix" not in result
 
 
 def test_the_penguin_splits_are_the_same_rows_for_both_pipelines(tmp_path):
@@ -253,3 +349,94 @@ def test_the_table_at_size_is_split_alike_and_both_pipelines_leave_out_its_id(tm
                        ("--batch-size", "--batch-size"), ("--learning-rate", "--learning-rate"),
                        ("--accuracy-threshold", "--threshold")):
         assert ours[ours.index(mine) + 1] == theirs[theirs.index(peer) + 1]
+
+
+def test_pages_two_processes_share_count_once_in_a_trees_memory():
+    """200 MB shared by a parent and its forked child: summed RSS would say 400, PSS says 200."""
+    from benchmarks import peers
+
+    program = ("import json, mmap, os, time; m = mmap.mmap(-1, 200 * 2**20)\n"
+               "for _ in range(200): m.write(b'x' * 2**20)\n"
+               "pid = os.fork()\n"
+               "if pid == 0:\n    m[::4096]; time.sleep(1.5); os._exit(0)\n"
+               "os.waitpid(pid, 0); print(json.dumps({'done': True}))")
+    result = peers.run_tree([sys.executable, "-c", program])
+    assert 190 <= result["peak_tree_pss_mb"] <= 300
+
+
+def _run(steps_per_second, accuracy, start=100.0):
+    """A run as the distributed benchmark records one: two epochs of 50 steps."""
+    seconds = 50 / steps_per_second
+    return {"epochs": [{"seconds": seconds + 1, "validation_seconds": 0.5, "val_accuracy": 0.5},
+                       {"seconds": seconds, "validation_seconds": 0.5,
+                        "val_accuracy": accuracy}],
+            "started_unix": start, "first_epoch_begin_unix": start + 10.0,
+            "last_epoch_end_unix": start + 10.0 + 2 * seconds + 2.0,
+            "ended_unix": start + 10.0 + 2 * seconds + 5.0}
+
+
+def test_distributed_figures_count_start_up_to_the_first_step_and_the_exit_apart():
+    from benchmarks.peer_distributed import figures
+
+    f = figures(_run(10.0, 0.9), steps=50, examples_per_step=128, target=0.8)
+    assert f["steps_per_second"] == 10.0 and f["examples_per_second"] == 1280
+    assert f["startup_seconds"] == 10.0 and f["exit_seconds"] == 3.0
+    # The target is reached in epoch 2: start-up, both epochs and their validation.
+    assert f["epochs_to_target"] == 2 and f["seconds_to_target"] == 10.0 + 6.5 + 5.5
+    assert figures(_run(10.0, 0.7), 50, 128, 0.8)["seconds_to_target"] is None
+
+
+def test_the_peer_tables_are_generated_from_results_json(tmp_path):
+    """The snippet the documentation includes holds each measure's commit and command, the
+    targets as median and range (a crossing spread not met), and the pairs' figures."""
+    from benchmarks import peer_report, report
+    from benchmarks.common import REPO_ROOT
+    from benchmarks.peer_distributed import PAIRS, figures, pair_result
+
+    measure = {"train_examples": 6400, "epochs": 2, "target_accuracy": 0.8,
+               "batch_per_replica": 64, "rounds": 3}
+    for strategy, speeds in (("multi_worker_mirrored", ((9.6, 10.0, 10.4), (10.0, 10.0, 10.0))),
+                             ("parameter_server", ((10.0, 10.2, 10.4), (10.0, 10.0, 10.0)))):
+        measure[strategy] = {}
+        for pair in PAIRS:
+            ours, plain = PAIRS[pair](strategy)
+            measure[strategy][pair] = pair_result(
+                50, 128, ours, plain, [figures(_run(v, 0.9), 50, 128, 0.8) for v in speeds[0]],
+                [figures(_run(v, 0.9), 50, 128, 0.8) for v in speeds[1]])
+    header = {"commit": "0123456789abcdef" * 2 + "01234567", "command": "python -m benchmarks "
+              "--peers", "date": "2026-11-27 01:00 UTC", "machine": {"cpus": 2, "cpu_model": "x",
+                                                                     "memory_gib": 8}}
+    result = {"mode": "full", "command": header["command"], "date": header["date"],
+              "seconds": 1, "measures": {"peers_distributed": measure},
+              "headers": {"peers_distributed": header}}
+    result["targets"] = target_rows(result["measures"])
+    (tmp_path / "results.json").write_text(json.dumps(result))
+    subprocess.run([sys.executable, "-m", "benchmarks.peer_report",
+                    str(tmp_path / "results.json")], check=True, cwd=REPO_ROOT)
+    text = (tmp_path / peer_report.SNIPPET).read_text()
+    assert text == peer_report.snippet(json.loads(json.dumps(result)))
+    assert text == peer_report.snippet_of_file(str(tmp_path / "results.json"))
+    assert "`0123456789ab`" in text and "`python -m benchmarks --peers`" in text
+    mirrored = next(line for line in text.splitlines() if "multi_worker_mirrored (2 workers)"
+                    in line)
+    assert "| 1.0 (0.96 to 1.04) | >= 0.95x | yes |" in mirrored
+    assert "| 1.02 (1.0 to 1.04) | >= 0.95x | yes |" in next(
+        line for line in text.splitlines() if "parameter_server (1 ps" in line)
+    measure["multi_worker_mirrored"]["matched"]["kfdist_steps_per_second_over_plain"]["min"] = 0.9
+    result["targets"] = target_rows(result["measures"])
+    assert "| 1.0 (0.9 to 1.04) | >= 0.95x | **no** |" in peer_report.snippet(result)
+    assert "| multi_worker_mirrored | matched | kfdist | 1 | in memory" in text
+    assert "| parameter_server | defaults | plain | 10 | TFRecords, parsed per batch |" in text
+    assert "| 10.0 (9.6 to 10.4) | 10.0 | 3.0 |" in text  # steps/s, start-up, exit
+    assert report.markdown(result).count("## Distributed") == 1
+
+
+def test_a_measure_that_does_not_exist_is_refused_in_one_line(tmp_path, capsys):
+    from benchmarks.__main__ import main
+
+    assert main(["--only", "peers_sharding,nope", "--out-dir", str(tmp_path)]) == 2
+    assert main(["--peers", "--rounds", "0", "--out-dir", str(tmp_path)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("python -m benchmarks: --only nope: not a measure; valid: ")
+    assert lines[1] == "python -m benchmarks: --rounds 0: must be at least 1"
+    assert len(lines) == 2 and not list(tmp_path.iterdir())  # nothing written
