@@ -87,10 +87,11 @@ def follow(rendered: RenderedJob, api, *, timeout_seconds: Optional[float],
       TrainingFailedError: The job failed (the operator's reason and the failed replicas' lines).
       JobTimeoutError: It did not end in time (it was deleted).
     """
+    from kfdist.components.train_distributed.kubernetes.lifecycle import failed_replicas
     from kfdist.components.train_distributed.kubernetes.lifecycle import launcher, step_signals
 
     log(f"kfdist: {rendered.kind.kind} {rendered.namespace}/{rendered.name}")
-    with step_signals.cancel_on_sigterm():
+    with step_signals.cancel_on_sigterm(), failed_replicas.quoted(api, rendered):
         return launcher.launch_and_wait(rendered, api, timeout_seconds=timeout_seconds, log=log,
                                         owner=api.read_own_pod_reference(),
                                         timeout_from=timeout_from)

@@ -82,7 +82,8 @@ def _certificates(pki: Path) -> None:
     authority.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
                     organization="system:masters")
     authority.issue("kube-controller-manager", "system:kube-controller-manager")
-    authority.issue("serving", "kfdist-test-bed-serving", hosts=("127.0.0.1", "localhost"))
+    authority.issue("serving", "kfdist-test-bed-serving", hosts=(
+        "127.0.0.1", "localhost", *map(operators.service_host, operators.HOST_SERVICES)))
     certs.service_account_keys(pki)
 
 

@@ -83,7 +83,10 @@ def apiserver_argv(apiserver: str, layout: Layout) -> List[str]:
             f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
             "--authorization-mode=RBAC",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            # The issuer is the API server itself: a process that verifies the pods' projected
+            # tokens (Trainer's status server) finds its discovery document and keys there.
+            f"--service-account-issuer={layout.api_url}",
+            f"--service-account-jwks-uri={layout.api_url}/openid/v1/jwks",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             f"--service-cluster-ip-range={SERVICE_RANGE}",

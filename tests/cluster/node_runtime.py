@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import List
 
 from cluster import processes
+from cluster.operators import HOST_SERVICES
 from cluster.node_agent.__main__ import NODE_NAME
 from cluster.node_agent.podspec import BED_LABEL
 from cluster.node_agent.runtime import CONTAINERS_FILE, network_name
@@ -31,7 +32,9 @@ def start_node_agent(bed, procs: processes.Processes) -> None:
     port = processes.free_port()
     procs.start("node-agent", [sys.executable, "-m", "cluster.node_agent", "--root",
                                str(bed.root), "--kubeconfig", str(bed.kubeconfig), "--port",
-                               str(port), "--bed-id", bed_id(bed.root)],
+                               str(port), "--bed-id", bed_id(bed.root),
+                               *[f"--host-service={namespace}/{name}"
+                                 for namespace, name in HOST_SERVICES]],
                 env={**os.environ, "PYTHONPATH": str(HERE.parent)})
 
     def ready() -> bool:

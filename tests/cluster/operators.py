@@ -12,7 +12,10 @@ machine must: ports, kubeconfigs, certificates, and
 * the Training Operator's PyTorch init container runs in the Debian base image the bed has
   (`containers/build.sh` builds it) with `getent hosts` in place of `nslookup` (no alpine image);
 * Kueue runs with VisibilityOnDemand off (its aggregated API server needs in-cluster networking);
-* Trainer runs with its TrainJobStatus gate off (its status server reads an in-pod token file).
+* Trainer runs with its TrainJobStatus gate on: its status server finds the API server's token
+  issuer from a ServiceAccount token at the in-pod path, which only Trainer's process sees (its own
+  mount namespace); the pods reach it at its Service's name (`HOST_SERVICES`), which the node agent
+  resolves to the host.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import functools
 import dataclasses
 import json
 import os
+import shlex
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -40,8 +44,25 @@ KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 #: The image of the Training Operator's PyTorch init container (the bed's Debian base).
 INIT_IMAGE = "docker.io/library/debian:12.15-slim"
 READY_TIMEOUT_S = 120.0
+#: Trainer v2.3 with TrainJobStatus on would end only after its manager's 30 s graceful-shutdown
+#: timeout (its status server's `Start` waits on a channel nothing closes once it has shut down):
+#: after this many seconds the bed sends the second SIGTERM that ends a controller at once.
+TRAINER_SECOND_SIGTERM_AFTER_S = 3.0
 #: The namespaces the operators keep their own objects in (as their releases deploy them).
 NAMESPACES = ("kubeflow", "kubeflow-system", "jobset-system", "kueue-system", "mpi-operator")
+#: Trainer's Service and namespace (its defaults), where its pods post their progress.
+TRAINER_SERVICE = ("kubeflow-system", "kubeflow-trainer-controller-manager")
+#: Services of operators that pods call (`(namespace, name)`): on a cluster, Services in front
+#: of the operators' pods; here the operators are processes on the host.
+HOST_SERVICES = (TRAINER_SERVICE,)
+#: Where a pod finds its ServiceAccount token (Trainer's status server reads its issuer there).
+IN_POD_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def service_host(service) -> str:
+    """A Service's name as pods resolve it (`<name>.<namespace>.svc`)."""
+    namespace, name = service
+    return f"{name}.{namespace}.svc"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +159,14 @@ def _write_certs(directory: Path, pki: Path) -> Path:
     return directory
 
 
+def _with_in_pod_token(token: Path) -> List[str]:
+    """The argv prefix that runs a command in its own mount namespace, where `IN_POD_TOKEN` holds
+    `token` (on a tmpfs over /run: nothing of the host's /run is changed or seen)."""
+    script = (f"mount -t tmpfs tmpfs /run && mkdir -p {os.path.dirname(IN_POD_TOKEN)} && "
+              f"cp {shlex.quote(str(token))} {IN_POD_TOKEN} && exec \"$@\"")
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
+
+
 def _http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
@@ -168,12 +197,25 @@ def start_operators(bed, procs: processes.Processes) -> None:
                     f"--from-file=ca.key={pki / 'ca.key'}",
                     f"--from-file=tls.crt={pki / 'serving.crt'}",
                     f"--from-file=tls.key={pki / 'serving.key'}")
-    _write_certs(FIXED_CERT_DIR, pki)
+    _write_certs(FIXED_CERT_DIR, pki)  # Trainer's status server serves it too
     _write_certs(KUEUE_METRICS_CERT_DIR, pki)
+    # Trainer copies this Secret's CA into each TrainJob's ConfigMap, for its pods' status posts.
+    namespace, service = TRAINER_SERVICE
+    bed.kubectl_run("create", "secret", "generic", "kubeflow-trainer-webhook-cert",
+                    f"--namespace={namespace}", f"--from-file=ca.crt={pki / 'ca.crt'}",
+                    f"--from-file=tls.crt={pki / 'serving.crt'}",
+                    f"--from-file=tls.key={pki / 'serving.key'}")
+    bed.kubectl_run("create", "serviceaccount", service, f"--namespace={namespace}")
+    trainer_token = root / "tmp" / "trainer-serviceaccount-token"
+    trainer_token.parent.mkdir(parents=True, exist_ok=True)
+    trainer_token.write_text(bed.kubectl_run("create", "token", service,
+                                             f"--namespace={namespace}",
+                                             "--duration=48h").stdout.strip())
     configs = root / "operators"
     configs.mkdir(exist_ok=True)
     ports = {name: (processes.free_port(), processes.free_port()) for name in
              ("training-operator", "trainer", "jobset", "kueue")}
+    status_port = processes.free_port()
     base_env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "TMPDIR")}
 
     def cert_dir(name: str) -> Path:
@@ -207,7 +249,8 @@ def start_operators(bed, procs: processes.Processes) -> None:
             "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
             "internalCertManagement": {"enable": False}}))], env=own_tmp("jobset"))
     webhook, health = ports["trainer"]
-    procs.start("trainer", [binaries["trainer-controller-manager"], f"--kubeconfig={kubeconfig}",
+    procs.start("trainer", [*_with_in_pod_token(trainer_token),
+                            binaries["trainer-controller-manager"], f"--kubeconfig={kubeconfig}",
                             "--config=" + str(_config(configs / "trainer.yaml", {
                                 "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
                                 "kind": "Configuration",
@@ -215,8 +258,10 @@ def start_operators(bed, procs: processes.Processes) -> None:
                                 "metrics": {"bindAddress": "0", "secureServing": False},
                                 "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
                                 "certManagement": {"enable": False},
-                                "featureGates": {"TrainJobStatus": False}}))],
-                env=own_tmp("trainer"))
+                                "statusServer": {"port": status_port},
+                                "featureGates": {"TrainJobStatus": True}}))],
+                env=own_tmp("trainer"),
+                second_sigterm_after_s=TRAINER_SECOND_SIGTERM_AFTER_S)
     webhook, health = ports["kueue"]
     procs.start("kueue", [binaries["kueue"], f"--kubeconfig={kubeconfig}", "--config=" + str(
         _config(configs / "kueue.yaml", {

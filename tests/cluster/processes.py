@@ -50,8 +50,15 @@ class Processes:
         self.started: Dict[str, subprocess.Popen] = {}
 
     def start(self, name: str, argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
-              cwd: Optional[Path] = None) -> subprocess.Popen:
-        """Starts `argv` as NAME, its output appended to `logs/NAME.log`, and records it."""
+              cwd: Optional[Path] = None,
+              second_sigterm_after_s: Optional[float] = None) -> subprocess.Popen:
+        """Starts `argv` as NAME, its output appended to `logs/NAME.log`, and records it.
+
+        Args:
+          second_sigterm_after_s: For a controller whose graceful shutdown is known to hang:
+            `stop_all` sends a second SIGTERM after these seconds (controller-runtime's signal
+            handler exits at once on a second signal).
+        """
         log_path = self.logs / f"{name}.log"
         with open(log_path, "ab") as log:
             process = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT,
@@ -60,7 +67,8 @@ class Processes:
                                        cwd=str(cwd) if cwd else None)
         self.started[name] = process
         record = _read_record(self.root)
-        record.append({"name": name, "pid": process.pid})
+        record.append({"name": name, "pid": process.pid,
+                       "second_sigterm_after_s": second_sigterm_after_s})
         (self.root / RECORD).write_text(json.dumps(record, indent=1))
         return process
 
@@ -103,9 +111,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def stop_all(root: Path, grace_s: float = STOP_GRACE_S) -> List[str]:
+def stop_all(root: Path) -> List[str]:
     """Ends every recorded process group, newest first (clients before the servers they use):
-    SIGTERM, then SIGKILL after `grace_s`.
+    SIGTERM (twice for a process recorded so), then SIGKILL after `STOP_GRACE_S`.
 
     Returns:
       The names of processes that had to be killed.
@@ -117,8 +125,15 @@ def stop_all(root: Path, grace_s: float = STOP_GRACE_S) -> List[str]:
             os.killpg(pid, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):
             pass
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and _alive(pid):
+        started = time.monotonic()
+        second = entry.get("second_sigterm_after_s")
+        while time.monotonic() < started + STOP_GRACE_S and _alive(pid):
+            if second is not None and time.monotonic() >= started + second:
+                second = None
+                try:
+                    os.killpg(pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    pass
             _reap(pid)
             time.sleep(0.05)
         if _alive(pid):

@@ -1,8 +1,8 @@
 """The images' size budget: what every fresh node pulls before a pipeline step or replica starts.
 
-The budgets (README, "Publish the images"): the runtime image at most 3.8 GB in at most 10
-layers, and the Horovod image at most 0.3 GB and 6 layers more, on top of every layer of the
-runtime image, so a node that has pulled one pulls only the difference for the other.
+The budgets (docs/guide/images.md, "Publish the images"): the runtime image at most 3.8 GB in
+at most 10 layers, and the Horovod image at most 0.3 GB and 6 layers more, on top of every layer
+of the runtime image, so a node that has pulled one pulls only the difference for the other.
 """
 
 from __future__ import annotations

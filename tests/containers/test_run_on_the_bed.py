@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -21,9 +22,12 @@ from pathlib import Path
 import pytest
 
 from cluster.node_agent.podspec import POD_LABEL
+from doc_shell_blocks import blocks_run_by
 from cluster.fixture import wait_for
 
 pytestmark = pytest.mark.slow
+#: docs/guide/pipelines.md's `kubectl get trainjob` with progress columns.
+[PROGRESS_BLOCK] = blocks_run_by(__file__)
 MOUNT = Path("/mnt/kfdist")
 #: The fault run: long enough that the kill lands mid-training.
 EPOCHS, KILL_AFTER_EPOCH = 20, 2
@@ -57,7 +61,7 @@ def _run(ns, out: Path, backend: str, strategy: str, *extra: str, epochs: int = 
 
 
 def _conditions(job) -> list:
-    return [(c["type"], c.get("reason")) for c in job["status"]["conditions"]
+    return [(c["type"], c.get("reason")) for c in job.get("status", {}).get("conditions", [])
             if c["status"] == "True"]
 
 
@@ -75,6 +79,25 @@ def test_mnist_trains_on_the_real_operator(backend, strategy, kind, done, bed_na
     assert done in _conditions(job)  # written by the operator's own controller
     pods = bed_namespace.get("pod")
     assert pods and all(p["spec"]["nodeName"] for p in pods)
+    # The leader's TensorBoard curves, on the work location as it trained.
+    curves = work_pvc / f"{backend}-{strategy.replace('_', '-')}" / "model" / "tensorboard"
+    assert list((curves / "train").glob("events.out.tfevents.*")), sorted(curves.parent.iterdir())
+    if kind == "trainjob":
+        # The leader posted its progress to Trainer's status API (TrainJobStatus gate on), the
+        # controller wrote it into the TrainJob, and the step logged it.
+        status = job["status"]["trainerStatus"]
+        assert status["progressPercentage"] == 100 and status["estimatedRemainingSeconds"] == 0
+        assert {"loss", "accuracy", "val_accuracy", "examples_per_second"} <= {
+            m["name"] for m in status["metrics"]}
+        step_log = (tmp_path / "run" / "logs" / "train.log").read_text()
+        assert "Progress 100%, about 0 s left" in step_log, step_log[-3000:]
+        # docs/guide/pipelines.md's way to see it (Trainer v2.3 prints no such columns itself).
+        [columns] = [shlex.split(c) for c in PROGRESS_BLOCK.commands()]
+        shown = subprocess.run([*columns, "--namespace", bed_namespace.name], check=True,
+                               capture_output=True, text=True).stdout.split()
+        assert shown == ["NAME", "PROGRESS", "ETA", job["metadata"]["name"], "100", "0"], shown
+    else:
+        assert "trainerStatus" not in job["status"]
     if backend == "tfjob" and strategy == "parameter_server":
         assert {p["metadata"]["labels"]["training.kubeflow.org/replica-type"]
                 for p in pods} >= {"chief", "ps", "worker"}

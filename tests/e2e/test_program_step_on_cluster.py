@@ -1,5 +1,6 @@
 """The `train_program` step with a cluster backend: the Keras example as the pipeline's training
-step, run as a TFJob and as a TrainJob by the test cluster's operators.
+step, run as a TrainJob by the test cluster's operators (as a TFJob it runs on the real control
+plane: tests/containers/test_cluster_claims_on_the_bed.py).
 
 The step runs as in a KFP pod: it reaches the API through `KUBECONFIG`, the dataset artifact is on
 `gs://` (the GCS emulator) and the job's model and checkpoints go beside it. With `stage`, kfdist's
@@ -36,7 +37,7 @@ def _options(run_id: str) -> ClusterOptions:
     return ClusterOptions(**{**step_options(run_id), "task_name": "train-program"})
 
 
-@pytest.mark.parametrize("backend", ["tfjob", "trainjob"])
+@pytest.mark.parametrize("backend", ["trainjob"])
 def test_the_keras_example_trains_as_a_cluster_job_and_its_model_is_evaluated(
         backend, cluster, dataset_uri, digits_dataset, tmp_path):
     model_dir = tmp_path / "model"

@@ -5,19 +5,17 @@ through a kubeconfig (`KUBECONFIG`, nothing patched) that points at the test
 API server (`kube_server`), whose `ProcessOperator` plays the Training Operator
 and the kubelet: it turns the TFJob into pods and runs each replica's container
 command (`python -m ...replica --work-uri`) as a local process with the operator's TF_CONFIG. The
-step and the replicas meet at a `gs://` work location on the GCS emulator.
+step and the replicas meet at a `gs://` work location on the GCS emulator. (A retried step's
+re-attach and Horovod's MPIJob run on the real control plane: tests/containers/.)
 """
 
 from __future__ import annotations
 
 import json
 import os
-import queue
-import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from typing import List
 
@@ -27,7 +25,6 @@ import yaml
 from fakes import crd_schema
 from kfdist.components.common import model_artifact
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
-from kfdist.components.train_distributed.kubernetes.lifecycle import job_status
 from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TFJOB_V1
 from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
@@ -48,16 +45,6 @@ USER_MODELS = textwrap.dedent('''
         return tf.keras.Sequential([
             tf.keras.layers.Flatten(input_shape=input_shape),
             tf.keras.layers.Dense(num_classes, activation="softmax")])
-''')
-
-# The step as its own process (SIGKILLed by the retry test); arguments come as JSON.
-STEP_SCRIPT = textwrap.dedent('''
-    import json, sys
-    from kfdist.components.train_distributed import runtime
-
-    args = json.loads(sys.argv[1])
-    runtime.train(args.pop("dataset_dir"), args.pop("model_dir"),
-                  log=lambda line: print(line, flush=True), **args)
 ''')
 
 
@@ -148,48 +135,6 @@ def test_failing_replica_fails_the_step_with_its_last_lines(cluster, dataset_uri
     assert pods[f"{name}-worker-1"]["status"]["phase"] == "Failed"
 
 
-def test_retried_step_reattaches_to_the_running_job(cluster, dataset_uri, digits_dataset,
-                                                    tmp_path):
-    args = {"dataset_dir": digits_dataset, "backend": "tfjob", "workers": 2, "epochs": 12,
-            "batch_size_per_replica": 32, "dataset_uri": dataset_uri,
-            **_options(run_id="run-retry")}
-    first_args = dict(args, model_dir=str(tmp_path / "model-1"))
-    env = dict(os.environ, TMPDIR=str(tmp_path))  # the killed step leaves its work dir here
-    first = subprocess.Popen([sys.executable, "-u", "-c", STEP_SCRIPT, json.dumps(first_args)],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    lines: "queue.Queue[str]" = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in first.stdout], daemon=True).start()
-    seen = []
-    try:
-        deadline = time.monotonic() + 90
-        while not any(line.startswith("[worker-0] epoch 1/") for line in seen):
-            assert time.monotonic() < deadline and first.poll() is None, "".join(seen[-40:])
-            try:
-                seen.append(lines.get(timeout=0.5))
-            except queue.Empty:
-                pass
-    finally:
-        first.send_signal(signal.SIGKILL)  # no SIGTERM handler runs: the job stays
-        first.wait()
-    [created] = cluster.jobs()
-    name = created["metadata"]["name"]
-    assert job_status.terminal_condition(created) is None, "the job ended before the retry"
-
-    log = Log()
-    rest = {k: v for k, v in args.items() if k != "dataset_dir"}
-    report = runtime.train(digits_dataset, str(tmp_path / "model-2"), log=log, **rest)
-    reattached = log.first_time(f"Re-attaching to TFJob {NAMESPACE}/{name} ")
-    assert reattached < cluster.operator.terminal_at[name]  # while the replicas were training
-    assert len(cluster.job_posts()) == 2  # the retry's create answered 409 AlreadyExists
-    [job] = cluster.jobs()
-    assert job["metadata"]["uid"] == created["metadata"]["uid"]
-    assert len(cluster.operator.pids()) == 2  # one job's replicas, started once
-    assert report.epochs == 12 and len({r.weights_sha256 for r in report.replicas}) == 1
-    assert os.path.isfile(os.path.join(str(tmp_path / "model-2"), model_artifact.SAVED_MODEL_DIR,
-                                       "saved_model.pb"))
-    assert cluster.wait_no_processes() == []
-
-
 @pytest.mark.parametrize("overrides, message", [
     ({"gpus_per_worker": -1}, "gpus must be an integer from 0"),
     ({"image": "ghcr.io/kfdist/kfdist-runtime"}, "image 'ghcr.io/kfdist/kfdist-runtime'"),
@@ -204,45 +149,6 @@ def test_bad_cluster_setting_fails_before_any_api_call(  # noqa: F811  (gcs_emul
     assert cluster.server.requests.all() == []
     assert gcs_emulator.list(f"gs://{BUCKET}/pipeline-root/run/shard/{name}/") == []
     assert cluster.operator.pids() == []
-
-
-def test_horovod_trains_as_an_mpijob(cluster, dataset_uri, digits_dataset, tmp_path):
-    """backend=mpijob: one MPIJob v2beta1; its launcher's mpirun runs 2 Horovod ranks here."""
-    from kfdist import HOROVOD_IMAGE
-    from kfdist.components.train_distributed.kubernetes.build.job_kinds import MPIJOB_V2BETA1
-
-    model_dir = str(tmp_path / "model")
-    log = Log()
-    report = runtime.train(digits_dataset, model_dir, backend="mpijob", strategy="horovod",
-                           workers=2, epochs=2, batch_size_per_replica=32,
-                           restart_policy="OnFailure", **_options(run_id="run-hvd"),
-                           dataset_uri=dataset_uri, log=log)
-
-    assert os.path.isfile(os.path.join(model_dir, model_artifact.SAVED_MODEL_DIR, "saved_model.pb"))
-    assert not os.path.exists(os.path.join(model_dir, model_artifact.BACKUP_DIR))
-    assert [r.task for r in report.replicas] == ["rank:0", "rank:1"]
-    assert len({r.weights_sha256 for r in report.replicas}) == 1
-    assert (report.backend, report.strategy, report.epochs) == ("mpijob", "horovod", 2)
-    # The step streamed the launcher's log: mpirun's, holding every rank's lines.
-    assert any("replica rank:0 pid=" in line for line in log.lines), log.lines
-    assert any("replica rank:1 pid=" in line for line in log.lines)
-    assert any("succeeded: MPIJob kubeflow-test/" in line for line in log.lines), log.lines[-5:]
-
-    [post] = cluster.server.requests.matching(verb="create", resource="mpijobs")
-    body = post.body
-    assert _rendered(["--backend", "mpijob", "--strategy", "horovod", "--workers", "2",
-                      "--epochs", "2", "--batch-size", "32", "--restart-policy", "OnFailure",
-                      "--run-id", "run-hvd", "--dataset-uri", dataset_uri]) == body
-    assert crd_schema.load_crd(crd_schema.crd_path_for(MPIJOB_V2BETA1)).validate(body) == []
-    spec = body["spec"]
-    assert spec["slotsPerWorker"] == 1 and spec["mpiImplementation"] == "OpenMPI"
-    assert spec["sshAuthMountPath"] == "/home/mpiuser/.ssh"
-    assert spec["runPolicy"]["backoffLimit"] == 6
-    launcher = spec["mpiReplicaSpecs"]["Launcher"]
-    assert launcher["restartPolicy"] == "OnFailure"
-    [container] = launcher["template"]["spec"]["containers"]
-    assert container["image"] == HOROVOD_IMAGE and container["command"][:3] == ["mpirun", "-np", "2"]
-    assert cluster.wait_no_processes() == []
 
 
 def test_parameter_server_trains_as_a_tfjob_with_an_evaluator(cluster, dataset_uri, digits_dataset,

@@ -8,7 +8,7 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir)
 ONE_CLUSTER_TEST = ("tests/kubernetes/test_launcher.py::"
-                    "test_success_streams_chief_log_after_waiting_through_pending")
+                    "test_watch_gone_relists_and_still_completes")
 ELSEWHERE = """apiVersion: v1
 kind: Config
 clusters: [{name: real, cluster: {server: "https://127.0.0.1:9"}}]

@@ -2,7 +2,11 @@
 
 Nothing in the client is patched: `kube_server` speaks the apiserver's protocol
 (watch streams, Status errors, 410 Gone, chunked logs) and a scripted operator
-moves pods and job conditions the way the Training and MPI operators do.
+moves pods and job conditions the way the Training and MPI operators do. What
+the real control plane shows (tests/containers/: logs streamed through Pending,
+a failed image pull, an unschedulable pod at the timeout, SIGTERM, the reaction
+time, the owner reference) is not repeated here: these are the faults and
+corner cases it cannot be made to produce on demand.
 """
 
 from __future__ import annotations
@@ -56,34 +60,6 @@ def cluster():
     server.stop()
 
 
-def _index(lines, fragment):
-    return next(i for i, line in enumerate(lines) if fragment in line)
-
-
-def test_success_streams_chief_log_after_waiting_through_pending(cluster):
-    job = sample_tfjob()
-    cluster.operator.script(job.name, Scenario(pending_seconds=0.6))
-    outcome = cluster.launch(job)
-    assert outcome.reason == "TFJobSucceeded" and not outcome.adopted
-    chief = [line for line in cluster.lines if line.startswith("[chief-0] epoch")]
-    assert chief == ["[chief-0] epoch 1/2 loss=0.91", "[chief-0] epoch 2/2 loss=0.42"]
-    assert cluster.lines.count("[chief-0] saved model") == 1
-    order = [_index(cluster.lines, text) for text in ("is Pending", "is Running", "epoch 1/2")]
-    assert order == sorted(order)
-    requests = cluster.server.requests.all()
-    assert [r.verb for r in requests].count("create") == 1
-    print(f"\nAPI requests for one successful job: {len(requests)}: "
-          + ", ".join(f"{r.verb} {r.resource}" for r in requests))
-    assert len(requests) <= 10
-
-
-def test_mpijob_streams_launcher_log(cluster):
-    job = sample_mpijob()
-    outcome = cluster.launch(job)
-    assert outcome.kind == "MPIJob" and outcome.reason == "MPIJobSucceeded"
-    assert "[launcher] epoch 2/2 loss=0.42" in cluster.lines
-
-
 def test_failure_names_operator_message_and_oomkilled_exit_code(cluster):
     job = sample_tfjob()
     cluster.operator.script(job.name, Scenario(outcome="Failed", pod_failure="OOMKilled",
@@ -95,32 +71,6 @@ def test_failure_names_operator_message_and_oomkilled_exit_code(cluster):
     assert "worker-0: container tensorflow terminated: OOMKilled (exit code 137)" in message
     assert "[worker-0] container tensorflow terminated: OOMKilled (exit code 137)" in cluster.lines
     assert len(cluster.jobs()) == 1  # a failed job is kept for inspection
-
-
-def test_failure_names_image_pull_backoff(cluster):
-    job = sample_tfjob()
-    cluster.operator.script(job.name, Scenario(outcome="Failed", pod_failure="ImagePullBackOff",
-                                               pending_seconds=0.8))
-    with pytest.raises(TrainingFailedError) as raised:
-        cluster.launch(job)
-    message = str(raised.value)
-    assert "DeadlineExceeded" in message
-    assert 'chief-0: container tensorflow ImagePullBackOff: Back-off pulling image "ghcr.io' in message
-    assert any(line.startswith("[chief-0] container tensorflow ImagePullBackOff")
-               for line in cluster.lines)
-
-
-def test_timeout_deletes_job_and_reports_unschedulable(cluster):
-    job = sample_tfjob()
-    cluster.operator.script(job.name, Scenario(outcome="Hang", pod_failure="Unschedulable"))
-    started = time.monotonic()
-    with pytest.raises(JobTimeoutError) as raised:
-        cluster.launch(job, timeout_seconds=1.5)
-    assert time.monotonic() - started < 4
-    message = str(raised.value)
-    assert "did not finish within 1.5 s and was deleted" in message
-    assert "chief-0: Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu." in message
-    assert cluster.jobs() == [] and cluster.pods() == []
 
 
 def test_pending_pod_without_condition_is_explained_by_its_events(cluster):
@@ -187,21 +137,6 @@ def test_existing_job_not_created_by_this_step_is_left_alone(cluster):
     assert after["metadata"]["uid"] == before["metadata"]["uid"]
     assert "annotations" not in after["metadata"]
     assert [r.verb for r in cluster.server.requests.all()] == ["create", "get"]
-
-
-def test_sigterm_mid_run_deletes_the_job_and_exits(cluster):
-    job = sample_tfjob()
-    cluster.operator.script(job.name, Scenario(outcome="Hang", pending_seconds=0.1, run_seconds=0.2))
-    process = launch_cli.start(cluster.server.url, job.name)
-    launch_cli.wait_for_line(process, "[chief-0] saved model")
-    sent = time.monotonic()
-    process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=10)
-    assert process.returncode == 128 + signal.SIGTERM, output
-    print(f"\nSIGTERM to exit: {time.monotonic() - sent:.2f} s")
-    assert "Deleted TFJob kubeflow/run-1-train" in output
-    assert cluster.jobs() == [] and cluster.pods() == []
-    assert len(cluster.server.requests.matching(verb="delete", resource="tfjobs")) == 1
 
 
 def test_cancel_on_sigterm_restores_the_previous_handler():
@@ -297,32 +232,6 @@ def test_log_permission_denied_stops_only_the_log_stream(cluster):
     assert "RBAC denied get pods/log in namespace kubeflow" in stopped
 
 
-def test_reacts_to_terminal_condition_within_a_second(cluster):
-    reactions = []
-    for i, outcome in enumerate(["Succeeded", "Failed", "Succeeded"]):
-        job = sample_tfjob(f"react-{i}")
-        cluster.operator.script(job.name, Scenario(outcome=outcome, pod_failure="Error",
-                                                   pending_seconds=0.1, run_seconds=0.2))
-        try:
-            cluster.launch(job)
-        except TrainingFailedError:
-            pass
-        reactions.append(time.monotonic() - cluster.operator.terminal_at[job.name])
-    print("\nreaction times (condition stored -> launcher returned/raised): "
-          + ", ".join(f"{r * 1000:.0f} ms" for r in reactions))
-    assert max(reactions) < 1.5
-
-
-def test_owner_reference_points_at_the_step_pod(cluster):
-    job = sample_tfjob()
-    cluster.launch(job, owner=OwnerRef("kubeflow", "pipeline-step-abc", "uid-123"))
-    created = cluster.server.requests.matching(verb="create")
-    assert len(created) == 1
-    references = cluster.jobs()[0]["metadata"]["ownerReferences"]
-    assert references == [{"apiVersion": "v1", "kind": "Pod", "name": "pipeline-step-abc",
-                           "uid": "uid-123", "controller": False, "blockOwnerDeletion": False}]
-
-
 def test_owner_in_another_namespace_is_not_referenced():
     body = prepare_body(sample_tfjob(), OwnerRef("other-ns", "step", "uid-1"))
     assert "ownerReferences" not in body["metadata"]
@@ -345,5 +254,3 @@ def _wait_until(predicate, timeout=5.0):
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.02)
-
-

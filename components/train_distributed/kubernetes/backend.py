@@ -27,7 +27,7 @@ import tempfile
 from typing import Callable, Dict, Optional
 
 from kfdist.components.common import storage
-from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
+from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
@@ -45,9 +45,6 @@ from kfdist.components.train_distributed.job.work_location import SharedJobLayou
 #: Used for the job name when the step runs outside a KFP run (e.g. from a notebook).
 DEFAULT_RUN_ID = "manual"
 DEFAULT_TASK_NAME = "train-distributed"
-#: Lines of each failed replica's log quoted in the step's error (at most this many replicas).
-FAILED_LOG_TAIL_LINES = 20
-FAILED_LOG_MAX_REPLICAS = 3
 KUEUE_TFJOB_WARNING = (
     "warning: queue_name is set on a TFJob, but Kueue (v0.19 and later) leaves its "
     "kubeflow.org/tfjob integration off by default and deprecates it: unless your Kueue's "
@@ -206,7 +203,7 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
     rendered, layout = render_step_job(job, options, dataset_uri)
     from kfdist.components.train_distributed.kubernetes.client import kube_api
     from kfdist.components.train_distributed.kubernetes.lifecycle import launcher
-    from kfdist.components.train_distributed.kubernetes.lifecycle import step_signals
+    from kfdist.components.train_distributed.kubernetes.lifecycle import failed_replicas, step_signals
 
     api = api or kube_api.KubeApi.from_environment()
     backend = job.job.backend
@@ -226,18 +223,10 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
         log(f"{backend} backend: {layout.job_file} is already staged (retried step); reusing it")
     else:
         stage_job(job, layout, dataset_uri)
-    with step_signals.cancel_on_sigterm():
-        try:
-            outcome = launcher.launch_and_wait(
-                rendered, api, timeout_seconds=options.timeout_seconds or None, log=log,
-                owner=api.read_own_pod_reference(), timeout_from=options.timeout_from)
-        except launcher.JobTimeoutError:
-            raise  # the job and its pods are deleted: no logs left to quote
-        except TrainingFailedError as error:
-            tails = failed_replica_logs(api, rendered)
-            if not tails:
-                raise
-            raise TrainingFailedError(f"{error}\n{tails}") from error
+    with step_signals.cancel_on_sigterm(), failed_replicas.quoted(api, rendered):
+        outcome = launcher.launch_and_wait(
+            rendered, api, timeout_seconds=options.timeout_seconds or None, log=log,
+            owner=api.read_own_pod_reference(), timeout_from=options.timeout_from)
     storage.copy_dir_from(layout.model_uri, job.model_dir)
     storage.copy_dir_from(layout.reports_uri, job.work_dir)
     return outcome.restarts
@@ -262,39 +251,3 @@ def trainer_customisation(api, log: Callable[[str], None]) -> str:
     field = customisation_from_schema(schema)
     log(f"trainjob backend: the cluster's TrainJob CRD has {field}")
     return field
-
-
-def failed_replica_logs(api, rendered: RenderedJob, lines: int = FAILED_LOG_TAIL_LINES) -> str:
-    """The last lines of the replicas whose container exited non-zero (best effort).
-
-    A failed job's pods are kept (cleanPodPolicy Running deletes only running
-    ones), so the log of the replica that failed, which the step did not stream
-    unless it was the chief, can still be read.
-
-    Returns:
-      `Last lines of worker-1:` blocks, or "" when there is nothing to quote.
-    """
-    from kfdist.components.train_distributed.kubernetes.lifecycle import job_status as js
-    from kfdist.components.train_distributed.kubernetes.client.kube_errors import KubeApiError
-
-    try:
-        pods, _ = api.list_pods(rendered.namespace, rendered.pods_selector())
-    except KubeApiError:
-        return ""
-    blocks = []
-    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
-        container = js.main_container(pod)
-        state = js.container_status(pod, container).get("state") or {}
-        if not state.get("terminated") or state["terminated"].get("exitCode", 0) == 0:
-            continue
-        try:
-            tail = list(api.stream_pod_log(rendered.namespace, pod["metadata"]["name"], container,
-                                           follow=False))[-lines:]
-        except KubeApiError:
-            continue
-        who = js.pod_display_name(pod)
-        blocks.append(f"Last lines of {who}:\n" + ("\n".join(f"  {line}" for line in tail)
-                                                   or "  (no output)"))
-        if len(blocks) == FAILED_LOG_MAX_REPLICAS:
-            break
-    return "\n".join(blocks)

@@ -25,11 +25,15 @@ def main() -> None:
     parser.add_argument("--port", required=True, type=int, help="the kubelet port (logs)")
     parser.add_argument("--bed-id", required=True, help="labels the bed's containers")
     parser.add_argument("--node-name", default=NODE_NAME, help="the Node's name")
+    parser.add_argument("--host-service", action="append", default=[], metavar="NAMESPACE/NAME",
+                        help="a Service whose process runs on the host (an operator's): its name "
+                             "resolves to the pods' gateway; repeatable")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     podman = Podman(shutil.which("podman") or "podman", args.bed_id,
                     args.root / CONTAINERS_FILE)
-    agent = Agent(Kube(args.kubeconfig), podman, args.root, args.node_name, args.port)
+    agent = Agent(Kube(args.kubeconfig), podman, args.root, args.node_name, args.port,
+                  host_services=[tuple(s.split("/", 1)) for s in args.host_service])
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     signal.signal(signal.SIGINT, lambda *_: stopped.set())

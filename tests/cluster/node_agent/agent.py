@@ -38,8 +38,10 @@ class Agent:
       kubelet_port: The kubelet port (logs).
     """
 
-    def __init__(self, kube: Kube, podman: Podman, root: Path, node_name: str, kubelet_port: int):
+    def __init__(self, kube: Kube, podman: Podman, root: Path, node_name: str, kubelet_port: int,
+                 host_services=()):
         self.kube, self.podman, self.root = kube, podman, Path(root)
+        self.host_services = tuple(host_services)
         self.node_name, self.kubelet_port = node_name, kubelet_port
         self.node_ip = "127.0.0.1"
         self.bed_id = podman.bed_id
@@ -227,7 +229,8 @@ class Agent:
     def names_changed(self) -> None:
         with self._lock:
             pods = [w.pod for w in self.workers.values()]
-            table = names.name_table(pods, list(self.services.values()), dict(self._addresses))
+            table = names.name_table(pods, list(self.services.values()), dict(self._addresses),
+                                     self.host_services, self.dns_address)
         self.name_server.table = table
 
     def search_domains(self, namespace: str):

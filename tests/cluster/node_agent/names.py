@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
-from typing import Any, Dict, Iterable, List, Mapping
+from typing import Any, Dict, Iterable, List, Mapping, Tuple
 
 from dnslib import QTYPE, RCODE, RR, A, DNSRecord
 
@@ -30,15 +30,20 @@ def _selects(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
 
 
 def name_table(pods: Iterable[Mapping[str, Any]], services: Iterable[Mapping[str, Any]],
-               addresses: Mapping[str, str]) -> Dict[str, List[str]]:
+               addresses: Mapping[str, str], host_services: Iterable[Tuple[str, str]] = (),
+               host_address: str = "") -> Dict[str, List[str]]:
     """{fully qualified name (lower case, no trailing dot): [addresses]}.
 
     Args:
       pods: The pods of the node (objects as the API returns them).
       services: Every Service.
       addresses: Each pod's address by uid (only pods with an address are named).
+      host_services: (namespace, name) of Services whose process runs on the host.
+      host_address: The host's address as the pods reach it (their gateway).
     """
-    table: Dict[str, List[str]] = {}
+    table: Dict[str, List[str]] = {
+        f"{name}.{namespace}.svc.{DOMAIN}".lower(): [host_address]
+        for namespace, name in host_services if host_address}
     placed = [p for p in pods if p["metadata"]["uid"] in addresses
               and not p["metadata"].get("deletionTimestamp")]
     for pod in placed:

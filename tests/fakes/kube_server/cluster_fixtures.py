@@ -24,18 +24,13 @@ STEP_TIMEOUT_S = 150.0  # a hang fails the test (and deletes the job) instead of
 
 
 class Log:
-    """Collects the step's log lines (and when each came)."""
+    """Collects the step's log lines."""
 
     def __init__(self):
         self.lines: List[str] = []
-        self.times: List[float] = []
 
     def __call__(self, line: str) -> None:
         self.lines.append(line)
-        self.times.append(time.monotonic())
-
-    def first_time(self, prefix: str) -> float:
-        return next(t for t, line in zip(self.times, self.lines) if line.startswith(prefix))
 
     def starting(self, prefix: str) -> List[str]:
         return [line for line in self.lines if line.startswith(prefix)]

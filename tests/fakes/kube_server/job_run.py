@@ -183,9 +183,7 @@ class JobRun(ProcessRun):
         if delete_all:  # the operator deletes everything first, then writes the condition
             self.kill_all()
             self.delete_pods(self.replicas)
-            self.op.terminal_at[self.name] = time.monotonic()
             return self.condition(ctype, reason, message)
-        self.op.terminal_at[self.name] = time.monotonic()
         self.condition(ctype, reason, message)
         policy = self.run_policy.get("cleanPodPolicy") or rules.DEFAULT_CLEAN_POD_POLICY
         still_running = [r for r in self.replicas if r.exit_code is None]

@@ -30,7 +30,8 @@ class Scenario:
       pending_seconds: Time the pods spend Pending.
       run_seconds: Time they spend Running (log lines are spread over it).
       log_lines: What the chief (or launcher) prints.
-      pod_failure: None, `OOMKilled`, `Error`, `ImagePullBackOff` or `Unschedulable`.
+      pod_failure: None, `OOMKilled` or `Error` (a pod stuck Pending, on an image it cannot
+        pull or a node it cannot have, is shown on the real control plane: tests/containers/).
       failing_replica: The pod that fails, e.g. `worker-0` (default: the chief/launcher).
       on_running: Called once the job is Running (e.g. to compact watch history).
     """
@@ -113,13 +114,6 @@ class _Script:
     def play(self) -> None:
         s = self.scenario
         self.condition("Created", f"{self.kind}Created", f"{self.kind} {self.key[4]} is created.")
-        if s.pod_failure in ("ImagePullBackOff", "Unschedulable"):
-            self.stuck_pending(s.pod_failure)
-            self.wait(s.pending_seconds)
-            if s.outcome == FAILED:
-                self.finish(FAILED, "DeadlineExceeded",
-                            f"{self.who} has failed because it has reached the specified deadline")
-            return
         self.wait(s.pending_seconds)
         for pod in self.pods:
             self.store.update(pod, pod_objects.start_running)
@@ -152,11 +146,6 @@ class _Script:
             raise _Deleted()
         if self.store.get(self.key)["metadata"]["uid"] != self.uid:
             raise _Deleted()
-
-    def stuck_pending(self, failure: str) -> None:
-        pod = self.store.update(self.failing_pod, lambda p: pod_objects.make_stuck(p, failure))
-        if failure == "Unschedulable":
-            self.store.create(*pod_objects.scheduling_event(self.failing_pod, pod))
 
     def terminate(self, pod_key: ObjectKey, reason: str, exit_code: int) -> None:
         pod = self.store.update(pod_key, lambda p: pod_objects.terminate(p, reason, exit_code))

@@ -12,12 +12,6 @@ from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
 from fakes.kube_server.store import ObjectKey, now_rfc3339
 
 OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
-_WAITING_MESSAGES = {
-    "ImagePullBackOff": 'Back-off pulling image "{image}"',
-    "ErrImagePull": 'failed to pull and unpack image "{image}": not found',
-}
-UNSCHEDULABLE_MESSAGE = ("0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: "
-                         "0/3 nodes are available: 3 No preemption victims found for incoming pod.")
 
 
 def for_job(job_key: ObjectKey, job: Dict[str, Any]) -> Iterator[Tuple[ObjectKey, Dict[str, Any]]]:
@@ -77,11 +71,8 @@ def pending_status(containers: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 
 def _waiting(container: Dict[str, Any], reason: str) -> Dict[str, Any]:
-    waiting = {"reason": reason}
-    if reason in _WAITING_MESSAGES:
-        waiting["message"] = _WAITING_MESSAGES[reason].format(image=container.get("image", ""))
     return {"name": container["name"], "image": container.get("image", ""), "ready": False,
-            "restartCount": 0, "state": {"waiting": waiting}}
+            "restartCount": 0, "state": {"waiting": {"reason": reason}}}
 
 
 def start_running(pod: Dict[str, Any]) -> None:
@@ -94,17 +85,6 @@ def start_running(pod: Dict[str, Any]) -> None:
         containerStatuses=[{"name": c["name"], "image": c.get("image", ""), "ready": True,
                             "restartCount": 0, "state": {"running": {"startedAt": now}}}
                            for c in pod["spec"]["containers"]])
-
-
-def make_stuck(pod: Dict[str, Any], failure: str) -> None:
-    """Pending for good: Unschedulable, or the image cannot be pulled."""
-    if failure == "Unschedulable":
-        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
-                                        "reason": "Unschedulable", "message": UNSCHEDULABLE_MESSAGE}]
-    else:
-        pod["spec"]["nodeName"] = "node-1"
-        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
-        pod["status"]["containerStatuses"] = [_waiting(c, failure) for c in pod["spec"]["containers"]]
 
 
 def terminate(pod: Dict[str, Any], reason: str, exit_code: int) -> None:
@@ -136,18 +116,6 @@ def replica_statuses(pods: List[Dict[str, Any]]) -> Dict[str, Dict[str, int]]:
         if field:
             entry[field] = entry.get(field, 0) + 1
     return counts
-
-
-def scheduling_event(pod_key: ObjectKey, pod: Dict[str, Any]) -> Tuple[ObjectKey, Dict[str, Any]]:
-    """The scheduler's FailedScheduling Warning for a pod."""
-    name = f"{pod['metadata']['name']}.{random.randrange(16**12):012x}"
-    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": pod_key[3]},
-             "involvedObject": {"kind": "Pod", "name": pod["metadata"]["name"], "namespace": pod_key[3],
-                                "uid": pod["metadata"]["uid"]},
-             "type": "Warning", "reason": "FailedScheduling", "message": UNSCHEDULABLE_MESSAGE,
-             "source": {"component": "default-scheduler"}, "count": 1,
-             "firstTimestamp": now_rfc3339(), "lastTimestamp": now_rfc3339()}
-    return ("", "v1", "events", pod_key[3], name), event
 
 
 def set_job_condition(job: Dict[str, Any], ctype: str, reason: str, message: str,

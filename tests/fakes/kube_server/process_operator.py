@@ -48,7 +48,7 @@ the pods. `stop()` kills every process this operator started.
 from __future__ import annotations
 
 import threading
-from typing import Dict, List, Mapping, Optional
+from typing import List, Mapping, Optional
 
 from fakes.kube_server import trainer_rules
 from fakes.kube_server.job_run import JobRun
@@ -78,8 +78,6 @@ class ProcessOperator:
         self.pending_seconds = pending_seconds
         self.poll_seconds = poll_seconds
         self.kill_grace_seconds = kill_grace_seconds
-        #: job name -> time.monotonic() when its terminal condition was stored.
-        self.terminal_at: Dict[str, float] = {}
         self._lock = threading.Lock()
         self._runs: List[JobRun] = []
         self._stopped = threading.Event()

@@ -1,5 +1,10 @@
 """A stateful Kubernetes API server over real HTTP, for the real `kubernetes` client.
 
+Kept only for faults the real API server (tests/cluster/) cannot produce on demand: 5xx
+bursts, dropped watches and log streams, 410 Gone at a chosen moment, slow or refused requests
+(a missing CRD, an RBAC denial of one verb). Happy paths belong on the real control plane;
+the e2e tests still running here through the test operators are those not yet moved there.
+
 Serves, on 127.0.0.1, TFJobs (kubeflow.org/v1), MPIJobs (kubeflow.org/v2beta1
 and v1), TrainJobs and ClusterTrainingRuntimes (trainer.kubeflow.org/v1alpha1),
 JobSets, Jobs, CustomResourceDefinitions, pods (with the `log` subresource) and

@@ -145,7 +145,6 @@ def _finish(run, ctype: str, reason: str, message: str) -> bool:
                 run.store.delete(job.key)  # its pods go with it
             except NotFound:
                 pass
-    run.op.terminal_at[run.name] = time.monotonic()
     run.set_condition(ctype, "True", reason, message)
     return True
 
@@ -156,6 +155,5 @@ def _past_deadline(run) -> None:
         run.store.delete(run.jobset_key())
     except NotFound:
         pass
-    run.op.terminal_at[run.name] = time.monotonic()
     run.set_condition("Failed", "True", *rules.DEADLINE_EXCEEDED)
 

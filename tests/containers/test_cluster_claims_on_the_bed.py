@@ -1,0 +1,489 @@
+"""The training step's remaining cluster claims on the real control plane: one replica, `auto`,
+the `program` pipeline's step, a retried step re-attaching, a missing image, the task's own pod
+settings, and replicas killed mid-training (a TrainJob node, a Horovod worker).
+
+As in test_run_on_the_bed.py, the step runs here with the pipeline runner's ServiceAccount token,
+the real operators run the job, and the step and the replicas meet on the PVC `team-work`
+(/mnt/kfdist here, linked to the node's directory for that claim).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster.fixture import wait_for
+from cluster.node_agent.podspec import POD_LABEL
+from containers import test_run_on_the_bed as run_on_the_bed
+from containers.test_launch_on_the_bed import _cluster_flags, _launch, _program
+from containers.test_run_on_the_bed import CLAIM, MOUNT, _conditions, _run
+from kfdist.components.common import model_artifact
+from kfdist.components.common.errors import TrainingFailedError
+from kfdist.components.train_distributed import runtime
+from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
+from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import JobTimeoutError
+
+pytestmark = pytest.mark.slow
+work_pvc = run_on_the_bed.work_pvc  # the PVC at /mnt/kfdist, as there
+EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples")
+#: The fault runs: long enough that the kill lands mid-training (the digits' epochs take well
+#: under a second here).
+EPOCHS, KILL_AFTER_EPOCH = 60, 2
+
+# The step as its own process (SIGKILLed by the retry test); arguments come as JSON.
+STEP_SCRIPT = textwrap.dedent('''
+    import json, sys
+    from kfdist.components.train_distributed import runtime
+
+    args = json.loads(sys.argv[1])
+    runtime.train(args.pop("dataset_dir"), args.pop("model_dir"),
+                  log=lambda line: print(line, flush=True), **args)
+''')
+
+
+def _step_options(ns, run_id: str, **overrides) -> dict:
+    """The training step's cluster parameters for a job in the test's namespace, on the PVC."""
+    return {**dict(backend="tfjob", workers=2, namespace=ns.name, run_id=run_id,
+                   task_name="train-distributed", pvc_name=CLAIM, work_uri=f"{MOUNT}/{run_id}",
+                   timeout_seconds=600), **overrides}
+
+
+@pytest.mark.parametrize("backend,strategy,kind,replicas", [
+    ("tfjob", "mirrored", "tfjob", 1),
+    ("auto", "multi_worker_mirrored", "trainjob", 2),
+])
+def test_mnist_trains_on_one_replica_and_where_auto_points(backend, strategy, kind, replicas,
+                                                           bed_namespace, work_pvc, kfdist_images,
+                                                           tmp_path):
+    """`mirrored` is one TFJob replica; `auto` picks the TrainJob where Trainer and kfdist's
+    runtime are installed (the bed installs both) and the pipeline runner may read them."""
+    summary = _run(bed_namespace, tmp_path / "run", backend, strategy, epochs=2)
+    assert summary["blessed"] is True and summary["eval"]["accuracy"] >= 0.90
+    [job] = bed_namespace.get(kind)
+    for other in {"tfjob", "trainjob", "mpijob"} - {kind}:
+        assert bed_namespace.get(other) == []
+    pods = bed_namespace.get("pod")
+    assert len(pods) == replicas, [p["metadata"]["name"] for p in pods]
+    if kind == "tfjob":
+        assert list(job["spec"]["tfReplicaSpecs"]) == ["Worker"]
+        assert ("Succeeded", "TFJobSucceeded") in _conditions(job)
+    else:
+        assert job["spec"]["runtimeRef"]["name"] == "kfdist-tensorflow"
+        assert ("Complete", "AllJobsCompleted") in _conditions(job)
+        step_log = (tmp_path / "run" / "logs" / "train.log").read_text()
+        assert ("backend auto: trainjob (Kubeflow Trainer and kfdist's runtime kfdist-tensorflow "
+                "are installed)") in step_log, step_log[:3000]
+
+
+def test_the_program_pipelines_step_trains_the_keras_example_as_a_tfjob(
+        bed_namespace, work_pvc, kfdist_images, tmp_path):
+    """`kfdist run program --backend tfjob`: the example on the PVC, run by kfdist's runtime image
+    in each replica; the step completes the Model artifact, which is evaluated and blessed."""
+    program = work_pvc / "program" / "keras_fit_backup_restore.py"
+    program.parent.mkdir()
+    shutil.copy(os.path.join(EXAMPLES, program.name), program)
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "kfdist", "run", "program", "--command",
+         f"python {MOUNT}/program/{program.name} --epochs 3", "--backend", "tfjob", "--workers",
+         "2", "--namespace", bed_namespace.name, "--pvc-name", CLAIM, "--work-uri",
+         f"{MOUNT}/program-step", "--accuracy-threshold", "0.8", "--output", str(out)],
+        capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["blessed"] is True, summary
+    step_log = (out / "logs" / "train-program.log").read_text()
+    assert "Epoch 3/3" in step_log, step_log[-3000:]  # the leader's log, streamed
+    [job] = bed_namespace.get("tfjob")
+    assert ("Succeeded", "TFJobSucceeded") in _conditions(job)
+    [container] = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    assert container["image"] == kfdist_images["runtime"]
+
+
+def test_a_retried_step_reattaches_to_its_running_job(bed_namespace, work_pvc, kfdist_images,
+                                                      digits_dataset, tmp_path):
+    """The first attempt is SIGKILLed (no clean-up runs) while the replicas train; the retry,
+    with the same run id and task name, gets 409 AlreadyExists and adopts the running job."""
+    args = {"dataset_dir": digits_dataset, "epochs": 40, "batch_size_per_replica": 32,
+            **_step_options(bed_namespace, "run-retry")}
+    env = dict(os.environ, TMPDIR=str(tmp_path))  # the killed step leaves its work dir here
+    first = subprocess.Popen(
+        [sys.executable, "-u", "-c", STEP_SCRIPT,
+         json.dumps(dict(args, model_dir=str(tmp_path / "model-1")))],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines: "queue.Queue[str]" = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in first.stdout],
+                     daemon=True).start()
+    seen = []
+    try:
+        deadline = time.monotonic() + 400
+        while not any(line.startswith("[worker-0] epoch 1/") for line in seen):
+            assert time.monotonic() < deadline and first.poll() is None, "".join(seen[-40:])
+            try:
+                seen.append(lines.get(timeout=0.5))
+            except queue.Empty:
+                pass
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    [created] = bed_namespace.get("tfjob")
+    assert created["metadata"]["name"] == job_name_for("run-retry", "train-distributed")
+    assert not _conditions(created) or ("Running", "TFJobRunning") in _conditions(created)
+    pods_before = {p["metadata"]["uid"] for p in bed_namespace.get("pod")}
+
+    log = []
+    rest = {k: v for k, v in args.items() if k != "dataset_dir"}
+    report = runtime.train(digits_dataset, str(tmp_path / "model-2"), log=log.append, **rest)
+    name = f"TFJob {bed_namespace.name}/{created['metadata']['name']}"
+    assert any(line.startswith(f"Re-attaching to {name} ") for line in log), log[:40]
+    [job] = bed_namespace.get("tfjob")
+    assert job["metadata"]["uid"] == created["metadata"]["uid"]
+    assert ("Succeeded", "TFJobSucceeded") in _conditions(job)
+    # One job's replicas, started once: the pods that remain are the ones the first attempt saw.
+    assert {p["metadata"]["uid"] for p in bed_namespace.get("pod")} <= pods_before
+    assert report.epochs == 40 and len({r.weights_sha256 for r in report.replicas}) == 1
+    assert (tmp_path / "model-2" / model_artifact.SAVED_MODEL_DIR / "saved_model.pb").is_file()
+
+
+def test_a_missing_image_fails_the_step_naming_the_pull_error(bed_namespace, work_pvc,
+                                                              digits_dataset, tmp_path):
+    """No operator fails a job whose image cannot be pulled: the step's timeout ends it, and
+    kfdist's diagnosis names the kubelet's reason; the job is deleted."""
+    image = "registry.example.com/team/missing:1.0"
+    log = []
+    with pytest.raises(TrainingFailedError) as raised:
+        runtime.train(digits_dataset, str(tmp_path / "model"), log=log.append, epochs=1,
+                      **_step_options(bed_namespace, "run-ghost", timeout_seconds=45,
+                                      image=image))
+    message = str(raised.value)
+    assert re.search(r"worker-\d: container tensorflow (ImagePullBackOff|ErrImagePull)",
+                     message), message
+    assert image in message, message
+    assert "Traceback" not in message
+    wait_for(lambda: not bed_namespace.get("tfjob"), seconds=60, what="the job to be deleted")
+
+
+def test_the_tasks_toleration_node_selector_and_gpus_reach_every_replica(
+        bed_namespace, work_pvc, digits_dataset, tmp_path):
+    """A user's pipeline sets them on kfdist's training task; given the TaskConfig KFP's driver
+    builds from the compiled YAML, the step creates a TFJob whose every replica carries them.
+    The bed's node has no GPU and no such label: the pods stay Pending, Unschedulable, and the
+    step's timeout deletes the job, saying why."""
+    from kfdist.components.train_distributed.component import train_distributed
+    from unit.test_task_config import (GPU, GPU_NODES, GPU_TOLERATION, compiled,
+                                       driver_task_config, executor_task_config, user_pipeline)
+
+    ns = bed_namespace
+    options = _step_options(ns, "run-gpu", timeout_seconds=60)
+    docs = compiled(user_pipeline(train_distributed, **{
+        k: options[k] for k in ("backend", "workers", "namespace", "pvc_name", "work_uri")}),
+        tmp_path)
+    received = executor_task_config(driver_task_config(docs, "exec-train-distributed"), tmp_path)
+    seen = {}
+
+    def observe() -> None:  # in a thread: the step sets its signal handlers in the main one
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not seen:
+            try:
+                jobs, pods = ns.get("tfjob"), ns.get("pod")
+            except subprocess.CalledProcessError:
+                continue
+            pending = [p for p in pods if any(
+                c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+                for c in p.get("status", {}).get("conditions", []))]
+            if jobs and len(pending) == 2:
+                seen.update(job=jobs[0], pods=pending)
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=observe, daemon=True)
+    watcher.start()
+    with pytest.raises(JobTimeoutError) as raised:
+        runtime.train(digits_dataset, str(tmp_path / "model"), log=lambda line: None, epochs=1,
+                      task_config=received, **options)
+    watcher.join()
+    assert seen, "both replicas were not seen Pending, Unschedulable"
+    templates = [r["template"]["spec"] for r in seen["job"]["spec"]["tfReplicaSpecs"].values()]
+    for spec in templates + [p["spec"] for p in seen["pods"]]:
+        assert GPU_TOLERATION in spec["tolerations"], spec.get("tolerations")
+        assert spec["nodeSelector"][GPU_NODES[0]] == GPU_NODES[1]
+        [container] = spec["containers"]
+        assert str(container["resources"]["limits"][GPU]) == "1"
+    assert all(p["status"]["phase"] == "Pending" for p in seen["pods"])
+    message = str(raised.value)
+    assert "did not finish within 60 s and was deleted" in message, message
+    assert "Unschedulable" in message, message
+    wait_for(lambda: not ns.get("tfjob"), seconds=60, what="the job to be deleted")
+
+
+def _kill_pod_containers(ns, pod_matches) -> str:
+    """SIGKILLs the running containers of the pods `pod_matches` accepts; says what it did."""
+    pods = [p for p in ns.get("pod") if pod_matches(p)]
+    names = [name for pod in pods for name in subprocess.run(
+        ["podman", "ps", "--filter", f"label={POD_LABEL}={pod['metadata']['uid']}", "--format",
+         "{{.Names}}"], capture_output=True, text=True).stdout.split()]
+    if names and subprocess.run(["podman", "kill", "--signal", "KILL", *names],
+                                capture_output=True).returncode == 0:
+        return f"killed {names}"
+    return ""
+
+
+def _kill_mpi_rank(rank: int, work_uri: str) -> str:
+    """SIGKILLs the replica process of MPI rank `rank` (a process sshd started in a worker's
+    container, seen here by its environment); says what it did."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if ("kfdist.components.train_distributed.replica" in argv and work_uri in argv
+                and f"OMPI_COMM_WORLD_RANK={rank}" in env):
+            os.kill(int(pid), signal.SIGKILL)
+            return f"killed rank {rank} (pid {pid} here)"
+    return ""
+
+
+def _epochs_backed_up(work: Path) -> int:
+    """How many epochs the replicas' backup in the work location holds (0 before the first)."""
+    from kfdist.components.train_distributed.replica.callbacks import EPOCHS_DONE_FILE
+
+    done = 0
+    for folder, _, files in os.walk(work):  # (directories that vanish meanwhile are skipped)
+        if EPOCHS_DONE_FILE in files:
+            try:
+                with open(os.path.join(folder, EPOCHS_DONE_FILE)) as f:
+                    done = max(done, json.load(f)["epochs_done"])
+            except (OSError, ValueError, KeyError):
+                pass  # being written or removed
+    return done
+
+
+def _kill_after_epoch(log: Path, leader: str, work: Path, kill, run) -> list:
+    """Calls `kill` until it reports what it killed, once epoch KILL_AFTER_EPOCH is done: the
+    step's log shows `leader`'s, or the replicas' backup in `work` holds it (whichever is seen
+    first). Returns what it reported (empty if nothing was killed)."""
+    done = []
+
+    def epoch_done() -> bool:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        return (re.search(rf"\[{re.escape(leader)}\] epoch {KILL_AFTER_EPOCH}/", text) is not None
+                or _epochs_backed_up(work) >= KILL_AFTER_EPOCH)
+
+    def watch() -> None:
+        deadline = time.monotonic() + 600
+        while not done and time.monotonic() < deadline and run.poll() is None:
+            if epoch_done():
+                try:
+                    what = kill()
+                except subprocess.CalledProcessError:
+                    what = ""
+                if what:
+                    done.append(what)
+            time.sleep(0.05)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return done
+
+
+def _completion_index(pod) -> str:
+    return pod["metadata"].get("annotations", {}).get("batch.kubernetes.io/job-completion-index",
+                                                      "")
+
+
+@pytest.mark.parametrize("backend,strategy,leader,kill,extra", [
+    # kfdist-tensorflow's pod failure policy: node 1 gets 137, node 0 loses its peer (138);
+    # neither is permanent, so the Job controller re-creates both pods.
+    ("trainjob", "multi_worker_mirrored", "node-0",
+     lambda ns: _kill_pod_containers(ns, lambda pod: _completion_index(pod) == "1"), ()),
+    # Rank 1 is killed: mpirun fails, the launcher's container restarts in place (OnFailure)
+    # and a new mpirun resumes from rank 0's backup.
+    ("mpijob", "horovod", "launcher", lambda ns: _kill_mpi_rank(1, f"{MOUNT}/mpijob-horovod"),
+     ("--restart-policy", "OnFailure")),
+])
+def test_a_killed_replica_is_replaced_by_the_real_controllers_and_the_job_resumes(
+        backend, strategy, leader, kill, extra, bed_namespace, work_pvc, kfdist_images,
+        tmp_path):
+    out = tmp_path / "run"
+    run = _run(bed_namespace, out, backend, strategy, *extra, epochs=EPOCHS, popen=True)
+    killed = _kill_after_epoch(out / "logs" / "train.log", leader,
+                               work_pvc / f"{backend}-{strategy.replace('_', '-')}",
+                               lambda: kill(bed_namespace), run)
+    output, _ = run.communicate(timeout=1200)
+    assert killed, output[-3000:]
+    assert run.returncode == 0, output[-4000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["blessed"] is True
+    step_log = (out / "logs" / "train.log").read_text()
+    assert "resuming from the backup" in step_log, step_log[-4000:]
+    assert summary["train"]["restarts"] >= 1, step_log[-3000:]
+
+
+def _written_program(tmp_path, files: dict):
+    """A program's folder holding `files` ({name: text})."""
+    folder = tmp_path / "program"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def test_an_mpi_program_runs_as_an_mpijob(bed_namespace, kfdist_images, tmp_path):
+    """`kfdist launch --mpi --backend mpijob`: the MPI Operator's launcher runs mpirun over the
+    workers' sshd (kfdist's Horovod image, the default with --program-dir); its log carries
+    every rank's lines."""
+    from component.test_launch_local import HOROVOD_PROGRAM
+
+    ns = bed_namespace
+    pvc, flags = _cluster_flags(ns, "hvd", "mpijob")
+    program = _written_program(tmp_path, {"allreduce.py": HOROVOD_PROGRAM})
+    done = _launch("--framework", "tensorflow", "--mpi", "--workers", "2", "--output",
+                   str(pvc / "hvd"), "--program-dir", str(program), *flags, "--", "python",
+                   "allreduce.py")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "rank 1 of 2 sum 3.0" in done.stdout and "rank 0 of 2 sum 3.0" in done.stdout
+    assert (pvc / "hvd" / "model" / "sum.txt").read_text() == "3.0"
+    job = ns.get("mpijob", "hvd")
+    assert ("Succeeded", "MPIJobSucceeded") in _conditions(job)
+    assert job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+        "image"] == kfdist_images["horovod"]
+
+
+def test_the_tf1_parameter_server_example_runs_as_a_tfjob_with_a_ps(bed_namespace,
+                                                                     kfdist_images, tmp_path):
+    """Between-graph replication: worker 0 decides the job; the parameter server, which never
+    ends by itself, is then deleted by the operator (cleanPodPolicy Running)."""
+    ns = bed_namespace
+    pvc, flags = _cluster_flags(ns, "tf1-ps", "tfjob")
+    program = _program(tmp_path, "tf1_parameter_server.py")
+    done = _launch("--framework", "tensorflow", "--workers", "2", "--ps", "1", "--output",
+                   str(pvc / "tf1"), "--program-dir", str(program), *flags, "--", "python",
+                   "tf1_parameter_server.py", "--steps", "200")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    weights = json.loads((pvc / "tf1" / "model" / "weights.json").read_text())
+    assert abs(weights["w"] - 3) < 0.3 and abs(weights["b"] - 2) < 0.3, weights
+    job = ns.get("tfjob", "tf1-ps")
+    assert set(job["spec"]["tfReplicaSpecs"]) == {"Worker", "PS"}
+    assert ("Succeeded", "TFJobSucceeded") in _conditions(job)
+    assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
+    wait_for(lambda: not [p for p in ns.get("pod") if p["metadata"]["name"] == "tf1-ps-ps-0"
+                          and p["status"].get("phase") == "Running"], seconds=60,
+             what="the parameter server to be ended")
+
+
+def test_a_shipped_program_runs_as_a_pytorchjob_without_an_image(bed_namespace, kfdist_images,
+                                                                 tmp_path):
+    """--program-dir through the PVC, run by kfdist's runtime image (no --image): each replica
+    copies the program and runs the user's command in it; the master's log is streamed."""
+    ns = bed_namespace
+    pvc, flags = _cluster_flags(ns, "shipped", "pytorchjob")
+    program = _written_program(tmp_path, {
+        "train.py": "import os, helper\nprint('rank', os.environ['RANK'], 'helper', helper.VALUE, "
+                    "flush=True)\n",
+        "helper.py": "VALUE = 7\n"})
+    done = _launch("--framework", "pytorch", "--workers", "2", "--output", str(pvc / "shipped"),
+                   "--program-dir", str(program), *flags, "--", "python", "train.py")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "[master-0] rank 0 helper 7" in done.stdout
+    assert (pvc / "shipped" / "program" / "helper.py").is_file()
+    job = ns.get("pytorchjob", "shipped")
+    assert ("Succeeded", "PyTorchJobSucceeded") in _conditions(job)
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        assert replica["template"]["spec"]["containers"][0]["image"] == kfdist_images["runtime"]
+
+
+def _cpu_only(kind: str, name: str, replicas, image: str) -> dict:
+    """A kustomize patch giving `replicas` of the example `image` without GPU limits, as the
+    example's header says for a cluster without GPUs."""
+    ops = []
+    for replica in replicas:
+        container = f"/spec/tfReplicaSpecs/{replica}/template/spec/containers/0"
+        ops += [{"op": "replace", "path": f"{container}/image", "value": image},
+                {"op": "remove", "path": f"{container}/resources/limits/nvidia.com~1gpu"}]
+    return {"target": {"kind": kind, "name": name}, "patch": json.dumps(ops)}
+
+
+def test_the_example_manifests_run_to_completion_with_kubectl_apply_k(
+        kube_bed, bed_namespace, work_pvc, kfdist_images, digits_dataset, tmp_path):
+    """`kubectl apply --server-side -k manifests/examples` (CPU only: the TFJob's image and GPU
+    limits patched, as its header says) once `kfdist render --stage` wrote each job's
+    description on the PVC `kfdist-work`: both jobs train to completion."""
+    ns = bed_namespace
+    jobs = {"kfdist-mnist-tfjob": ["--backend", "tfjob", "--strategy", "multi_worker_mirrored",
+                                   "--workers", "2", "--chief"],
+            "kfdist-mnist-horovod": ["--backend", "mpijob", "--strategy", "horovod",
+                                     "--workers", "2"]}
+    examples_claim = ns.claim_path("kfdist-work")
+    for name, flags in jobs.items():
+        staged = subprocess.run(
+            [sys.executable, "-m", "kfdist", "render", *flags, "--epochs", "2", "--namespace",
+             ns.name, "--pvc-name", "kfdist-work", "--work-uri", f"{MOUNT}/{name}", "--dataset",
+             digits_dataset, "--stage"], capture_output=True, text=True, timeout=300)
+        assert staged.returncode == 0, staged.stderr[-3000:]
+        # Staged through /mnt/kfdist (here the claim `team-work`), as a pod that mounts
+        # `kfdist-work` there would; the example jobs' replicas find it on `kfdist-work`.
+        shutil.copytree(work_pvc / name, examples_claim / name)
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    examples = os.path.relpath(os.path.join(EXAMPLES, os.pardir, "manifests", "examples"),
+                               overlay)
+    (overlay / "kustomization.yaml").write_text(json.dumps({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [examples],
+        "patches": [_cpu_only("TFJob", "kfdist-mnist-tfjob", ("Chief", "Worker"),
+                              kfdist_images["runtime"])]}))
+    applied = kube_bed.kubectl_run(f"--namespace={ns.name}", "apply", "--server-side", "-k",
+                                   str(overlay))
+    assert "tfjob.kubeflow.org/kfdist-mnist-tfjob serverside-applied" in applied.stdout
+    assert "mpijob.kubeflow.org/kfdist-mnist-horovod serverside-applied" in applied.stdout
+    wait_for(lambda: ("Succeeded", "TFJobSucceeded") in _conditions(
+        ns.get("tfjob", "kfdist-mnist-tfjob")) and ("Succeeded", "MPIJobSucceeded") in
+        _conditions(ns.get("mpijob", "kfdist-mnist-horovod")), seconds=600,
+        what="both example jobs to succeed")
+    for name in jobs:
+        assert (examples_claim / name / "model" / "saved_model" / "saved_model.pb").is_file()
+
+
+FAILING_PROGRAM = """
+import json, os, sys, time
+if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
+    print("worker 1 about to fail", flush=True)
+    sys.exit("boom on worker 1")
+time.sleep(120)
+"""
+
+
+def test_a_failing_replica_fails_the_launch_with_the_operators_reason_and_its_last_lines(
+        bed_namespace, kfdist_images, tmp_path):
+    """restartPolicy Never: the Training Operator fails the TFJob; kfdist names its reason, the
+    replica's container state and the replica's last lines, and keeps the failed job."""
+    ns = bed_namespace
+    pvc, cluster = _cluster_flags(ns, "fails", "tfjob")
+    program = _written_program(tmp_path, {"fail.py": FAILING_PROGRAM})
+    done = _launch("--framework", "tensorflow", "--workers", "2", "--restart-policy", "Never",
+                   "--output", str(pvc / "fails"), "--program-dir", str(program), *cluster, "--",
+                   "python", "fail.py")
+    assert done.returncode != 0
+    message = done.stderr
+    assert (f"TFJob {ns.name}/fails failed: Failed (TFJobFailed): TFJob {ns.name}/fails has "
+            "failed because 1 Worker replica(s) failed.") in message, message[-3000:]
+    assert "worker-1: container tensorflow terminated: Error (exit code 1)" in message
+    assert "Last lines of worker-1:" in message and "worker 1 about to fail" in message, message
+    assert "Traceback" not in message
+    assert ("Failed", "TFJobFailed") in _conditions(ns.get("tfjob", "fails"))
+    # cleanPodPolicy Running: worker 0, still running, is deleted; the failed one is kept.
+    wait_for(lambda: [p["metadata"]["name"] for p in ns.get("pod")] == ["fails-worker-1"],
+             seconds=90, what="only the failed replica's pod to be left")
