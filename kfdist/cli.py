@@ -6,6 +6,7 @@
     kfdist compile [--out-dir DIR]        compile every pipeline to YAML (default: .)
     kfdist render --backend tfjob|mpijob ...  print the training job a step would create
     kfdist submit PIPELINE.yaml --host URL [--param k=v]... [--wait]   run it on a KFP cluster
+    kfdist tensorboard PATH               serve a run's (or a cluster job's) training curves
 """
 
 from __future__ import annotations
@@ -36,22 +37,23 @@ def _add_sample_data(sub) -> None:
 def _add_run(sub) -> None:
     from kfdist.step_flags import add_step_flags
 
-    from kfdist.components.shard_dataset.splits import SPLIT_METHODS
     from kfdist.pipelines.registry import SHIPPED_PIPELINES
     from kfdist.run_program import add_program_flags, run_backends
 
     p = sub.add_parser("run", help="run a pipeline locally with kfp.local")
     p.add_argument("pipeline", choices=SHIPPED_PIPELINES,
-                   help="mnist: MNIST IDX files; tabular: a CSV table; images: TFRecord images; "
+                   help="mnist: MNIST IDX files; tabular: a CSV table; images: TFRecord images or "
+                        "a folder of images, one sub-folder per class; "
                         "program: any of them, trained by your own program (--command)")
     p.add_argument("--output", default="kfdist-run", help="run directory (default: %(default)s)")
     p.add_argument("--data", dest="source_uri", default=None, metavar="URI",  # its parameter
                    help="the source, local or gs://: an MNIST IDX directory (mnist), a CSV file "
-                        "or directory (tabular), TFRecord files (images); default: the "
-                        "pipeline's bundled sample")
+                        "or directory (tabular), TFRecord files or a folder of PNG/JPEG files "
+                        "in one sub-folder per class (images); default: the pipeline's "
+                        "bundled sample")
     p.add_argument("--label-column", default=None,
-                   help="tabular/images: the label's column or feature (default: label; the "
-                        "penguins sample's: species)")
+                   help="tabular/images in TFRecords: the label's column or feature "
+                        "(default: label; the penguins sample's: species)")
     p.add_argument("--image-feature", default="",
                    help="images: the bytes feature holding the image (default: the only one)")
     p.add_argument("--exclude-columns", type=_column_list, default=(), metavar="A,B",
@@ -62,21 +64,10 @@ def _add_run(sub) -> None:
                         "default a string column with a distinct value in nearly every train "
                         "row, such as an id or a date, is left out and the shard log says so)")
     p.add_argument("--export-base", default=None, help="serving export base (default: OUTPUT/serving)")
-    _add_pipeline_flag(p, "num_shards")
-    p.add_argument("--split", default="auto", choices=SPLIT_METHODS,
-                   help="auto: keep the source's train*/test* files apart when it names them, "
-                        "else hash; predefined: insist on them; hash: hold out --eval-fraction "
-                        "by a content hash")
-    _add_pipeline_flag(p, "eval_fraction")
-    p.add_argument("--shard-runner", default="local", choices=("local", "beam"),
-                   help="who shards the source: local (the shard step's process) or beam (an "
-                        "Apache Beam pipeline building the same dataset)")
-    p.add_argument("--beam-option", dest="beam_options", action="append", default=[],
-                   metavar="KEY=VALUE",
-                   help="a Beam pipeline option for --shard-runner beam, e.g. "
-                        "runner=DataflowRunner (repeat it; default: Beam's local runner, one "
-                        "worker process per core)")
-    _add_pipeline_flag(p, "accuracy_threshold")
+    _add_shard_flags(p)
+    for name in ("reference_dataset", "allow_anomalies", "categorical_drift_threshold",
+                 "numeric_drift_threshold", "accuracy_threshold", "min_improvement"):
+        _add_pipeline_flag(p, name)
     p.add_argument("--slice-columns", type=_column_list, default=(), metavar="A,B",
                    help="table columns to slice the held-out split by: the evaluation reports "
                         "each value's examples, accuracy and loss (numbers with many values: "
@@ -92,14 +83,38 @@ def _add_run(sub) -> None:
     p.set_defaults(func=_cmd_run)
 
 
+def _add_shard_flags(p) -> None:
+    """`kfdist run`'s flags of how the shard step splits and shards the source."""
+    from kfdist.components.shard_dataset.splits import SPLIT_METHODS
+
+    _add_pipeline_flag(p, "num_shards")
+    p.add_argument("--split", default="auto", choices=SPLIT_METHODS,
+                   help="auto: keep the source's train*/test* files apart when it names them, "
+                        "else hash; predefined: insist on them; hash: hold out --eval-fraction "
+                        "by a stable hash of each example (a table's row: its file and "
+                        "position, whichever columns are read)")
+    _add_pipeline_flag(p, "eval_fraction")
+    p.add_argument("--shard-runner", default="local", choices=("local", "beam"),
+                   help="who shards the source: local (the shard step's process) or beam (an "
+                        "Apache Beam pipeline building the same dataset)")
+    p.add_argument("--beam-option", dest="beam_options", action="append", default=[],
+                   metavar="KEY=VALUE",
+                   help="a Beam pipeline option for --shard-runner beam, e.g. "
+                        "runner=DataflowRunner (repeat it; default: Beam's local runner, one "
+                        "worker process per core)")
+
+
 def _add_pipeline_flag(p, name: str) -> None:
     """Adds the flag of the pipeline parameter `name`, its type, default and meaning as every
     pipeline defines them (`pipeline_factory.common_params`)."""
     from kfdist.pipelines.pipeline_factory import common_params
 
     kind, default, meaning = next(param[1:] for param in common_params("") if param[0] == name)
+    if kind is bool:  # a switch
+        p.add_argument("--" + name.replace("_", "-"), action="store_true", help=meaning)
+        return
     p.add_argument("--" + name.replace("_", "-"), type=kind, default=default,
-                   help=f"{meaning.rstrip('.')} (default: %(default)s)")
+                   help=f"{meaning.rstrip('.')} (default: {'%(default)s' if default != '' else 'none'})")
 
 
 def _add_run_control(p) -> None:
@@ -186,8 +201,11 @@ def run_options(args):
         export_base=args.export_base, training=training, num_shards=args.num_shards,
         eval_fraction=args.eval_fraction, shard_runner=args.shard_runner,
         beam_options=tuple(args.beam_options),
-        accuracy_threshold=args.accuracy_threshold, slice_columns=args.slice_columns,
-        serving_model_name=args.serving_model_name,
+        reference_dataset=args.reference_dataset, allow_anomalies=args.allow_anomalies,
+        categorical_drift_threshold=args.categorical_drift_threshold,
+        numeric_drift_threshold=args.numeric_drift_threshold,
+        accuracy_threshold=args.accuracy_threshold, min_improvement=args.min_improvement,
+        slice_columns=args.slice_columns, serving_model_name=args.serving_model_name,
         cache=args.cache, verbose=args.verbose, runner=args.runner, images=image_target(args))
 
 
@@ -219,10 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
     from kfdist.launch_cmd import add_launch_parser
     from kfdist.render_cmd import add_render_parser
     from kfdist.submit import add_submit_parser
+    from kfdist.tensorboard_cmd import add_tensorboard_parser
     from kfdist.train_cmd import add_train_parser
 
     for add in (_add_sample_data, _add_run, add_train_parser, _add_compile, add_render_parser,
-                add_submit_parser, add_launch_parser):
+                add_submit_parser, add_launch_parser, add_tensorboard_parser):
         add(sub)
     return parser
 

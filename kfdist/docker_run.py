@@ -23,6 +23,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 from kfdist import IMAGE_GID, IMAGE_UID, RUNTIME_IMAGE
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.docker_api_relay import DockerApiRelay
+from kfdist.stopping import end_process
 
 #: Label of every container a run starts (its value: the run's id).
 RUN_LABEL = "kfdist.run"
@@ -94,12 +95,7 @@ def docker_api() -> Iterator[Tuple[str, Optional[str]]]:
         finally:
             relay.close()
     finally:
-        service.terminate()
-        try:
-            service.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            service.kill()
-            service.wait()
+        end_process(service)
         shutil.rmtree(folder, ignore_errors=True)
 
 

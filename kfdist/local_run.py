@@ -21,6 +21,9 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from kfdist import run_program, run_summary
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
+from kfdist.components.evaluate_model.verdict import MIN_IMPROVEMENT
+from kfdist.components.shard_dataset.validation import (
+    CATEGORICAL_DRIFT_THRESHOLD, NUMERIC_DRIFT_THRESHOLD)
 from kfdist.run_summary import LOGS_DIR, SUMMARY_FILE  # noqa: F401  (part of this module's API)
 
 PIPELINE_ROOT_DIR = "pipeline_root"
@@ -45,6 +48,13 @@ class RunOptions:
       exclude_columns: Columns left out of the dataset (`tabular`).
       keep_columns: String columns kept although they identify rows (`tabular`).
       slice_columns: Table columns whose values slice the eval split in the evaluation.
+      reference_dataset: A dataset directory to check a table against; empty: the served
+        model's training data, if any (`shard_dataset/reference.py`).
+      allow_anomalies: Train on a table that breaks its reference's schema.
+      categorical_drift_threshold: L-infinity distance above which a string column drifted.
+      numeric_drift_threshold: Jensen-Shannon divergence above which a numeric column drifted.
+      min_improvement: How much more held-out accuracy than the served model's (the latest
+        version under the export base and serving model name) the new model needs.
       runner: `subprocess` (each step a process of this Python) or `docker` (each step in the
         runtime image, as Kubeflow Pipelines runs it; see `kfdist.docker_run`).
       images: `(registry, tag)` of kfdist's images (tag None: kfdist's version), as `kfdist
@@ -67,7 +77,12 @@ class RunOptions:
     eval_fraction: float = 0.2
     shard_runner: str = "local"
     beam_options: Tuple[str, ...] = ()
+    reference_dataset: str = ""
+    allow_anomalies: bool = False
+    categorical_drift_threshold: float = CATEGORICAL_DRIFT_THRESHOLD
+    numeric_drift_threshold: float = NUMERIC_DRIFT_THRESHOLD
     accuracy_threshold: float = 0.9
+    min_improvement: float = MIN_IMPROVEMENT
     slice_columns: Tuple[str, ...] = ()
     serving_model_name: Optional[str] = None
     cache: bool = True
@@ -94,6 +109,11 @@ class RunOptions:
         from kfdist.pipelines import registry
 
         return registry.get_definition(self.pipeline)
+
+    @property
+    def serving_name(self) -> str:
+        """The model's name: what it is exported (served) under."""
+        return self.serving_model_name or self.definition.serving_model_name
 
     @property
     def runs_a_program(self) -> bool:
@@ -139,12 +159,13 @@ def pipeline_training_params() -> Tuple[str, ...]:
 
 
 def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
-    """Runs a shipped pipeline locally and writes `<output_dir>/summary.json`.
+    """Runs a shipped pipeline locally; writes `<output_dir>/summary.json` and `report.html`.
 
     Without `source_uri`, the pipeline's bundled sample is written to
     `<output_dir>/data/<pipeline>` first (unchanged files when already there,
     so the shard step's cached output is reused). Without `export_base`,
-    models are exported under `<output_dir>/serving`.
+    models are exported under `<output_dir>/serving`. An earlier run's `summary.json` and
+    `report.html` are removed before the steps start, so a run that fails leaves neither.
 
     Returns:
       The summary written to `summary.json`.
@@ -173,6 +194,7 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
         source_uri = SAMPLES[opts.sample](source_uri).get("path", source_uri)
     export_base = opts.export_base or os.path.join(output_dir, "serving")
     console = RunConsole(os.path.join(output_dir, LOGS_DIR), verbose=opts.verbose)
+    run_summary.forget_earlier_run(output_dir)
     print(run_summary.headline(opts, output_dir), flush=True)
     engine_errors = _engine_errors() if opts.runner == "docker" else ()
     pipeline = pipeline_to_run(opts)
@@ -184,27 +206,38 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
                 source_uri=source_uri, export_base=export_base, num_shards=opts.num_shards,
                 split=opts.split, eval_fraction=opts.eval_fraction,
                 shard_runner=opts.shard_runner, beam_options=list(opts.beam_options),
-                accuracy_threshold=opts.accuracy_threshold, slice_columns=list(opts.slice_columns),
-                serving_model_name=opts.serving_model_name or opts.definition.serving_model_name,
+                reference_dataset=opts.reference_dataset, allow_anomalies=opts.allow_anomalies,
+                categorical_drift_threshold=opts.categorical_drift_threshold,
+                numeric_drift_threshold=opts.numeric_drift_threshold,
+                accuracy_threshold=opts.accuracy_threshold, min_improvement=opts.min_improvement,
+                slice_columns=list(opts.slice_columns),
+                serving_model_name=opts.serving_name,
                 source_version=storage.content_version(source_uri), **opts.source_args,
                 **opts.train)
     except (RuntimeError, *engine_errors) as err:
-        from kfdist.run_console import strip_colours
-
-        failed = console.failed_step or console.running_step
-        err = strip_colours(str(err)) if isinstance(err, RuntimeError) else (
-            f"the container engine failed the step's container: {err}")
-        step = failed or "a step"
-        where = (f"; its whole log: {console.log_path(failed)}"
-                 if failed else f"; logs: {console.logs_dir}")
-        raise TrainingFailedError(
-            f"pipeline {opts.pipeline!r} failed in {step}: {err}{where}") from None
+        raise _step_failure(opts, console, err) from None
     run_summary.check_outputs(task.outputs)
     summary = run_summary.summarise(task.outputs, opts, source_uri, export_base, output_dir,
-                                    time.monotonic() - start)
+                                    time.monotonic() - start, steps=console.outcomes,
+                                    report=run_summary.publish_report(task.outputs, output_dir))
     with open(os.path.join(output_dir, run_summary.SUMMARY_FILE), "w") as f:
         json.dump(summary, f, indent=2, sort_keys=True)
     return summary
+
+
+def _step_failure(opts: RunOptions, console, err: Exception) -> TrainingFailedError:
+    """The error naming the step that failed, its last line and where its whole log is."""
+    from kfdist.run_console import strip_colours
+
+    failed = console.failed_step or console.running_step
+    # The failed step's own last line, not kfp's, which names internal tasks (condition-1).
+    said = console.tail(failed, 1) if failed and isinstance(err, RuntimeError) else []
+    reason = said[0] if said else strip_colours(str(err)) if isinstance(err, RuntimeError) else (
+        f"the container engine failed the step's container: {err}")
+    step = failed or "a step"
+    where = (f"; its whole log: {console.log_path(failed)}"
+             if failed else f"; logs: {console.logs_dir}")
+    return TrainingFailedError(f"pipeline {opts.pipeline!r} failed in {step}: {reason}{where}")
 
 
 def _engine_errors() -> tuple:

@@ -43,14 +43,29 @@ def validate_run_options(opts: RunOptions) -> None:
         if not storage.list_uris(opts.source_uri):
             raise InvalidInputError(f"--data {opts.source_uri!r}: nothing exists there")
     _check_shard_settings(opts, shard)
+    _check_data_validation(opts)
     if opts.runs_a_program:
         run_program.validate_program(opts.train)
     else:
         validate_training_args(**opts.train)
     _check_cluster_place(opts)
     validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold,
-                             slice_columns=list(opts.slice_columns))
-    validate_export_args(serving_model_name=opts.serving_model_name or definition.serving_model_name)
+                             slice_columns=list(opts.slice_columns),
+                             min_improvement=opts.min_improvement)
+    validate_export_args(serving_model_name=opts.serving_name)
+
+
+def _check_data_validation(opts: RunOptions) -> None:
+    """The drift thresholds are in [0, 1]; --reference-dataset is a dataset with statistics."""
+    import tempfile
+
+    from kfdist.components.shard_dataset.reference import find_reference
+    from kfdist.components.shard_dataset.validation import check_thresholds
+
+    check_thresholds(opts.categorical_drift_threshold, opts.numeric_drift_threshold)
+    if opts.reference_dataset:
+        with tempfile.TemporaryDirectory(prefix="kfdist-reference-") as work:
+            find_reference(opts.reference_dataset, "", "", work, log=lambda _: None)
 
 
 def _check_image_target(opts: RunOptions) -> None:
@@ -116,7 +131,8 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
     from kfdist.components.evaluate_model.slices import check_slice_columns
     from kfdist.components.shard_dataset.categorical import check_kept
     from kfdist.components.shard_dataset.options import BEAM_RUNNER, validate_options
-    from kfdist.components.shard_dataset.runtime import DEFAULT_SHUFFLE_BUFFER, check_split_sizes
+    from kfdist.components.shard_dataset.passes import check_split_sizes
+    from kfdist.components.shard_dataset.runtime import DEFAULT_SHUFFLE_BUFFER
     from kfdist.components.shard_dataset.scan import scan_source
     from kfdist.components.shard_dataset.source import ReaderOptions
     from kfdist.components.shard_dataset.splits import plan_split, source_root

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, TextIO
 
 from kfdist.components.train_distributed.job.epoch_line import parse_epoch_line
 from kfdist.pipelines.step_pods import CONDITIONAL_STEPS, STEP_NAMES
+from kfdist.step_errors import without_kfdist_traceback
 from kfdist.step_figures import step_figure
 
 PIPELINE_LOG = "pipeline"
@@ -45,6 +46,8 @@ _OUTPUT_PARAM = re.compile(r"^ {4}(?P<key>\w+): (?P<value>.*)$")
 _OUTPUT_ARTIFACT = re.compile(r"^ {4}(?P<key>\w+): \w+\( name=")
 _ARTIFACT_METADATA = re.compile(r"metadata=(?P<metadata>\{.*\}) \)$")
 _RULE = re.compile(r"^-{20,}$")
+#: What became of a step (`RunConsole.outcomes`): NOT_RUN, an earlier step failed.
+SUCCEEDED, FAILED, CACHED, SKIPPED, NOT_RUN = "succeeded", "failed", "cached", "skipped", "not run"
 
 
 def strip_colours(text: str) -> str:
@@ -53,8 +56,9 @@ def strip_colours(text: str) -> str:
 
 
 def step_name(task: str) -> str:
-    """The short step name of a kfp task (`train-distributed` → `train`)."""
-    return STEP_NAMES.get(task, task)
+    """The short step name of a kfp task (`train-distributed` → `train`); a condition's own
+    task (`condition-1`) is named after the step it gates."""
+    return CONDITIONAL_STEPS.get(task, (STEP_NAMES.get(task, task),))[0]
 
 
 class RunConsole:
@@ -78,6 +82,8 @@ class RunConsole:
         self.tty = self.out.isatty() if tty is None else tty
         self.outputs: Dict[str, Dict[str, object]] = {}
         self.failed_step: Optional[str] = None
+        #: Each step's outcome so far: SUCCEEDED, FAILED, CACHED, SKIPPED or NOT_RUN.
+        self.outcomes: Dict[str, str] = {}
         self._files: Dict[str, TextIO] = {}
         self._step: Optional[str] = None
         self._started = 0.0
@@ -160,12 +166,15 @@ class RunConsole:
         elif (m := _NO_OUTPUTS.search(message)) is not None:
             self._show_done(step_name(m["task"]))
         elif cache_hit is not None:
+            self.outcomes[step_name(cache_hit["task"])] = CACHED
             self._say(step_name(cache_hit["task"]), "cached: reused the output of an earlier run "
                                                     "with the same inputs (--no-cache to run it again)")
         elif (m := _CONDITION_SKIPPED.search(message)) is not None:
             step, why = CONDITIONAL_STEPS.get(m["task"], (m["task"], "its condition is false"))
+            self.outcomes[step] = SKIPPED
             self._say(step, f"skipped: {why}")
         elif (m := _UPSTREAM_FAILED.search(message)) is not None:
+            self.outcomes[step_name(m["task"])] = NOT_RUN
             self._say(step_name(m["task"]), "not run: an earlier step failed")
         elif self._step is not None and (progress := parse_epoch_line(message)) is not None:
             self._epoch(progress)
@@ -180,6 +189,7 @@ class RunConsole:
     def _finish(self, step: str, status: str) -> None:
         seconds = time.monotonic() - self._started
         self._step = None
+        self.outcomes[step] = SUCCEEDED if status == "SUCCESS" else FAILED
         if status == "SUCCESS":
             self._seconds[step] = seconds  # shown with the figure, once the outputs are read
             return
@@ -226,7 +236,8 @@ class RunConsole:
             self._show(text)
 
     def tail(self, step: str, lines: int = FAILURE_TAIL_LINES) -> List[str]:
-        """The last non-empty lines `step` printed (kfp's own records left out)."""
+        """The last non-empty lines `step` printed (kfp's own records, kfdist errors' tracebacks
+        left out)."""
         if step in self._files:
             self._files[step].flush()
         try:
@@ -234,7 +245,7 @@ class RunConsole:
                 kept = [ln.rstrip("\n")[4:] for ln in f if ln.startswith("    ") and ln.strip()]
         except FileNotFoundError:
             return []
-        return kept[-lines:]
+        return without_kfdist_traceback(kept)[-lines:]
 
     # ---- output ---------------------------------------------------------------------------
 

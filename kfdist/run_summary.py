@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict
+import shutil
+from typing import Any, Dict, Optional
 
 SUMMARY_FILE = "summary.json"
 LOGS_DIR = "logs"
 #: The export step's task and its record output, read back for the summary.
 EXPORT_TASK, EXPORT_RECORD = "export-saved-model", "export"
+#: The evaluation step's task and its verdict output (the blessing and its reason).
+EVALUATE_TASK, BLESSING_RECORD = "evaluate-model", "blessing"
+#: The shard step's task and its comparison of the data with the reference (`data_check`).
+SHARD_TASK, VALIDATION_RECORD = "shard-dataset", os.path.join("dataset", "validation.json")
+#: The evaluation step's HTML report output, and where a run puts it in its output directory.
+REPORT_OUTPUT, REPORT_FILE = "report", "report.html"
+#: The training step's tasks and their model output (kfdist's models, a user's program).
+TRAIN_TASKS, MODEL_OUTPUT = ("train-distributed", "train-program"), "model"
 
 
 def headline(opts, output_dir: str) -> str:
@@ -27,19 +36,59 @@ def headline(opts, output_dir: str) -> str:
             f"epochs of {model} -> {output_dir}")
 
 
-def _export_record(outputs) -> Dict[str, Any]:
-    """The export step's record, read from its output beside the training step's.
-
-    The export task runs under `dsl.If(blessed)`, so it is no pipeline output;
-    kfp.local writes every task's outputs under `<pipeline_root>/<run>/<task>/`.
-    """
-    run_dir = os.path.dirname(os.path.dirname(outputs["training_metrics"].path))
+def _task_record(outputs, task: str, record: str) -> Dict[str, Any]:
+    """A task's JSON output, read from beside the training step's (kfp.local writes every
+    task's outputs under `<pipeline_root>/<run>/<task>/`); empty when it wrote none."""
     try:
-        with open(os.path.join(run_dir, EXPORT_TASK, EXPORT_RECORD)) as f:
+        with open(os.path.join(_run_dir(outputs), task, record)) as f:
             return json.load(f)
     except FileNotFoundError:
-        return {"exported": False, "path": None, "version": None,
-                "reason": "the export step was skipped: the model is not blessed"}
+        return {}
+
+
+def _run_dir(outputs) -> str:
+    """`<pipeline_root>/<run>`, where kfp.local wrote the run's tasks' outputs."""
+    return os.path.dirname(os.path.dirname(outputs["training_metrics"].path))
+
+
+def forget_earlier_run(output_dir: str) -> None:
+    """Removes an earlier run's `summary.json` and report from `output_dir`, so that a run
+    that ends early leaves none that could be taken for its own."""
+    for name in (SUMMARY_FILE, REPORT_FILE):
+        path = os.path.join(output_dir, name)
+        if os.path.isfile(path):
+            os.remove(path)
+
+
+def publish_report(outputs, output_dir: str) -> Optional[str]:
+    """Copies the evaluation's HTML report to `<output_dir>/report.html`; returns its path
+    (None if the evaluation wrote none)."""
+    source = os.path.join(_run_dir(outputs), EVALUATE_TASK, REPORT_OUTPUT)
+    if not os.path.isfile(source):
+        return None
+    target = os.path.join(output_dir, REPORT_FILE)
+    shutil.copyfile(source, target)
+    return target
+
+
+def _trained_model_name(outputs) -> Optional[str]:
+    """The model kfdist trained, as its training report names it (None for a program's)."""
+    from kfdist.components.common.model_artifact import read_training_report
+
+    for task in TRAIN_TASKS:
+        report = read_training_report(os.path.join(_run_dir(outputs), task, MODEL_OUTPUT))
+        if report is not None:
+            return report.model_name
+    return None
+
+
+def _export_record(outputs, blessing: Dict[str, Any]) -> Dict[str, Any]:
+    """The export step's record; the export task runs under `dsl.If(blessed)`, so it is no
+    pipeline output, and a skipped one says why the model is not blessed."""
+    why = f" ({blessing['reason']})" if blessing.get("reason") else ""
+    return _task_record(outputs, EXPORT_TASK, EXPORT_RECORD) or {
+        "exported": False, "path": None, "version": None,
+        "reason": f"the export step was skipped: the model is not blessed{why}"}
 
 
 def check_outputs(outputs) -> None:
@@ -67,8 +116,10 @@ def check_outputs(outputs) -> None:
 
 
 def summarise(outputs, opts, source_uri: str, export_base: str,
-               output_dir: str, wall_seconds: float) -> Dict[str, Any]:
-    """`summary.json` of a finished run: data, training, evaluation, export, wall time.
+               output_dir: str, wall_seconds: float, *, steps: Optional[Dict[str, str]] = None,
+               report: Optional[str] = None) -> Dict[str, Any]:
+    """`summary.json` of a finished run: its id, the model's name, every step's outcome, data,
+    training, evaluation, the report, export and wall time.
 
     Args:
       outputs: The pipeline task's outputs (kfp.local).
@@ -77,9 +128,16 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
       export_base: Where models are exported.
       output_dir: The run directory.
       wall_seconds: The run's wall time.
+      steps: What became of each step (`run_console.RunConsole.outcomes`).
+      report: The evaluation's HTML report (`publish_report`).
     """
     from kfdist.components.evaluate_model.slices import from_metric_values
 
+    blessing = _task_record(outputs, EVALUATE_TASK, BLESSING_RECORD)
+    served = {k[len("served_"):]: v for k, v in blessing.items() if k.startswith("served_")}
+    if "accuracy_change" in blessing:
+        served.update(accuracy_change=blessing["accuracy_change"],
+                      min_improvement=blessing.get("min_improvement"))
     train_metrics = dict(outputs["training_metrics"].metadata)
     train = opts.train
     if opts.runs_a_program:
@@ -90,7 +148,8 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
     else:
         trained = {
             **{k: train[k] for k in ("backend", "strategy", "workers", "ps", "restart_policy",
-                                     "model_name", "epochs")},
+                                     "epochs")},
+            "model_name": train["model_name"] or _trained_model_name(outputs),
             "final_loss": train_metrics.get("final_loss"),
             "final_accuracy": train_metrics.get("final_accuracy"),
             "final_val_accuracy": train_metrics.get("final_val_accuracy"),
@@ -100,33 +159,64 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
             "restarts": train_metrics.get("restarts"),
         }
     return {
+        "run_id": os.path.basename(_run_dir(outputs)),
         "pipeline": opts.pipeline,
+        "model_name": opts.serving_name,
+        "steps": dict(steps or {}),
+        "report": report,
         "data": source_uri,
+        "data_validation": _task_record(outputs, SHARD_TASK, VALIDATION_RECORD) or None,
         "output_dir": output_dir,
         "logs_dir": os.path.join(output_dir, LOGS_DIR),
         "train": trained,
         "eval": {"accuracy": outputs["evaluation_metrics"].metadata["accuracy"],
                  "threshold": opts.accuracy_threshold,
-                 "slices": from_metric_values(outputs["evaluation_metrics"].metadata)},
+                 "slices": from_metric_values(outputs["evaluation_metrics"].metadata),
+                 "reason": blessing.get("reason"), "served": served or None},
         "blessed": bool(outputs["blessed"]),
-        "export": {"base": export_base, **_export_record(outputs)},
+        "export": {"base": export_base, **_export_record(outputs, blessing)},
         "wall_seconds": round(wall_seconds, 2),
     }
 
 
+def _lowest_slice(slices: Dict[str, Dict[str, float]]) -> list:
+    """The line naming the lowest-accuracy slice of `MIN_SLICE_EXAMPLES` or more examples."""
+    from kfdist.components.evaluate_model.slices import MIN_SLICE_EXAMPLES
+
+    if not slices:
+        return []
+    big = {k: v for k, v in slices.items() if v["examples"] >= MIN_SLICE_EXAMPLES}
+    if not big:
+        return [f"slices: none has {MIN_SLICE_EXAMPLES} or more examples, too few to single one "
+                "out (every slice in the evaluation's report)"]
+    key, worst = min(big.items(), key=lambda item: (item[1]["accuracy"], -item[1]["examples"]))
+    return [f"lowest-accuracy slice: {key} {worst['accuracy']:.4f} ({worst['examples']:.0f} "
+            f"examples; of the slices of at least {MIN_SLICE_EXAMPLES}; every slice in the "
+            "evaluation's report)"]
+
+
 def format_summary(summary: Dict[str, Any]) -> str:
     """A few lines a person reads at the end of `kfdist run`."""
+    from kfdist.components.evaluate_model.fit_gap import accuracy_gap
+
     evaluation, export = summary["eval"], summary["export"]
     verdict = "blessed" if summary["blessed"] else "not blessed"
+    served = evaluation.get("served") or {}
+    against = (f"; served version {served['version']}: {served['accuracy']:.4f}"
+               if served.get("accuracy") is not None else "")
     lines = [f"held-out accuracy {evaluation['accuracy']:.4f} (threshold "
-             f"{evaluation['threshold']}): {verdict}"]
-    if evaluation.get("slices"):
-        key, worst = min(evaluation["slices"].items(),
-                         key=lambda item: (item[1]["accuracy"], -item[1]["examples"]))
-        lines.append(f"lowest-accuracy slice: {key} {worst['accuracy']:.4f} "
-                     f"({worst['examples']:.0f} examples; every slice in the evaluation's report)")
+             f"{evaluation['threshold']}{against}): {verdict}"]
+    gap = accuracy_gap(summary.get("train", {}).get("final_accuracy"), evaluation["accuracy"])
+    if gap:
+        lines.append(f"warning: {gap}")
+    if served.get("not_compared"):
+        lines.append(f"warning: the served model {served['path']} could not be compared, so "
+                     f"the threshold alone decided: {served['not_compared']}")
+    lines += _lowest_slice(evaluation.get("slices") or {})
     lines.append(f"model exported to {export['path']}" if export.get("exported")
                  else f"not exported: {export.get('reason')}")
+    if summary.get("report"):
+        lines.append(f"evaluation report: {summary['report']}")
     lines.append(f"done in {summary['wall_seconds']:.1f}s; summary: "
                  f"{os.path.join(summary['output_dir'], SUMMARY_FILE)}; every step's log: "
                  f"{summary['logs_dir']}/")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping
+from typing import Any, Callable, Dict, List, Mapping
 
 
 def _shard(outputs: Mapping[str, Any], epochs: int) -> str:
@@ -13,8 +13,29 @@ def _shard(outputs: Mapping[str, Any], epochs: int) -> str:
     train, held_out = int(meta["train_examples"]), int(meta.get("eval_examples", 0))
     how = {"predefined": ": the source's own split", "hash": ": a hash split"}.get(
         meta.get("split"), "")
-    return (f"{train + held_out:,} examples written ({train:,} train in "
-            f"{int(meta.get('train_shards', 0))} shards, {held_out:,} eval{how})")
+    figure = (f"{train + held_out:,} examples written ({train:,} train in "
+              f"{int(meta.get('train_shards', 0))} shards, {held_out:,} eval{how})")
+    return figure + "".join(f"\n{SHARD_DETAIL_INDENT}{line}" for line in _data_lines(meta))
+
+
+#: Where the shard step's lines under its figure start (below the step names).
+SHARD_DETAIL_INDENT = " " * 12
+
+
+def _data_lines(meta: Mapping[str, Any]) -> List[str]:
+    """What became of each column of a table, and its check against the reference."""
+    lines = list(meta.get("columns") or ())
+    checked = meta.get("data_validation")
+    if checked:
+        anomalies, drifted = checked.get("anomalies") or [], checked.get("drifted_columns") or {}
+        lines.append(f"data validation against {checked.get('reference')}: "
+                     f"{len(anomalies)} anomal{'y' if len(anomalies) == 1 else 'ies'} "
+                     "(allowed), " if anomalies else
+                     f"data validation against {checked.get('reference')}: no anomaly, ")
+        lines[-1] += (f"drift in {', '.join(f'{c} ({v:.3f})' for c, v in drifted.items())}"
+                      if drifted else "no drift")
+        lines += [f"anomaly: {a}" for a in anomalies]
+    return lines
 
 
 def _train(outputs: Mapping[str, Any], epochs: int) -> str:

@@ -18,6 +18,7 @@ import ctypes
 import dataclasses
 import os
 import signal
+import subprocess
 import threading
 import time
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -27,6 +28,8 @@ from kfdist.components.train_distributed.kubernetes.lifecycle import step_signal
 #: How long the children get to stop (the supervisor's own SIGTERM-to-SIGKILL grace is 5 s).
 STOP_GRACE_SECONDS = 8.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: How long a process this command started and ends itself gets between SIGTERM and SIGKILL.
+END_GRACE_SECONDS = 10.0
 #: `PR_SET_CHILD_SUBREAPER` from <linux/prctl.h>.
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -103,6 +106,19 @@ def _reap() -> None:
             return
         if pid == 0:
             return
+
+
+def end_process(process: subprocess.Popen, grace: float = END_GRACE_SECONDS) -> None:
+    """Ends `process` if it still runs (SIGTERM, then SIGKILL after `grace` seconds) and reaps
+    it."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _kill(pid: int, sig: int) -> None:

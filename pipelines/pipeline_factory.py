@@ -16,9 +16,12 @@ from typing import Any, Callable, Dict, List, NamedTuple, Tuple
 from kfp import dsl
 
 from kfdist.components.evaluate_model.component import evaluate_model
+from kfdist.components.evaluate_model.verdict import MIN_IMPROVEMENT
 from kfdist.components.export_saved_model.component import export_saved_model
 from kfdist.components.launch_program.component import train_program
 from kfdist.components.shard_dataset.component import shard_dataset
+from kfdist.components.shard_dataset.validation import (
+    CATEGORICAL_DRIFT_THRESHOLD, NUMERIC_DRIFT_THRESHOLD)
 from kfdist.components.train_distributed.component import train_distributed
 from kfdist.components.train_distributed.job.step_params import TRAIN_STEP_PARAMS
 from kfdist.components.train_distributed.kubernetes.task_settings import TASK_CONFIG_PARAM
@@ -66,7 +69,8 @@ def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
         ("split", str, "auto",
          "`auto`: keep the source's own split when its files or folders are named `train*` "
          "and `eval*`/`test*`/`valid*` (MNIST: `train-*`/`t10k-*`), else `hash`; "
-         "`predefined` insists on it; `hash` holds out `eval_fraction` by a content hash."),
+         "`predefined` insists on it; `hash` holds out `eval_fraction` by a stable hash of "
+         "each example (a table's row: its file and position, whichever columns are read)."),
         ("eval_fraction", float, 0.2, "Share of examples held out by the `hash` split."),
         ("shard_runner", str, "local",
          "Who shards: `local` (the shard step's process) or `beam` (an Apache Beam pipeline; "
@@ -74,7 +78,26 @@ def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
         ("beam_options", List[str], [],
          "With `shard_runner=beam`: Beam pipeline options, `KEY=VALUE` each (e.g. "
          "`runner=DataflowRunner`); empty: Beam's local runner, one worker per core."),
+        ("reference_dataset", str, "",
+         "Tables: a dataset directory a shard step wrote, to check the new data against; empty: "
+         "the dataset the served model (the latest version under the export base and serving "
+         "model name) was trained on, when there is one."),
+        ("allow_anomalies", bool, False,
+         "Train on a table that breaks its reference's schema (a column missing or new, a kind "
+         "changed, a string value the reference never had, a jump in a column's missing cells); "
+         "by default the shard step fails on it, one line per anomaly."),
+        ("categorical_drift_threshold", float, CATEGORICAL_DRIFT_THRESHOLD,
+         "L-infinity distance between a string column's value distributions and the "
+         "reference's (as TFDV measures it) above which the shard step warns of drift."),
+        ("numeric_drift_threshold", float, NUMERIC_DRIFT_THRESHOLD,
+         "Jensen-Shannon divergence (base 2, 0 to 1) between a numeric column's histogram and "
+         "the reference's, at the reference's bins, above which the shard step warns of drift."),
         ("accuracy_threshold", float, 0.9, "Held-out accuracy needed to export the model."),
+        ("min_improvement", float, MIN_IMPROVEMENT,
+         "How much more held-out accuracy than the served model's (the latest version exported "
+         "under the same export base and serving model name, scored on the same examples) the "
+         "new model needs to be exported, in [-1, 1]: 0 not worse, 0.01 a point better, -0.01 up to a point "
+         "worse, -1 the threshold alone. Without a served model the threshold alone decides."),
         ("slice_columns", List[str], [],
          "Table columns to slice the held-out split by: each value of a string column, or of "
          "a numeric one with few values (else quantile bins), gets its examples, accuracy and "
@@ -191,7 +214,10 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
         train = train_distributed(dataset=shard.outputs["dataset"], **train_args, **named)
     evaluate = evaluate_model(model=train.outputs["model"], dataset=shard.outputs["dataset"],
                               accuracy_threshold=values["accuracy_threshold"],
-                              slice_columns=values["slice_columns"])
+                              slice_columns=values["slice_columns"],
+                              export_base=values["export_base"],
+                              serving_model_name=values["serving_model_name"],
+                              min_improvement=values["min_improvement"])
     with dsl.If(evaluate.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a DSL condition)
         export = export_saved_model(model=train.outputs["model"],
                                     blessing=evaluate.outputs["blessing"],

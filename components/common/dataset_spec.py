@@ -3,6 +3,9 @@
 Layout of a dataset directory::
 
     metadata.json                              # DatasetMetadata, written last
+    statistics.json                            # tables: per-column statistics (dataset_statistics)
+    validation.json, data_validation.html      # tables: the check against a reference
+                                               # (shard_dataset/data_check.py)
     train/shard-00000-of-00004.tfrecord[.gz]   # tf.train.Example records
     eval/shard-00000-of-00002.tfrecord[.gz]
 
@@ -19,7 +22,7 @@ and for tables with string columns a third feature. The input is either
   values in `categorical_columns` order, with one vocabulary per column
   (`Preprocessing.vocabularies`, learnt from the train split).
 
-The split is `hash` (a content hash puts `eval_fraction` of the examples into
+The split is `hash` (a stable hash puts `eval_fraction` of the examples into
 `eval`) or `predefined` (the source named its splits: `split_files` lists the
 source files of each).
 
@@ -158,7 +161,7 @@ class DatasetMetadata:
 
     Attributes:
       source_uri: Where the examples came from.
-      source_format: `mnist_idx`, `csv` or `tfrecord`.
+      source_format: `mnist_idx`, `csv`, `tfrecord` or `image_folder`.
       feature: The input feature.
       num_classes: Number of label classes (labels are 0..num_classes-1).
       preprocessing: Recorded preprocessing of the input feature.
@@ -248,6 +251,12 @@ def model_input_shape(meta: DatasetMetadata) -> Tuple[int, ...]:
     if meta.feature.key != FEATURES_KEY or not vocabularies:
         return tuple(meta.feature.shape)
     return (int(meta.feature.shape[0]) + sum(len(v) + 1 for v in vocabularies),)
+
+
+def display_class_names(meta: DatasetMetadata) -> Tuple[str, ...]:
+    """The classes' names, index = label: the source's label vocabulary (a table's string
+    labels, an image folder's class folders), else the labels themselves (`0`, `1`, ...)."""
+    return tuple(meta.class_names or (str(i) for i in range(meta.num_classes)))
 
 
 def write_metadata(root: str, metadata: DatasetMetadata) -> None:

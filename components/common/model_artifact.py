@@ -6,6 +6,7 @@ Layout of a model directory::
     serving_model/          # SavedModel for TF Serving: raw inputs in, class_ids and
                             # probabilities out (`serving_model`); what the export publishes
     dataset_metadata.json   # the training dataset's metadata (feature, preprocessing, classes)
+    dataset_statistics.json # a table's: the training dataset's statistics (`dataset_statistics`)
     history.json            # per epoch: {"epochs": [{"epoch": 1, "loss": ..., "seconds": ...}]}
                             # (and the eval split's "val_loss", "val_accuracy", "validation_seconds")
     training_report.json    # TrainingReport: strategy, replicas, final metrics, throughput
@@ -17,6 +18,8 @@ Layout of a model directory::
                             # not evaluated yet)
     backup/                 # only while training runs or after it was interrupted: the
                             # state (weights, optimizer, epoch) a restarted job resumes from
+    tensorboard/            # TensorBoard event files, written as training goes: train/,
+                            # validation/ (the leader's) and evaluator/ (`tensorboard_events`)
 
 The chief replica writes all of it; other replicas write only to temporary
 paths that are removed afterwards.
@@ -32,6 +35,7 @@ from typing import Dict, List, Optional
 SAVED_MODEL_DIR = "saved_model"
 SERVING_MODEL_DIR = "serving_model"
 DATASET_METADATA_FILE = "dataset_metadata.json"
+DATASET_STATISTICS_FILE = "dataset_statistics.json"
 HISTORY_FILE = "history.json"
 TRAINING_REPORT_FILE = "training_report.json"
 EVAL_PREDICTIONS_FILE = "eval_predictions.npz"
@@ -48,8 +52,10 @@ CHECKPOINT_EPOCH_FILE = "ckpt.epoch.json"
 #: checkpoint kept until the evaluator evaluated it, so that none is skipped.
 PENDING_CHECKPOINTS_DIR = "pending"
 BACKUP_DIR = "backup"
+#: TensorBoard event files, written as training goes (`replica.tensorboard_events`).
+TENSORBOARD_DIR = "tensorboard"
 #: What training leaves before it finishes: a run holding only these can be resumed.
-TRAINING_STATE_ENTRIES = (BACKUP_DIR, CHECKPOINTS_DIR, HISTORY_FILE)
+TRAINING_STATE_ENTRIES = (BACKUP_DIR, CHECKPOINTS_DIR, HISTORY_FILE, TENSORBOARD_DIR)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,8 +5,9 @@ The training leader writes it into the Model artifact (`serving_model/`, see
 `export_saved_model` publishes it by copying files, without TensorFlow. Its
 `serving_default` signature takes raw inputs as the dataset's feature spec
 describes them (`serving_inputs`), applies the recorded preprocessing, runs
-the model and returns `class_ids` (int64 `[None]`) and `probabilities`
-(float32 `[None, num_classes]`).
+the model and returns `class_ids` (int64 `[None]`), `class_names` (string
+`[None]`: the dataset's name of each class, `dataset_spec.display_class_names`)
+and `probabilities` (float32 `[None, num_classes]`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def serving_module(model, meta: ds.DatasetMetadata) -> tf.Module:
     preprocess = tf_features.preprocess_fn(meta)
     to_raw = tf_features.raw_from_serving(meta)
     logits = outputs_are_logits(model)
+    names = tf.constant(ds.display_class_names(meta), tf.string)
     module = tf.Module()
     module.model = model
 
@@ -51,7 +53,9 @@ def serving_module(model, meta: ds.DatasetMetadata) -> tf.Module:
     def serve(inputs):
         out = module.model(preprocess(to_raw(inputs)), training=False)
         probs = tf.cast(tf.nn.softmax(out) if logits else out, tf.float32)
-        return {"class_ids": tf.argmax(probs, axis=-1, output_type=tf.int64), "probabilities": probs}
+        class_ids = tf.argmax(probs, axis=-1, output_type=tf.int64)
+        return {"class_ids": class_ids, "class_names": tf.gather(names, class_ids),
+                "probabilities": probs}
 
     module.serve = serve
     return module

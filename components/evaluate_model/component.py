@@ -18,6 +18,9 @@ def evaluate_model(
     blessing: dsl.Output[dsl.Artifact],
     accuracy_threshold: float = 0.9,
     slice_columns: Optional[List[str]] = None,
+    export_base: str = "",
+    serving_model_name: str = "",
+    min_improvement: float = 0.0,  # verdict.MIN_IMPROVEMENT (KFP embeds this source)
 ) -> bool:
     """Evaluates a trained model on the held-out split and decides its blessing.
 
@@ -29,35 +32,48 @@ def evaluate_model(
         dataset: The dataset the model was trained on; its `eval` split is used.
         metrics: Held-out accuracy, loss and example count; with `slice_columns`,
             also `accuracy[column=value]` and `eval_examples[column=value]` of
-            each column's largest slices (every slice is in `report`).
+            each column's largest slices (every slice is in `report`). When a
+            served model was compared: `served_accuracy`, `served_loss`,
+            `accuracy_change`, `served_version` and `served_accuracy[column=value]`.
         classification_metrics: Confusion matrix over the eval split.
         report: HTML report: metrics, training curves, the confusion matrix and
-            the slices' metrics.
+            the slices' metrics, beside the served model's.
         summary: The same headline figures as Markdown, with the lowest-accuracy slices.
         blessing: The verdict: `blessed` is true when accuracy reaches the
-            threshold; its metadata and file give the reason.
+            threshold and is not worse than the served model's by more than
+            `min_improvement`; its metadata and file give the reason.
         accuracy_threshold: Minimum held-out accuracy, in [0, 1], for the model
             to be blessed (and exported).
         slice_columns: Columns of a table to slice the eval split by (TFMA's
             `SlicingSpec`): each value of a string column, or of a numeric column
             with few values, is a slice (else quantile bins); each slice's
             examples, accuracy and loss are reported. Empty: no slices.
+        export_base: The export step's base (local path or gs:// URI): the
+            latest version of `serving_model_name` under it is the served model,
+            scored on the same held-out split and slices. Empty: no comparison.
+            A served model whose serving signature does not fit the dataset is
+            named and not compared (the threshold alone decides).
+        serving_model_name: The model's name in the serving layout.
+        min_improvement: In [-1, 1]: how much more held-out accuracy than the
+            served model's the new one needs to be blessed. 0: not worse;
+            negative: a tolerance (-0.01: up to a point worse); -1: the
+            threshold alone. Without a served model the threshold alone decides.
 
     Returns:
-        Whether the model is blessed: its held-out accuracy reached the threshold.
+        Whether the model is blessed: its held-out accuracy reached the threshold
+        and is not worse than the served model's by more than `min_improvement`.
     """
     import json
 
     from kfdist.components.common import model_artifact, process_exit
-    from kfdist.components.evaluate_model import runtime, slices
+    from kfdist.components.evaluate_model import runtime, served_outputs
 
     process_exit.skip_final_collection()
     result = runtime.evaluate(model.path, dataset.path, accuracy_threshold=accuracy_threshold,
-                              slice_columns=slice_columns or [])
-    metrics.log_metric("accuracy", result.accuracy)
-    metrics.log_metric("loss", result.loss)
-    metrics.log_metric("eval_examples", result.num_examples)
-    for name, value in slices.metric_values(result.slices).items():
+                              slice_columns=slice_columns or [], export_base=export_base,
+                              serving_model_name=serving_model_name,
+                              min_improvement=min_improvement)
+    for name, value in served_outputs.metric_values(result).items():
         metrics.log_metric(name, value)
     classification_metrics.log_confusion_matrix(result.class_names, result.confusion_matrix)
     with open(report.path, "w") as f:
@@ -67,7 +83,8 @@ def evaluate_model(
     with open(summary.path, "w") as f:
         f.write(runtime.render_report_markdown(result))
     verdict = {"blessed": result.blessed, "reason": result.reason,
-               "accuracy": result.accuracy, "threshold": result.threshold}
+               "accuracy": result.accuracy, "threshold": result.threshold,
+               **served_outputs.served_verdict(result)}
     with open(blessing.path, "w") as f:
         json.dump(verdict, f)
     blessing.metadata.update(verdict)

@@ -2,9 +2,10 @@
 
 The HTML page (KFP shows an HTML artifact in an iframe) embeds its pictures
 as base64 PNG data URIs and its styles inline, so it needs nothing else:
-headline metrics and the blessing verdict, training curves, the confusion
-matrix as a heat map, a per-class table, the slices' accuracy (a bar chart
-and a table per sliced column) and the training summary.
+headline metrics and the blessing verdict, the new model beside the served
+one (overall and per slice), training curves, the confusion matrix as a heat
+map, a per-class table, the slices' accuracy (a bar chart and a table per
+sliced column) and the training summary.
 """
 
 from __future__ import annotations
@@ -14,31 +15,13 @@ import html
 import io
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
-from kfdist.components.evaluate_model.slices import SliceMetrics, lowest
+from kfdist.components.common.html_page import card, list_items, page, percent, table_rows
+from kfdist.components.evaluate_model.fit_gap import accuracy_gap
+from kfdist.components.evaluate_model.slices import MIN_SLICE_EXAMPLES, SliceMetrics, lowest
 
 if TYPE_CHECKING:  # runtime re-exports this module's functions: no import cycle at run time
     from kfdist.components.common.model_artifact import TrainingReport
     from kfdist.components.evaluate_model.runtime import EvaluationResult
-
-_CSS = """
-body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#1f2933;
-margin:24px;max-width:1040px}
-h1{font-size:22px;margin:0 0 16px}h2{font-size:17px;margin:28px 0 10px;color:#334e68}
-h3{font-size:15px;margin:18px 0 8px;color:#334e68}
-.verdict{padding:12px 16px;border-radius:6px;font-weight:600;margin-bottom:16px}
-.ok{background:#e3f9e5;color:#0e5814;border:1px solid #91d89b}
-.no{background:#ffe3e3;color:#8a1c1c;border:1px solid #f29b9b}
-.cards{display:flex;flex-wrap:wrap;gap:12px}
-.card{border:1px solid #d9e2ec;border-radius:6px;padding:10px 16px;min-width:130px}
-.card .v{font-size:22px;font-weight:600}.card .k{font-size:12px;color:#627d98}
-table{border-collapse:collapse;font-size:13px}
-td,th{border-bottom:1px solid #e4e7eb;padding:4px 12px;text-align:right}
-th{background:#f5f7fa}td:first-child,th:first-child{text-align:left}
-img{max-width:100%;height:auto}.muted{color:#829ab1}
-.row{display:flex;flex-wrap:wrap;gap:28px;align-items:flex-start}.row img{max-width:620px}
-table.kv td:last-child{text-align:left}
-"""
-
 
 def _png_data_uri(fig) -> str:
     buf = io.BytesIO()
@@ -131,7 +114,7 @@ def _slices_png(column: str, slices: Sequence[SliceMetrics], overall: float,
     ax.axvline(threshold, color="#d64545", linestyle=":")
     for row, s in zip(rows, slices):
         inside = s.accuracy > 0.15
-        ax.text(s.accuracy - 0.01 if inside else s.accuracy + 0.01, row, _pct(s.accuracy),
+        ax.text(s.accuracy - 0.01 if inside else s.accuracy + 0.01, row, percent(s.accuracy),
                 ha="right" if inside else "left", va="center", fontsize=8,
                 color="white" if inside else "#1f2933")
     ax.set_xlim(0.0, 1.0)
@@ -142,21 +125,27 @@ def _slices_png(column: str, slices: Sequence[SliceMetrics], overall: float,
 
 
 def _slices_html(result: EvaluationResult) -> List[str]:
-    """Per sliced column: a bar chart and a table of its slices (the first `REPORTED_SLICES`)."""
+    """Per sliced column: a bar chart and a table of its slices (the first `REPORTED_SLICES`),
+    with the served model's accuracy beside each when it was compared."""
     if not result.slices:
         return []
+    from kfdist.components.evaluate_model import served_outputs
+
+    served = served_outputs.served_slices(result)
     parts = ["<h2>Slices</h2><p class='muted'>The eval examples grouped by each column's value "
              "(numbers with many values: by quantile bins).</p>"]
     for column in dict.fromkeys(s.column for s in result.slices):
         every = [s for s in result.slices if s.column == column]
         shown = every[:REPORTED_SLICES]
         chart = _slices_png(column, shown, result.accuracy, result.threshold)
+        beside = ("<th>served</th><th>change</th>" if served else "")
         parts += [f"<h3>{html.escape(column)}</h3><div class='row'>",
                   f'<img alt="accuracy by {html.escape(column)}" src="{chart}">',
                   "<table><tr><th>slice</th><th>examples</th><th>accuracy</th><th>loss</th>"
-                  "<th>vs all</th></tr>",
-                  _rows((s.value, f"{s.examples:,}", _pct(s.accuracy), f"{s.loss:.4f}",
-                         f"{100 * (s.accuracy - result.accuracy):+.1f} pp") for s in shown),
+                  f"<th>vs all</th>{beside}</tr>",
+                  table_rows((s.value, f"{s.examples:,}", percent(s.accuracy), f"{s.loss:.4f}",
+                              f"{100 * (s.accuracy - result.accuracy):+.1f} pp",
+                              *served_outputs.served_cells(s, served)) for s in shown),
                   "</table></div>"]
         if len(every) > len(shown):
             rest = every[len(shown):]
@@ -165,16 +154,11 @@ def _slices_html(result: EvaluationResult) -> List[str]:
     return parts
 
 
-def _pct(x: Optional[float]) -> str:
-    return "–" if x is None else f"{100 * x:.1f}%"
-
-
-def _card(key: str, value: str) -> str:
-    return f'<div class="card"><div class="v">{html.escape(value)}</div><div class="k">{html.escape(key)}</div></div>'
-
-
-def _rows(rows) -> str:
-    return "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+def _gap_html(result: EvaluationResult, training_report: Optional[TrainingReport]) -> List[str]:
+    """A warning when training and held-out accuracy part (`fit_gap`), else nothing."""
+    gap = accuracy_gap(training_report.final_accuracy if training_report else None,
+                       result.accuracy)
+    return [f"<div class='warn'>{html.escape(gap[0].upper() + gap[1:])}.</div>"] if gap else []
 
 
 def render_report_html(result: EvaluationResult, history: Dict[str, List[float]],
@@ -189,51 +173,53 @@ def render_report_html(result: EvaluationResult, history: Dict[str, List[float]]
     Returns:
       The HTML document; pictures are embedded as `data:image/png;base64` URIs.
     """
+    from kfdist.components.evaluate_model import served_outputs
+
     verdict = "Blessed" if result.blessed else "Not blessed"
     parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>kfdist evaluation</title>",
-        f"<style>{_CSS}</style></head><body><h1>Model evaluation</h1>",
         f'<div class="verdict {"ok" if result.blessed else "no"}">{verdict}: '
         f"{html.escape(result.reason)}</div>",
-        '<div class="cards">', _card("accuracy", _pct(result.accuracy)),
-        _card("loss", f"{result.loss:.4f}"), _card("eval examples", f"{result.num_examples:,}"),
-        _card("threshold", _pct(result.threshold)), "</div>",
-        "<h2>Training curves</h2>",
+        *_gap_html(result, training_report),
+        '<div class="cards">', card("accuracy", percent(result.accuracy)),
+        card("loss", f"{result.loss:.4f}"), card("eval examples", f"{result.num_examples:,}"),
+        card("threshold", percent(result.threshold)),
     ]
+    parts += [*served_outputs.served_cards(result), "</div>", *served_outputs.served_html(result),
+              "<h2>Training curves</h2>"]
     curves = _curves_png(history, training_report.evaluations if training_report else ())
     parts.append(f'<img alt="training curves" src="{curves}">' if curves
                  else '<p class="muted">No training history was recorded.</p>')
     parts += ["<h2>Confusion matrix and per-class metrics</h2><div class='row'>",
               f'<img alt="confusion matrix" src="{_confusion_png(result.confusion_matrix, result.class_names)}">',
               "<table><tr><th>class</th><th>examples</th><th>precision</th><th>recall</th></tr>",
-              _rows((c.name, c.support, _pct(c.precision), _pct(c.recall)) for c in result.per_class),
+              table_rows((c.name, c.support, percent(c.precision), percent(c.recall))
+                         for c in result.per_class),
               "</table></div>"]
     parts += _slices_html(result)
     if result.excluded_columns:
-        parts += ["<h2>Columns left out</h2><ul>",
-                  "".join(f"<li>{html.escape(line)}</li>" for line in result.excluded_columns),
-                  "</ul>"]
+        parts += ["<h2>Columns left out</h2><ul>", list_items(result.excluded_columns), "</ul>"]
     parts.append("<h2>Training</h2>")
     if training_report is None:
         parts.append('<p class="muted">No training report was recorded.</p>')
     else:
         r = training_report
-        parts += ["<table class='kv'>", _rows([
+        parts += ["<table class='kv'>", table_rows([
             ("backend", r.backend), ("strategy", r.strategy), ("workers", r.workers),
             ("model", r.model_name), ("epochs", r.epochs),
             ("final training loss", f"{r.final_loss:.4f}"),
-            ("final training accuracy", _pct(r.final_accuracy)),
+            ("final training accuracy", percent(r.final_accuracy)),
             ("throughput", f"{r.examples_per_second:,.0f} examples/s"),
             ("wall time", f"{r.wall_seconds:.1f} s"), ("replica processes", len(r.replicas)),
         ] + ([("side-car evaluator", ", ".join(
-            f"epoch {e['epoch']}: {_pct(e.get('accuracy'))}" for e in r.evaluations))]
+            f"epoch {e['epoch']}: {percent(e.get('accuracy'))}" for e in r.evaluations))]
              if r.evaluations else [])), "</table>"]
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return page("evaluation", "Model evaluation", parts)
 
 
 def render_report_markdown(result: EvaluationResult) -> str:
     """Renders a short Markdown summary (for a KFP Markdown visualization)."""
+    from kfdist.components.evaluate_model import served_outputs
+
     lines = [
         "## Model evaluation",
         "",
@@ -246,14 +232,18 @@ def render_report_markdown(result: EvaluationResult) -> str:
         f"| eval examples | {result.num_examples} |",
         f"| threshold | {result.threshold:.4f} |",
     ]
+    lines += served_outputs.served_markdown(result)
     worst = sorted((c for c in result.per_class if c.recall is not None), key=lambda c: c.recall)[:3]
     if worst:
-        lines += ["", "Lowest recall: " + ", ".join(f"`{c.name}` {_pct(c.recall)}" for c in worst)]
-    if result.slices:
+        lines += ["", "Lowest recall: " + ", ".join(f"`{c.name}` {percent(c.recall)}" for c in worst)]
+    if lowest(result.slices, 3):
         lines += ["", "Lowest-accuracy slices: " + ", ".join(
-            f"`{s.key}` {_pct(s.accuracy)} ({s.examples} examples)"
-            for s in lowest(result.slices, 3))]
+            f"`{s.key}` {percent(s.accuracy)} ({s.examples} examples)"
+            for s in lowest(result.slices, 3)) + f" (of the slices of at least "
+            f"{MIN_SLICE_EXAMPLES} examples)"]
+    lines += served_outputs.served_slices_markdown(result)
     if result.excluded_columns:
         lines += ["", "Columns left out of the dataset:", ""]
         lines += [f"- {line}" for line in result.excluded_columns]
     return "\n".join(lines) + "\n"
+

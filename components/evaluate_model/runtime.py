@@ -5,7 +5,10 @@ eval shards are parsed and preprocessed with the preprocessing recorded in the
 model's own `dataset_metadata.json` (the one it was trained with). Predicted
 classes are the argmax of the model's output, exactly what the exported
 serving signature returns, so the confusion matrix counts what serving would
-predict. The model is blessed iff its accuracy reaches the threshold.
+predict. The model served under the same export base and name (the latest
+exported version) is scored on the same split and slices (`served`), and the
+blessing follows `verdict.decide`: the threshold, and not worse than the
+served model by more than `min_improvement`.
 
 The trainer scores its SavedModel on the eval split as it saves it and keeps
 the predictions in the artifact (`eval_predictions`); they are used, without
@@ -29,6 +32,7 @@ from kfdist.components.common import model_artifact as ma
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.evaluate_model import slices as sl
+from kfdist.components.evaluate_model import verdict as vd
 
 EVAL_SPLIT = ep.EVAL_SPLIT
 
@@ -53,13 +57,19 @@ class EvaluationResult:
       num_examples: Eval examples scored.
       confusion_matrix: Counts indexed `[true][predicted]`.
       class_names: Display names, index = class id.
-      blessed: Whether `accuracy >= threshold`.
-      reason: Human-readable verdict, e.g. `accuracy 0.953 ≥ threshold 0.900`.
+      blessed: Whether the model clears the threshold and is not worse than the
+        served model by more than `min_improvement` (`verdict.decide`).
+      reason: Human-readable verdict, e.g. `accuracy 0.953 ≥ threshold 0.900 and
+        the served version 1700000000 scores 0.941 ...`.
       threshold: The accuracy threshold applied.
       per_class: Per-class support, precision and recall.
       excluded_columns: The source columns left out of the dataset, each
         with why (`dataset_spec.ExcludedColumn.describe`).
       slices: The metrics of each slice of the `slice_columns` (`slices`).
+      served: The served model, compared or not; None when none is served.
+      served_root: Where a served model was looked for, `<export_base>/<name>`
+        (empty: no export base given).
+      min_improvement: How much more accuracy than the served model's was needed.
     """
 
     accuracy: float
@@ -73,6 +83,14 @@ class EvaluationResult:
     per_class: List[ClassMetrics] = dataclasses.field(default_factory=list)
     excluded_columns: List[str] = dataclasses.field(default_factory=list)
     slices: List[sl.SliceMetrics] = dataclasses.field(default_factory=list)
+    served: Optional[vd.ServedModel] = None
+    served_root: str = ""
+    min_improvement: float = vd.MIN_IMPROVEMENT
+
+    @property
+    def accuracy_change(self) -> Optional[float]:
+        """Accuracy minus the served model's, when it was compared."""
+        return self.accuracy - self.served.accuracy if self.served and self.served.compared else None
 
     def to_json(self) -> str:
         """Serialises to JSON (for a Metrics/JSON artifact)."""
@@ -139,17 +157,9 @@ def predict_classes(model_dir: str, dataset_dir: str, *,
         return _predictions(model_dir, dataset_dir, batch_size, lambda line: None)[0].predicted
 
 
-def _fmt_pair(a: float, b: float) -> Tuple[str, str]:
-    """Formats two numbers with 3 decimals, or more when 3 would make them look equal."""
-    for digits in (3, 6, 9):
-        sa, sb = f"{a:.{digits}f}", f"{b:.{digits}f}"
-        if sa != sb or a == b:
-            return sa, sb
-    return repr(a), repr(b)
-
-
 def validate_evaluation_args(*, accuracy_threshold: float = 0.9, slice_columns: Sequence[str] = (),
-                             batch_size: int = ep.EVAL_BATCH) -> None:
+                             batch_size: int = ep.EVAL_BATCH,
+                             min_improvement: float = vd.MIN_IMPROVEMENT) -> None:
     """Checks evaluation parameters before any work is done.
 
     Raises:
@@ -160,11 +170,14 @@ def validate_evaluation_args(*, accuracy_threshold: float = 0.9, slice_columns: 
             f"accuracy_threshold={accuracy_threshold!r} is invalid; expected a number in [0, 1]")
     require(isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size > 0,
             f"batch_size={batch_size!r} is invalid; expected a positive integer")
+    vd.check_min_improvement(min_improvement)
     sl.check_slice_columns_form(slice_columns)
 
 
 def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.9,
              slice_columns: Sequence[str] = (), batch_size: int = ep.EVAL_BATCH,
+             export_base: str = "", serving_model_name: str = "",
+             min_improvement: float = vd.MIN_IMPROVEMENT,
              log: Callable[[str], None] = print) -> EvaluationResult:
     """Evaluates a model artifact on a dataset's eval split and decides its blessing.
 
@@ -176,6 +189,12 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
       slice_columns: Columns of a table whose values slice the eval split
         (`slices`): each slice's metrics are reported.
       batch_size: Examples per prediction batch.
+      export_base: The export step's base (local or `gs://`): the latest version of
+        `serving_model_name` under it is the served model the new one is compared
+        with. Empty: no comparison (the threshold alone).
+      serving_model_name: The model's name in the serving layout.
+      min_improvement: In [-1, 1]: how much more held-out accuracy than the served
+        model's the new one needs (0: not worse; negative: a tolerance).
       log: Receives progress lines.
 
     Returns:
@@ -186,7 +205,11 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
         incomplete directory, or a dataset that does not match the model.
     """
     validate_evaluation_args(accuracy_threshold=accuracy_threshold, slice_columns=slice_columns,
-                             batch_size=batch_size)
+                             batch_size=batch_size, min_improvement=min_improvement)
+    if export_base:
+        from kfdist.components.export_saved_model.runtime import validate_export_args
+
+        validate_export_args(serving_model_name=serving_model_name, export_base=export_base)
     threshold = float(accuracy_threshold)
     with tempfile.TemporaryDirectory(prefix="kfdist-eval-") as work:
         model_dir = _stage(model_dir, work, "model_dir")
@@ -194,7 +217,13 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
         scored, model_meta, data_meta = _predictions(model_dir, dataset_dir, batch_size, log,
                                                      slice_columns)
         slices = sl.slice_eval_split(data_meta, dataset_dir, slice_columns, scored)
-    result = _result(scored, model_meta, data_meta, threshold, log)
+        from kfdist.components.evaluate_model.served import score_served
+
+        served, served_root = score_served(export_base, serving_model_name, data_meta,
+                                           dataset_dir, slice_columns, work,
+                                           batch_size=batch_size, log=log)
+    result = _result(scored, model_meta, data_meta, threshold, log, served=served,
+                     served_root=served_root, min_improvement=float(min_improvement))
     for column in slice_columns:
         log(f"slices by {column}: " + ", ".join(
             f"{s.value} {s.accuracy:.4f} ({s.examples})" for s in slices if s.column == column))
@@ -203,7 +232,9 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
 
 def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
             data_meta: ds.DatasetMetadata, threshold: float,
-            log: Callable[[str], None]) -> EvaluationResult:
+            log: Callable[[str], None], *, served: Optional[vd.ServedModel] = None,
+            served_root: str = "", min_improvement: float = vd.MIN_IMPROVEMENT
+            ) -> EvaluationResult:
     """The metrics and the verdict from the eval split's predictions."""
     num_classes = model_meta.num_classes
     labels = scored.labels
@@ -212,8 +243,8 @@ def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
     n = int(len(labels))
     accuracy = float(np.trace(cm)) / n
     loss = float(scored.losses().mean())
-    names = list(model_meta.class_names or data_meta.class_names or
-                 [str(i) for i in range(num_classes)])
+    names = list(model_meta.class_names or data_meta.class_names
+                 or ds.display_class_names(model_meta))
     per_class = []
     for i, name in enumerate(names):
         support, predicted = int(cm[i].sum()), int(cm[:, i].sum())
@@ -221,16 +252,16 @@ def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
             name=name, support=support,
             precision=float(cm[i, i]) / predicted if predicted else None,
             recall=float(cm[i, i]) / support if support else None))
-    blessed = accuracy >= threshold
-    sa, st = _fmt_pair(accuracy, threshold)
-    reason = f"accuracy {sa} {'≥' if blessed else '<'} threshold {st}"
+    blessed, reason = vd.decide(accuracy, threshold, served=served, served_root=served_root,
+                                min_improvement=min_improvement)
     log(f"accuracy={accuracy:.4f} loss={loss:.4f} over {n} examples; "
         f"{'blessed' if blessed else 'not blessed'}: {reason}")
     return EvaluationResult(
         accuracy=accuracy, loss=loss, num_examples=n, confusion_matrix=cm.tolist(),
         class_names=names, blessed=blessed, reason=reason, threshold=threshold,
         per_class=per_class,
-        excluded_columns=[c.describe() for c in data_meta.excluded_columns or ()])
+        excluded_columns=[c.describe() for c in data_meta.excluded_columns or ()],
+        served=served, served_root=served_root, min_improvement=min_improvement)
 
 
 # The report renderers are part of this runtime's interface (component.py calls them here).

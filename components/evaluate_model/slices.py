@@ -38,6 +38,9 @@ NUMERIC_BINS = 5
 MISSING, EMPTY = "(missing)", "(empty)"
 #: Slices per column in the step's `metrics` (report order: the largest string values first).
 METRIC_SLICES = 10
+#: Slices with fewer eval examples are left out of the lowest-accuracy headline (the report's
+#: and `kfdist run`'s): one row at 0.0000 is noise, not a weak spot.
+MIN_SLICE_EXAMPLES = 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,9 +259,12 @@ def slice_eval_split(meta: ds.DatasetMetadata, dataset_dir: str, columns: Sequen
     return compute(values, scored)
 
 
-def lowest(slices: Sequence[SliceMetrics], count: int) -> List[SliceMetrics]:
-    """The `count` slices of lowest accuracy (then the largest first)."""
-    return sorted(slices, key=lambda s: (s.accuracy, -s.examples, s.key))[:count]
+def lowest(slices: Sequence[SliceMetrics], count: int,
+           min_examples: int = MIN_SLICE_EXAMPLES) -> List[SliceMetrics]:
+    """The `count` slices of lowest accuracy (then the largest first) among those of at least
+    `min_examples` eval examples."""
+    big = [s for s in slices if s.examples >= min_examples]
+    return sorted(big, key=lambda s: (s.accuracy, -s.examples, s.key))[:count]
 
 
 def metric_values(slices: Sequence[SliceMetrics]) -> Dict[str, float]:

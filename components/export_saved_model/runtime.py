@@ -5,11 +5,14 @@ whose `serving_default` signature takes raw inputs as the dataset's feature
 spec describes them (`common/serving_inputs.py`: uint8 `image` [None, 28, 28]
 for MNIST, encoded `image_bytes` for PNG/JPEG sources, one input per column
 by name for tables), applies the recorded preprocessing, runs the model and
-returns `class_ids` (int64 [None]) and `probabilities` (float32 [None,
+returns `class_ids` (int64 [None]), `class_names` (string [None], the
+dataset's name of each class) and `probabilities` (float32 [None,
 num_classes]). That SavedModel is the model artifact's `serving_model/`,
 which training writes (`common/serving_model.py`): the export copies it, so
 the step needs no TensorFlow. `assets.extra/kfdist_export.json` describes the
-signature. Unblessed models are not exported: the pipelines skip the step
+signature; `assets.extra/kfdist_dataset/` holds the spec and statistics of the
+dataset the model was trained on (the next run's reference: `shard_dataset/reference.py`).
+Unblessed models are not exported: the pipelines skip the step
 under `dsl.If(blessed)`, and the step itself, run without that gate, writes
 nothing and records why.
 """
@@ -26,8 +29,9 @@ import time
 from typing import Callable, Optional
 
 from kfdist.components.common import dataset_spec as ds
+from kfdist.components.common.dataset_statistics import EXPORTED_DATASET_DIR, STATISTICS_FILE
 from kfdist.components.common import model_artifact as ma
-from kfdist.components.common import storage
+from kfdist.components.common import serving_versions, storage
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.common.serving_inputs import SIGNATURE_NAME, serving_inputs
 
@@ -80,16 +84,6 @@ def validate_export_args(*, serving_model_name: str = "mnist", export_base: Opti
             storage.split_gcs(export_base)  # validates the bucket part
 
 
-def _existing_versions(model_root: str) -> list:
-    """Numeric version directories under `<export_base>/<name>` (TF Serving ignores the rest)."""
-    if storage.is_gcs(model_root):
-        base = model_root.rstrip("/") + "/"
-        names = {u[len(base):].split("/", 1)[0] for u in storage.list_uris(base) if u.startswith(base)}
-    else:
-        names = set(os.listdir(model_root)) if os.path.isdir(model_root) else set()
-    return sorted(int(n) for n in names if n.isdigit())
-
-
 def _stage_model(model_dir: str, work: str) -> str:
     """A local directory holding what the export reads of a model artifact.
 
@@ -102,9 +96,9 @@ def _stage_model(model_dir: str, work: str) -> str:
     local = model_dir
     if storage.is_gcs(model_dir):
         local = os.path.join(work, "model")
-        metadata = storage.join(model_dir, ma.DATASET_METADATA_FILE)
-        if storage.exists(metadata):
-            storage.download(metadata, os.path.join(local, ma.DATASET_METADATA_FILE))
+        for name in (ma.DATASET_METADATA_FILE, ma.DATASET_STATISTICS_FILE):
+            if storage.exists(storage.join(model_dir, name)):
+                storage.download(storage.join(model_dir, name), os.path.join(local, name))
         for entry in _PUBLISHABLE:  # the first one the artifact has
             if storage.list_uris(storage.join(model_dir, entry) + "/"):
                 storage.copy_dir_from(storage.join(model_dir, entry), os.path.join(local, entry))
@@ -126,12 +120,13 @@ def _export_info(meta: ds.DatasetMetadata, *, target: str, version: int, name: s
         "blessing_reason": blessing_reason,
         "feature": dataclasses.asdict(meta.feature), "preprocessing": dataclasses.asdict(meta.preprocessing),
         "num_classes": meta.num_classes,
-        "class_names": list(meta.class_names or [str(i) for i in range(meta.num_classes)]),
+        "class_names": list(ds.display_class_names(meta)),
         "signature": {"name": SIGNATURE_NAME, "inputs": {
             i.name: {"dtype": i.dtype, "shape": list(i.shape), "kind": i.kind,
                      **({"column": i.column} if i.column is not None else {})}
             for i in serving_inputs(meta)},
             "outputs": {"class_ids": {"dtype": "int64", "shape": [None]},
+                        "class_names": {"dtype": "string", "shape": [None]},
                         "probabilities": {"dtype": "float32", "shape": [None, meta.num_classes]}}},
     }
 
@@ -155,6 +150,20 @@ def _write_version(model_dir: str, out_dir: str, **info) -> None:
     os.makedirs(os.path.join(out_dir, "assets.extra"), exist_ok=True)
     with open(os.path.join(out_dir, "assets.extra", EXPORT_INFO_FILE), "w") as f:
         json.dump(_export_info(meta, **info), f, indent=2)
+    _copy_training_data(model_dir, out_dir)
+
+
+def _copy_training_data(model_dir: str, out_dir: str) -> None:
+    """Puts the spec and statistics of the dataset the model was trained on into the version
+    (`dataset_statistics.EXPORTED_DATASET_DIR`): the next run's shard step checks new data
+    against them."""
+    target = os.path.join(out_dir, *EXPORTED_DATASET_DIR.split("/"))
+    os.makedirs(target, exist_ok=True)
+    shutil.copyfile(os.path.join(model_dir, ma.DATASET_METADATA_FILE),
+                    os.path.join(target, ds.METADATA_FILE))
+    statistics = os.path.join(model_dir, ma.DATASET_STATISTICS_FILE)
+    if os.path.isfile(statistics):
+        shutil.copyfile(statistics, os.path.join(target, STATISTICS_FILE))
 
 
 def _upload(local_dir: str, uri: str) -> None:
@@ -197,8 +206,8 @@ def export(model_dir: str, export_base: str, *, serving_model_name: str = "mnist
 
     with tempfile.TemporaryDirectory(prefix="kfdist-export-") as work:
         local_model = _stage_model(model_dir, work)
-        model_root = export_base.rstrip("/") + "/" + serving_model_name
-        existing = _existing_versions(model_root)
+        model_root = serving_versions.model_root(export_base, serving_model_name)
+        existing = serving_versions.existing_versions(model_root)
         latest = existing[-1] if existing else 0
         if version is None:
             version = max(int(time.time()), latest + 1)

@@ -19,7 +19,9 @@ import time
 from typing import Callable, Optional, Sequence
 
 from kfdist.components.common import dataset_spec
+from kfdist.components.common import dataset_statistics
 from kfdist.components.common import model_artifact as ma
+from kfdist.components.common import signature_check
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.launch_program.local_launch import run_local
 from kfdist.components.launch_program.program_cluster import default_restart_policy
@@ -98,7 +100,8 @@ def train_program(dataset_dir: str, model_dir: str, command: Sequence[str], *,
 
     Raises:
       InvalidInputError: On a bad parameter or a dataset that is not a kfdist dataset.
-      TrainingFailedError: If the job failed, or the program wrote no SavedModel.
+      TrainingFailedError: If the job failed, or the program wrote no SavedModel or one whose
+        serving signature does not take the dataset's examples (`signature_check`).
     """
     meta = dataset_spec.load_metadata(dataset_dir)
     saved = os.path.join(model_dir, ma.SAVED_MODEL_DIR)
@@ -129,8 +132,14 @@ def train_program(dataset_dir: str, model_dir: str, command: Sequence[str], *,
             f"the program succeeded but wrote no SavedModel into KFDIST_MODEL_DIR ({saved}); "
             "save the trained Keras model there from the leader replica "
             "(`model.save(kfdist.program.model_dir())`)")
+    unfit = signature_check.mismatch(saved, meta)
+    if unfit is not None:
+        raise TrainingFailedError(f"the program's SavedModel ({saved}) cannot be evaluated: "
+                                  f"{unfit}")
     with open(os.path.join(model_dir, ma.DATASET_METADATA_FILE), "w") as f:
         f.write(meta.to_json())
+    dataset_statistics.copy_statistics(dataset_dir,
+                                       os.path.join(model_dir, ma.DATASET_STATISTICS_FILE))
     serving = _build_serving_model(saved, meta, os.path.join(model_dir, ma.SERVING_MODEL_DIR), log)
     report = ProgramReport(command=list(command), framework=framework,
                            replicas=job.replica_count, restarts=restarts,

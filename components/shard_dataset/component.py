@@ -11,6 +11,7 @@ from kfdist import RUNTIME_IMAGE
 def shard_dataset(
     source_uri: str,
     dataset: dsl.Output[dsl.Dataset],
+    data_report: dsl.Output[dsl.HTML],
     source_format: str = "auto",
     label_column: str = "label",
     num_shards: int = 4,
@@ -26,6 +27,12 @@ def shard_dataset(
     source_version: str = "",
     exclude_columns: Optional[List[str]] = None,
     keep_columns: Optional[List[str]] = None,
+    reference_dataset: str = "",
+    export_base: str = "",
+    serving_model_name: str = "",
+    allow_anomalies: bool = False,
+    categorical_drift_threshold: float = 0.1,
+    numeric_drift_threshold: float = 0.1,
 ):
     """Splits a dataset into train/eval and writes balanced TFRecord shards.
 
@@ -33,15 +40,18 @@ def shard_dataset(
         source_uri: Local path or gs:// URI of the source: a directory of MNIST
             IDX files (`*-images-idx3-ubyte.gz` with matching `*-labels-idx1-ubyte.gz`),
             CSV files with one header (numeric and string columns; empty, `NA`
-            and the like mark missing numbers), or TFRecord files of
+            and the like mark missing numbers), TFRecord files of
             tf.train.Example (numeric features, or an encoded PNG/JPEG or raw
-            image).
+            image), or a folder of PNG/JPEG files in one sub-folder per class
+            (the sub-folders' names, in alphabetical order, are the classes).
         dataset: Output dataset: `train/` and `eval/` TFRecord shards of
             tf.train.Example plus `metadata.json` (feature spec, the split used,
             recorded preprocessing: pixel scaling, or the train split's column
             means, deviations and string vocabularies; counts and SHA-256 per
             shard).
-        source_format: `auto` (detected from file names), `mnist_idx`, `csv` or `tfrecord`.
+        source_format: `auto` (detected from file names), `mnist_idx`, `csv`,
+            `tfrecord`, `image_folder`, or `images` (`tfrecord` or
+            `image_folder`, whichever the files are; anything else is refused).
         label_column: Name of the label column (CSV) or feature (TFRecord).
         num_shards: Number of train shards (at least 1; at least the number of
             training workers for per-file sharding).
@@ -83,9 +93,28 @@ def shard_dataset(
             date, free text) is left out: a model could only memorise the
             train rows by it. The step's log and the dataset's metadata name
             each column left out and why.
+        reference_dataset: Tables: a dataset directory (local or gs://) a
+            shard step wrote, to check the new table against; empty (the
+            default): the dataset the model served under `export_base` /
+            `serving_model_name` was trained on (the latest exported version
+            carries its spec and statistics), if there is one.
+        export_base: The serving export base of the default reference.
+        serving_model_name: The served model's name under `export_base`.
+        allow_anomalies: Go on when the table breaks the reference's schema (a
+            column missing or new, a kind changed, a string value the
+            reference never had, a rise of a column's missing share above 10
+            points). By default that fails the step, one log line per anomaly.
+        categorical_drift_threshold: L-infinity distance between a string
+            column's value distributions (as TFDV measures it) above which it
+            drifted: a warning.
+        numeric_drift_threshold: Jensen-Shannon divergence (base 2, 0 to 1)
+            between a numeric column's histograms, binned at the reference's
+            edges, above which it drifted: a warning.
+        data_report: HTML: what became of each column, the table's statistics
+            and, with a reference, the anomalies and each column's drift.
     """
     from kfdist.components.common import process_exit
-    from kfdist.components.shard_dataset import runtime
+    from kfdist.components.shard_dataset import data_check, runtime
 
     process_exit.skip_final_collection()
     meta = runtime.shard(
@@ -93,7 +122,13 @@ def shard_dataset(
         num_shards=num_shards, num_eval_shards=num_eval_shards or None, eval_fraction=eval_fraction,
         split=split, seed=seed, compression=compression, image_shape=image_shape,
         image_feature=image_feature, runner=runner, beam_options=beam_options or (),
-        exclude_columns=exclude_columns, keep_columns=keep_columns)
+        exclude_columns=exclude_columns, keep_columns=keep_columns,
+        reference_dataset=reference_dataset, export_base=export_base,
+        serving_model_name=serving_model_name, allow_anomalies=allow_anomalies,
+        categorical_drift_threshold=categorical_drift_threshold,
+        numeric_drift_threshold=numeric_drift_threshold)
+    dataset.metadata.update(data_check.artifact_summary(
+        dataset.path, meta, data_report.path, keep_columns or ()))
     dataset.metadata.update({
         "train_examples": meta.splits["train"].num_examples,
         "eval_examples": meta.splits["eval"].num_examples,

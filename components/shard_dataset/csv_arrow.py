@@ -198,6 +198,7 @@ def read_batches(path: str, layout: ColumnLayout, num_columns: int) -> Iterator[
     """
     types = {i: pa.float64() for i in layout.numeric_index}
     types.update({i: pa.string() for i in (layout.label_index, *layout.categorical_index)})
+    first_row = 0
     for batch in _record_batches(path, num_columns, types):
         n = batch.num_rows
         features = np.empty((n, len(layout.numeric_index)), np.float32)
@@ -218,4 +219,5 @@ def read_batches(path: str, layout: ColumnLayout, num_columns: int) -> Iterator[
                 strings, where = _distinct_stripped(batch.column(str(i)))
                 categorical[:, j] = strings[where]
         yield ExampleBatch(inputs=features, labels=ids[index], origin=path,
-                           categorical=categorical)
+                           categorical=categorical, first_row=first_row)
+        first_row += n

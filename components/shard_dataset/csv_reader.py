@@ -136,11 +136,14 @@ def locate_rows(path: str, num_columns: int, rows: Sequence[int]
 def _python_batches(path: str, layout: ColumnLayout, num_columns: int, skip: int = 0
                     ) -> Iterator[ExampleBatch]:
     """The batches of the `csv` module path, after the first `skip` rows."""
+    seen = 0  # data rows before the block
     for first_line, rows in _iter_row_blocks(path, num_columns):
         if skip >= len(rows):
             skip -= len(rows)
+            seen += len(rows)
             continue
-        yield _parse_block(path, first_line + skip, rows[skip:], layout)
+        yield _parse_block(path, first_line + skip, rows[skip:], layout, seen + skip)
+        seen += len(rows)
         skip = 0
 
 
@@ -172,8 +175,8 @@ def _first_bad_value(path: str, first_line: int, rows: List[List[str]],
     return f"CSV file {path!r}: non-numeric value near line {first_line}"
 
 
-def _parse_block(path: str, first_line: int, rows: List[List[str]], layout: ColumnLayout
-                 ) -> ExampleBatch:
+def _parse_block(path: str, first_line: int, rows: List[List[str]], layout: ColumnLayout,
+                 first_row: int) -> ExampleBatch:
     try:
         with np.errstate(over="ignore"):  # beyond float32 range becomes inf: reported below
             cells = [["nan" if row[i].strip() in MISSING_VALUES else row[i]
@@ -197,7 +200,8 @@ def _parse_block(path: str, first_line: int, rows: List[List[str]], layout: Colu
         raise SourceChangedError(
             f"CSV file {path!r} near line {first_line}: label {e.args[0]!r} is not one the scan "
             f"of the source found; the file changed after it was scanned, run again") from None
-    return ExampleBatch(inputs=features, labels=labels, origin=path, categorical=categorical)
+    return ExampleBatch(inputs=features, labels=labels, origin=path, categorical=categorical,
+                        first_row=first_row)
 
 
 def open_csv_source(files: Sequence[str], options: ReaderOptions, columnar: bool = True) -> Source:

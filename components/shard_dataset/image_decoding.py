@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -115,23 +115,42 @@ def declared_shape(path: str, features, options: ReaderOptions
     return None, ()
 
 
-def decode_one(value: bytes, path: str, index: int, key: str) -> np.ndarray:
-    """Decodes one encoded image to uint8 `[H, W, C]`.
+def decode_image_bytes(value: bytes, failure: Callable[[str], str]) -> np.ndarray:
+    """Decodes one encoded (PNG, JPEG, GIF, BMP) image to uint8 `[H, W, C]`.
+
+    Args:
+      value: The encoded image.
+      failure: The error message, given TensorFlow's reason (`error_detail`).
 
     Raises:
-      InvalidInputError: Naming the file and record index if it does not decode.
+      InvalidInputError: With `failure`'s message if the image does not decode.
     """
     import tensorflow as tf
 
     try:
         return tf.io.decode_image(value, expand_animations=False).numpy()
     except (tf.errors.OpError, ValueError) as e:
-        detail = e.message if isinstance(e, tf.errors.OpError) else str(e)
-        detail = re.sub(r"\{\{.*?\}\}|\[Op:\w+\]", "", detail).strip()  # TensorFlow's op names
-        raise InvalidInputError(
-            f"record {index} of {path!r}: its {key!r} value is not a decodable PNG, JPEG, GIF "
-            f"or BMP image ({detail.splitlines()[0] if detail else type(e).__name__}); "
-            "fix or drop that record") from e
+        raise InvalidInputError(failure(error_detail(e))) from e
+
+
+def decode_one(value: bytes, path: str, index: int, key: str) -> np.ndarray:
+    """Decodes one encoded image to uint8 `[H, W, C]`.
+
+    Raises:
+      InvalidInputError: Naming the file and record index if it does not decode.
+    """
+    return decode_image_bytes(value, lambda detail: (
+        f"record {index} of {path!r}: its {key!r} value is not a decodable PNG, JPEG, GIF "
+        f"or BMP image ({detail}); fix or drop that record"))
+
+
+def error_detail(error: Exception) -> str:
+    """The first line of a TensorFlow error's message, without TensorFlow's op names."""
+    import tensorflow as tf
+
+    detail = error.message if isinstance(error, tf.errors.OpError) else str(error)
+    detail = re.sub(r"\{\{.*?\}\}|\[Op:\w+\]( name: \S*)?", "", detail).strip()
+    return detail.splitlines()[0] if detail else type(error).__name__
 
 
 def infer_image_layout(path: str, features, key: str, options: ReaderOptions) -> ImageLayout:
@@ -170,8 +189,25 @@ def infer_image_layout(path: str, features, key: str, options: ReaderOptions) ->
     return ImageLayout(key=key, shape=shape, shape_keys=shape_keys)
 
 
-def check_shapes(shapes: np.ndarray, expected: Tuple[int, ...], path: str, start: int) -> None:
+def check_image_shapes(shapes: np.ndarray, expected: Tuple[int, ...],
+                       image: Callable[[int], str]) -> None:
     """Raises `InvalidInputError` for the first row of `shapes` `[B, rank]` not equal to `expected`.
+
+    Args:
+      shapes: Each image's shape.
+      expected: The first image's shape.
+      image: Names the `i`-th image of the block with its verb, e.g. `'a/1.png' is`.
+    """
+    bad = np.flatnonzero((shapes != np.asarray(expected)).any(axis=1))
+    if bad.size:
+        i = int(bad[0])
+        raise InvalidInputError(
+            f"{image(i)} an image of shape {[int(d) for d in shapes[i]]}, but the first image "
+            f"has shape {list(expected)}; {RESIZE_HINT}")
+
+
+def check_shapes(shapes: np.ndarray, expected: Tuple[int, ...], path: str, start: int) -> None:
+    """Raises `InvalidInputError` for the first record whose image shape is not `expected`.
 
     Args:
       shapes: Each record's image shape.
@@ -179,13 +215,7 @@ def check_shapes(shapes: np.ndarray, expected: Tuple[int, ...], path: str, start
       path: The records' file.
       start: Index in `path` of the first record of the block.
     """
-    bad = np.flatnonzero((shapes != np.asarray(expected)).any(axis=1))
-    if bad.size:
-        i = int(bad[0])
-        raise InvalidInputError(
-            f"record {start + i} of {path!r} holds an image of shape "
-            f"{[int(d) for d in shapes[i]]}, but the first image has shape {list(expected)}; "
-            f"{RESIZE_HINT}")
+    check_image_shapes(shapes, expected, lambda i: f"record {start + i} of {path!r} holds")
 
 
 def raw_images(parsed, layout: ImageLayout, path: str, start: int) -> np.ndarray:

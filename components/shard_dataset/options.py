@@ -21,7 +21,7 @@ class ShardOptions:
     """Validated settings of one `shard` call (`runtime.shard` documents each).
 
     Attributes:
-      source_format: `auto`, `mnist_idx`, `csv` or `tfrecord`.
+      source_format: `auto`, `images`, `mnist_idx`, `csv`, `tfrecord` or `image_folder`.
       label_column: Label column (CSV) or feature (TFRecord).
       num_shards: Train shards.
       num_eval_shards: Eval shards (the default already resolved).

@@ -1,9 +1,9 @@
 """The `shard_dataset` runtime: validate, scan, write shards, publish atomically.
 
-`shard` turns a source (MNIST IDX, CSV or TFRecord; local or `gs://`) into a
-kfdist dataset (see `common/dataset_spec.py`) in two streaming passes:
+`shard` turns a source (MNIST IDX, CSV, TFRecord, image folder; local or `gs://`) into a
+kfdist dataset (see `common/dataset_spec.py`) in two streaming passes (`passes.py`):
 
-1. decide the split (the source's own `train`/`test` files, or a content hash:
+1. decide the split (the source's own `train`/`test` files, or a stable hash:
    `splits.py`), then validate and scan every example: split counts,
    classes, statistics;
 2. write the shards into a temporary directory beside `output_dir`, then
@@ -23,26 +23,27 @@ import shutil
 import tempfile
 import time
 import uuid
-from typing import Callable, Dict, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, Optional, Sequence, TypeVar
 
 from kfdist.components.common import storage
 from kfdist.components.common.dataset_spec import (
-    HASH_SPLIT, IMAGE_KEY, PREDEFINED_SPLIT, DatasetMetadata, Preprocessing, SplitInfo, write_metadata)
+    IMAGE_KEY, PREDEFINED_SPLIT, DatasetMetadata, Preprocessing, SplitInfo, write_metadata)
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.shard_dataset import beam_remote, readers
-from kfdist.components.shard_dataset.categorical import (
-    check_kept, drop_strings, kept_positions, report_identifiers, requested, without_columns)
+from kfdist.components.shard_dataset.categorical import check_kept, requested, without_columns
+from kfdist.components.shard_dataset.column_report import explain_columns
+from kfdist.components.shard_dataset.data_check import CheckOptions, DataCheck
+from kfdist.components.shard_dataset.reference import find_reference
+from kfdist.components.shard_dataset.validation import (
+    CATEGORICAL_DRIFT_THRESHOLD, NUMERIC_DRIFT_THRESHOLD, check_thresholds)
 from kfdist.components.shard_dataset.options import (
     BEAM_RUNNER, LOCAL_RUNNER, ShardOptions, validate_options)
-from kfdist.components.shard_dataset.scan import (ScanResult, SourceChangedError, scan_source,
-                                                  scanned_eval_mask)
+from kfdist.components.shard_dataset.passes import shard_locally, shard_with_beam
+from kfdist.components.shard_dataset.scan import ScanResult
 from kfdist.components.shard_dataset.splits import SplitPlan, plan_split, source_root
-from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
 from kfdist.components.shard_dataset.source import ReaderOptions, Source
-from kfdist.components.shard_dataset.writer import SplitWriter
 
 DEFAULT_SHUFFLE_BUFFER = 10_000
-PROGRESS_EVERY = 50_000
 T = TypeVar("T")
 
 
@@ -72,61 +73,6 @@ def check_output_dir_free(output_dir: str) -> None:
             os.path.isdir(output_dir) and not os.listdir(output_dir))
     require(not taken, f"output_dir {output_dir!r} already exists and is not empty; "
                        "choose a new directory (existing data is never overwritten)")
-
-
-def check_split_sizes(scan: ScanResult, options: ShardOptions, plan: SplitPlan) -> None:
-    """Raises `InvalidInputError` if a split has fewer examples than shards."""
-    how = ("the source's own split" if plan.method == PREDEFINED_SPLIT
-           else f"eval_fraction={options.eval_fraction}")
-    for split, count, shards, knob in (("train", scan.num_train, options.num_shards, "num_shards"),
-                                       ("eval", scan.num_eval, options.num_eval_shards,
-                                        "num_eval_shards")):
-        require(count >= shards,
-                f"the {split} split gets {count} of {scan.num_examples} examples ({how}) but "
-                f"{knob}={shards}; every shard needs an example: lower {knob}"
-                + (", change eval_fraction" if plan.method != PREDEFINED_SPLIT else "")
-                + " or add data")
-
-
-def _split_masks(source: Source, scan: Optional[ScanResult], split_mask):
-    """Each source batch with its eval mask: the scan's, checked against the batch's CRC."""
-    known = list(scan.batch_splits) if scan is not None else []
-    for index, batch in enumerate(source.batches()):
-        if not known:
-            yield batch, split_mask(batch)
-            continue
-        yield batch, scanned_eval_mask(batch, index, known[index] if index < len(known) else None)
-
-
-def write_splits(source: Source, options: ShardOptions, root: str,
-                 log: Callable[[str], None], scan: Optional[ScanResult] = None,
-                 plan: SplitPlan = SplitPlan(HASH_SPLIT)) -> Dict[str, SplitInfo]:
-    """The writing pass: every example into its split's shuffled, balanced shards.
-
-    With the `scan` of the first pass, the split of each example comes from it
-    (each batch's CRC-32 proves it is the batch that was scanned) instead of
-    hashing every example again; without it, from `plan`.
-    """
-    encoder = CanonicalExampleEncoder.for_feature(source.feature)
-    kept = kept_positions(source.feature, [c.name for c in scan.identifiers] if scan else ())
-
-    def open_writer(split: str, num_shards: int) -> SplitWriter:
-        return SplitWriter(root, split, num_shards, compression=options.compression,
-                           seed=options.seed, shuffle_buffer_size=options.shuffle_buffer_size,
-                           log=log)
-
-    written, next_report = 0, PROGRESS_EVERY
-    with open_writer("train", options.num_shards) as train, \
-            open_writer("eval", options.num_eval_shards) as evaluation:
-        for batch, in_eval in _split_masks(source, scan, plan.mask_fn(options.eval_fraction)):
-            batch = drop_strings(batch, kept)  # columns that identify rows are not stored
-            for writer, mask in ((train, ~in_eval), (evaluation, in_eval)):
-                writer.write(encoder.encode_split(batch, mask))
-            written += len(batch.labels)
-            if written >= next_report:
-                log(f"wrote {written:,} examples")
-                next_report += PROGRESS_EVERY
-        return {"train": train.finish(), "eval": evaluation.finish()}
 
 
 def build_metadata(source_uri: str, source: Source, scan: ScanResult, options: ShardOptions,
@@ -164,47 +110,26 @@ def publish(build_dir: str, output_dir: str, metadata: DatasetMetadata, workdir:
     storage.publish_dir(build_dir, output_dir)
 
 
-def _log_counts(scan: ScanResult, options: ShardOptions, log: Callable[[str], None]) -> None:
-    log(f"{scan.num_examples:,} examples: {scan.num_train:,} train in {options.num_shards} "
-        f"shards, {scan.num_eval:,} eval in {options.num_eval_shards} shards")
+def _open_source(source_uri: str, local_source: str, options: ShardOptions, image_feature: str,
+                 log: Callable[[str], None]) -> Source:
+    """Opens the staged source, checks the kept columns and logs what it holds."""
+    source = readers.open_source(local_source, options.source_format, ReaderOptions(
+        label_column=options.label_column, image_shape=options.image_shape,
+        image_feature=image_feature or None, exclude_columns=options.exclude_columns))
+    check_kept(source.feature, options.keep_columns)
+    for column in requested(options.exclude_columns):
+        log(column.describe())
+    log(f"source {source_uri}: {source.source_format}, {len(source.files)} file(s), "
+        f"feature {source.feature.key} {list(source.feature.shape)}")
+    return source
 
 
-def _shard_locally(source: Source, plan: SplitPlan, options: ShardOptions, build_dir: str,
-                   log: Callable[[str], None]) -> Tuple[ScanResult, Dict[str, SplitInfo]]:
-    """This process: the scan pass (checks, statistics), then the writing pass."""
-    scan = scan_source(source, plan.mask_fn(options.eval_fraction), log, options.keep_columns)
-    check_split_sizes(scan, options, plan)
-    report_identifiers(source.feature, scan.identifiers, log)
-    _log_counts(scan, options, log)
-    splits = write_splits(source, options, build_dir, log, scan, plan)
-    for split, count in (("train", scan.num_train), ("eval", scan.num_eval)):
-        if splits[split].num_examples != count:
-            raise SourceChangedError(
-                f"wrote {splits[split].num_examples} {split} examples but the scan "
-                f"counted {count}: the source changed while it was being read")
-    return scan, splits
-
-
-def _shard_with_beam(source: Source, plan: SplitPlan, options: ShardOptions, build_dir: str,
-                     beam_options: Sequence[str], log: Callable[[str], None],
-                     shared: Optional[beam_remote.SharedBuild], local_source: str
-                     ) -> Tuple[ScanResult, Dict[str, SplitInfo]]:
-    """An Apache Beam pipeline reads, splits, writes and computes the statistics at once
-    (remote workers under `shared.root`, then `shared.collect`: see `beam_remote`)."""
-    from kfdist.components.shard_dataset import beam_pipeline
-
-    scan, splits = beam_pipeline.run(
-        source, plan.mask_fn(options.eval_fraction), shared.root if shared else build_dir,
-        num_shards={"train": options.num_shards, "eval": options.num_eval_shards},
-        seed=options.seed, compression=options.compression, beam_options=beam_options, log=log,
-        origins=shared.origins(local_source, source.files) if shared else None,
-        keep_columns=options.keep_columns)
-    check_split_sizes(scan, options, plan)
-    report_identifiers(source.feature, scan.identifiers, log)
-    _log_counts(scan, options, log)
-    if shared is not None:
-        shared.collect(build_dir, log)
-    return scan, splits
+def _build_dir(output_dir: str, workdir: str) -> str:
+    """Where the dataset is built: in `workdir` for `gs://`, else beside `output_dir` (so
+    publishing it is a rename)."""
+    if storage.is_gcs(output_dir):
+        return os.path.join(workdir, "dataset")
+    return f"{os.path.abspath(output_dir).rstrip(os.sep)}.tmp-{uuid.uuid4().hex[:12]}"
 
 
 def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
@@ -214,14 +139,17 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
           image_shape: Optional[Sequence[int]] = None, image_feature: str = "",
           shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER, runner: str = LOCAL_RUNNER,
           beam_options: Sequence[str] = (), exclude_columns: Optional[Sequence[str]] = None,
-          keep_columns: Optional[Sequence[str]] = None,
+          keep_columns: Optional[Sequence[str]] = None, reference_dataset: str = "",
+          export_base: str = "", serving_model_name: str = "", allow_anomalies: bool = False,
+          categorical_drift_threshold: float = CATEGORICAL_DRIFT_THRESHOLD,
+          numeric_drift_threshold: float = NUMERIC_DRIFT_THRESHOLD,
           log: Callable[[str], None] = print) -> DatasetMetadata:
     """Shards a source into a kfdist dataset at `output_dir`.
 
     Args:
       source_uri: Local or `gs://` file, directory/prefix or glob of the source.
       output_dir: Local or `gs://` directory to create (absent or empty).
-      source_format: `auto` (by file names), `mnist_idx`, `csv` or `tfrecord`.
+      source_format: `auto`/`images` (by names), `mnist_idx`, `csv`, `tfrecord`, `image_folder`.
       label_column: Label column (CSV) or int64 label feature (TFRecord).
       num_shards: Shards of the train split.
       num_eval_shards: Shards of the eval split; default in proportion to
@@ -231,7 +159,7 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
       split: `auto` (the source's own splits when its files name them, e.g.
         `train-*`/`t10k-*`, else `hash`), `predefined` or `hash` (see `splits`).
       seed: Seed of the shuffle and of the shard assignment (not of the split,
-        which depends on example content only).
+        which depends on each example alone).
       compression: None or `GZIP`.
       image_shape: Shape of raw uint8 images held in a TFRecord bytes feature.
       image_feature: The TFRecord bytes feature holding the image; empty: the
@@ -246,6 +174,17 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
       exclude_columns: CSV columns to leave out of the dataset (not read).
       keep_columns: String columns kept even if they identify rows (by default
         such a column is left out, and the log says so: `categorical`).
+      reference_dataset: A dataset directory a shard step wrote, to check a
+        table against (`reference`); empty: the dataset the model served under
+        `export_base`/`serving_model_name` was trained on, if any.
+      export_base: The serving export base of the default reference.
+      serving_model_name: The served model's name under `export_base`.
+      allow_anomalies: Go on when the table breaks the reference's schema
+        (`validation`); by default that fails the step before a shard is written.
+      categorical_drift_threshold: L-infinity distance above which a string
+        column's distribution drifted (a warning).
+      numeric_drift_threshold: Jensen-Shannon divergence above which a numeric
+        column's distribution drifted (a warning).
       log: Receives progress messages.
 
     Returns:
@@ -253,8 +192,11 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
 
     Raises:
       InvalidInputError: If a setting or the source is invalid (nothing is written).
+      DataAnomalyError: If the table breaks its reference's schema and
+        `allow_anomalies` is False (nothing is written).
     """
     started = time.monotonic()
+    check_thresholds(categorical_drift_threshold, numeric_drift_threshold)
     options = validate_options(
         source_format=source_format, label_column=label_column, num_shards=num_shards,
         num_eval_shards=num_eval_shards, eval_fraction=eval_fraction, split=split, seed=seed,
@@ -266,29 +208,29 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
     with tempfile.TemporaryDirectory(prefix="kfdist-shard-") as workdir:
         local_source = call_reporting_missing_bucket(
             source_uri, lambda: storage.stage_locally(source_uri, workdir))
-        source = readers.open_source(local_source, options.source_format, ReaderOptions(
-            label_column=options.label_column, image_shape=options.image_shape,
-            image_feature=image_feature or None, exclude_columns=options.exclude_columns))
-        check_kept(source.feature, options.keep_columns)
-        for column in requested(options.exclude_columns):
-            log(column.describe())
-        log(f"source {source_uri}: {source.source_format}, {len(source.files)} file(s), "
-            f"feature {source.feature.key} {list(source.feature.shape)}")
+        source = _open_source(source_uri, local_source, options, image_feature, log)
         root = source_root(local_source)
         plan = plan_split(options.split, source.files, root)
         log(f"split: {plan.method} ({plan.reason})" + (
             "" if plan.method == PREDEFINED_SPLIT else f", eval_fraction={options.eval_fraction}"))
-        if storage.is_gcs(output_dir):
-            build_dir = os.path.join(workdir, "dataset")
-        else:
-            build_dir = f"{os.path.abspath(output_dir).rstrip(os.sep)}.tmp-{uuid.uuid4().hex[:12]}"
+        check = DataCheck(
+            source, find_reference(reference_dataset, export_base, serving_model_name, workdir,
+                                   log),
+            CheckOptions(allow_anomalies, categorical_drift_threshold, numeric_drift_threshold),
+            excluded=options.exclude_columns)
+        build_dir = _build_dir(output_dir, workdir)
         try:
             if options.runner == BEAM_RUNNER:
-                scan, splits = _shard_with_beam(source, plan, options, build_dir, beam_options, log,
-                                                shared, local_source)
+                scan, splits = shard_with_beam(source, plan, options, build_dir, beam_options, log,
+                                               shared, local_source, check)
             else:
-                scan, splits = _shard_locally(source, plan, options, build_dir, log)
+                scan, splits = shard_locally(source, plan, options, build_dir, log, check)
             metadata = build_metadata(source_uri, source, scan, options, splits, plan, root)
+            for line in explain_columns(metadata, left_out=False,  # those are said above
+                                        keep_columns=options.keep_columns):
+                log(line)
+            check.write(build_dir, metadata, [c.name for c in scan.identifiers],
+                        options.keep_columns)
             publish(build_dir, output_dir, metadata, workdir)
         except BaseException:
             if shared is not None:

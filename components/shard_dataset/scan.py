@@ -1,11 +1,15 @@
 """The first pass over a source: split membership, counts, labels and statistics.
 
-With `split=hash`, an example's split is a pure function of its content: the
-blake2b hash of its raw input bytes (and string values) and its label picks
-one of 10,000 buckets, and buckets below `eval_fraction * 10,000` are `eval`.
-The same data therefore always lands in the same split, whatever the seed or
-the order of the source, and duplicate examples never straddle train and
-eval. With `split=predefined` the source's files decide instead (`splits`).
+With `split=hash`, an example's split is a pure function of the example: a
+blake2b hash picks one of 10,000 buckets, and buckets below
+`eval_fraction * 10,000` are `eval`. Images and TFRecord examples are hashed
+by their content (raw input bytes and label): the same data always lands in
+the same split, whatever the seed or the order of the source, and duplicate
+examples never straddle train and eval. A table's row is hashed by where it
+is (its file's name and its position among the file's data rows), so which
+columns are read (`exclude_columns`, identifiers left out) never changes which
+rows are held out, and two feature sets are compared on the same rows. With
+`split=predefined` the source's files decide instead (`splits`).
 
 Feature statistics (for `standardize`) and the vocabularies of string
 columns are computed over the *train* split only, streaming (Welford/Chan
@@ -16,6 +20,7 @@ is the finding that a string column identifies rows (`categorical`).
 from __future__ import annotations
 
 import dataclasses
+import os
 import zlib
 from hashlib import blake2b
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -54,11 +59,24 @@ def _key_rows(batch: ExampleBatch) -> Tuple[bytes, int]:
     return np.concatenate([inputs, labels], axis=1).tobytes(), inputs.shape[1] + 8
 
 
+def row_keys(origin: str, first_row: int, count: int) -> List[bytes]:
+    """The split hash of `count` table rows from data row `first_row` of file `origin`:
+    blake2b-64 of the file's name (without `.gz`), a NUL and the row's position as int64."""
+    name = os.path.basename(origin)
+    name = (name[:-3] if name.lower().endswith(".gz") else name).encode() + b"\0"
+    positions = np.arange(first_row, first_row + count, dtype="<i8").tobytes()
+    return [blake2b(name + positions[8 * i:8 * i + 8], digest_size=8).digest()
+            for i in range(count)]
+
+
 def example_keys(batch: ExampleBatch) -> List[bytes]:
-    """The split hash of each example: blake2b-64 of its raw input bytes, its categorical
-    values (tables with string columns) and its int64 label."""
+    """The split hash of each example: for a table's rows (`batch.first_row` set) their
+    `row_keys`; else blake2b-64 of its raw input bytes, its categorical values and its
+    int64 label."""
     if len(batch.labels) == 0:
         return []
+    if batch.first_row is not None:
+        return row_keys(batch.origin, batch.first_row, len(batch.labels))
     rows, size = _key_rows(batch)
     if batch.categorical is None or batch.categorical.size == 0:
         return [blake2b(rows[start:start + size], digest_size=8).digest()
@@ -189,8 +207,8 @@ class ScanResult:
 
 
 def scan_source(source: Source, split_mask: Callable[[ExampleBatch], np.ndarray],
-                log: Callable[[str], None] = print, keep_columns: Sequence[str] = ()
-                ) -> ScanResult:
+                log: Callable[[str], None] = print, keep_columns: Sequence[str] = (),
+                observe: Optional[Callable[[ExampleBatch], None]] = None) -> ScanResult:
     """Streams `source` once, validating every example and counting the splits.
 
     Args:
@@ -198,6 +216,7 @@ def scan_source(source: Source, split_mask: Callable[[ExampleBatch], np.ndarray]
       split_mask: Which examples of a batch go to `eval` (`splits.SplitPlan.mask_fn`).
       log: Progress messages.
       keep_columns: String columns kept even if they identify rows.
+      observe: Also given every batch (the data's statistics: `data_check`).
 
     Returns:
       Split counts, number of classes and (for feature vectors) train
@@ -218,6 +237,8 @@ def scan_source(source: Source, split_mask: Callable[[ExampleBatch], np.ndarray]
     batch_splits = []
     for batch in source.batches():
         check_labels(batch.labels, batch.origin)
+        if observe is not None:
+            observe(batch)
         in_eval = split_mask(batch)
         batch_splits.append((batch_checksum(batch), np.packbits(in_eval)))
         counts += (int(len(in_eval) - in_eval.sum()), int(in_eval.sum()))

@@ -35,12 +35,16 @@ class ExampleBatch:
       origin: The file the examples came from (for messages).
       categorical: For tables with string columns: their raw values, an object
         array of `str` `[B, len(feature.categorical_columns)]`; else None.
+      first_row: For tables: the position of the first example among the data
+        rows of its file (from 0), so each row's split can depend on where it
+        is alone, not on which columns are read (`scan.example_keys`); else None.
     """
 
     inputs: np.ndarray
     labels: np.ndarray
     origin: str
     categorical: Optional[np.ndarray] = None
+    first_row: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +72,7 @@ class Source:
     """A validated source, ready to be streamed.
 
     Attributes:
-      source_format: `mnist_idx`, `csv` or `tfrecord`.
+      source_format: `mnist_idx`, `csv`, `tfrecord` or `image_folder`.
       files: The local files read, in reading order.
       feature: The canonical input feature the examples become.
       class_names: Class display names (index = label) when the source names

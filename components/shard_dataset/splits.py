@@ -1,4 +1,4 @@
-"""Which split each example goes to: the source's own splits, or a content hash.
+"""Which split each example goes to: the source's own splits, or a stable hash.
 
 A source names its splits when its files (or the folders they are in) are
 named like TFX ExampleGen's input splits: `train*` for training and `eval*`,
@@ -11,8 +11,9 @@ source's test split becomes `eval`, never mixed into training.
 
 * `auto` (default): the source's splits when it names both, else `hash`;
 * `predefined`: the source's splits; an error when it names none;
-* `hash`: every example's split is a stable hash of its content
-  (`scan.eval_mask`), `eval_fraction` of them in `eval`, whatever the names.
+* `hash`: every example's split is a stable hash of the example (its content;
+  a table's row: its file and position, whichever columns are read:
+  `scan.eval_mask`), `eval_fraction` of them in `eval`, whatever the names.
 
 A source whose files name splits only in part (`train.csv` beside
 `holdout.csv`) is refused, naming the files, rather than guessed at.

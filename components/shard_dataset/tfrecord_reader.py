@@ -71,7 +71,8 @@ def _first_record(files: Sequence[str]) -> Tuple[str, bytes]:
             for record in tf.data.TFRecordDataset(path, compression_of(path)).take(1):
                 return path, record.numpy()
         except tf.errors.OpError as e:
-            raise InvalidInputError(f"cannot read TFRecord file {path!r}: {e.message}") from e
+            raise InvalidInputError(f"cannot read TFRecord file {path!r}: "
+                                    f"{image_decoding.error_detail(e)}") from e
     raise InvalidInputError(f"the TFRecord files {list(files)[:5]} hold no records")
 
 

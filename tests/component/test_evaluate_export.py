@@ -25,6 +25,7 @@ from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import eval_predictions
 from kfdist.components.common import model_artifact as ma
 from kfdist.components.common import storage
+from kfdist.components.common.dataset_statistics import EXPORTED_DATASET_DIR
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.evaluate_model.runtime import (
     evaluate, predict_classes, render_report_html, render_report_markdown)
@@ -318,9 +319,36 @@ def test_serving_signature_matches_evaluation(exported, evaluation, digits_datas
     assert probs.shape == (len(labels), 10)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-5)
     assert _confusion(labels, out["class_ids"].numpy()) == evaluation.confusion_matrix
+    # MNIST's classes are named by their digits
+    assert out["class_names"].dtype == tf.string
+    assert [n.decode() for n in out["class_names"].numpy()] == [
+        str(i) for i in out["class_ids"].numpy()]
     info = json.load(open(os.path.join(result.path, "assets.extra", EXPORT_INFO_FILE)))
     assert info["class_names"] == [str(i) for i in range(10)] and info["version"] == 3
+    assert info["signature"]["outputs"]["class_names"] == {"dtype": "string", "shape": [None]}
     assert info["feature"]["key"] == "image" and info["preprocessing"]["kind"] == "scale"
+    # the spec of the dataset the model was trained on travels with it (images: no statistics)
+    trained_on = os.path.join(result.path, EXPORTED_DATASET_DIR)
+    assert ds.load_metadata(trained_on) == ds.load_metadata(digits_dataset)
+    assert sorted(os.listdir(trained_on)) == [ds.METADATA_FILE]
+
+
+def test_the_signature_names_each_class_from_the_label_vocabulary(trained_model, digits_dataset,
+                                                                 tmp_path):
+    import tensorflow as tf
+
+    from kfdist.components.common import serving_model
+
+    names = tuple(f"class-{chr(ord('a') + i)}" for i in range(10))  # string labels, e.g. a CSV's
+    with open(os.path.join(trained_model, ma.DATASET_METADATA_FILE)) as f:
+        meta = dataclasses.replace(ds.DatasetMetadata.from_json(f.read()), class_names=names)
+    out_dir = str(tmp_path / "serving")
+    serving_model.save_serving_model(os.path.join(trained_model, ma.SAVED_MODEL_DIR), meta, out_dir)
+    raw, _ = _raw_eval(digits_dataset)
+    out = tf.saved_model.load(out_dir).signatures["serving_default"](image=tf.constant(raw[:50]))
+    ids = out["class_ids"].numpy()
+    assert len(set(ids)) > 1
+    assert [n.decode() for n in out["class_names"].numpy()] == [names[i] for i in ids]
 
 
 def test_existing_version_is_refused_and_untouched(exported, trained_model):
@@ -403,6 +431,7 @@ def test_export_to_gcs(gcs_emulator, trained_model, evaluation, digits_dataset, 
     names = storage.list_uris(base)
     assert f"{base}/digits/7/saved_model.pb" in names
     assert f"{base}/digits/7/assets.extra/{EXPORT_INFO_FILE}" in names
+    assert f"{base}/digits/7/{EXPORTED_DATASET_DIR}/{ds.METADATA_FILE}" in names
     local = storage.stage_locally(result.path, str(tmp_path))
     serve = tf.saved_model.load(local).signatures["serving_default"]
     raw, labels = _raw_eval(digits_dataset)

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 CONTRACT = {model_artifact.SAVED_MODEL_DIR, model_artifact.SERVING_MODEL_DIR,
             model_artifact.DATASET_METADATA_FILE,
             model_artifact.HISTORY_FILE, model_artifact.TRAINING_REPORT_FILE,
-            model_artifact.EVAL_PREDICTIONS_FILE, "checkpoints"}
+            model_artifact.EVAL_PREDICTIONS_FILE, "checkpoints", model_artifact.TENSORBOARD_DIR}
 
 USER_MODELS = textwrap.dedent('''
     import json, os

@@ -40,3 +40,26 @@ def test_the_program_pipeline_takes_the_component_parameters():
     for name in ("framework", "workers", "ps", "restart_policy", "backoff_limit"):
         assert params[name].default == step[name].default
     assert "accuracy_threshold" in params and "export_base" in params
+
+
+def test_a_program_whose_model_does_not_take_the_dataset_fails_the_step_saying_why(
+        digits_dataset, tmp_path):
+    program = tmp_path / "other_data.py"
+    program.write_text(
+        "import os\n"
+        "os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')\n"
+        "import tensorflow as tf\n"
+        "from kfdist import program\n"
+        "model = tf.keras.Sequential([tf.keras.Input(shape=(4,)),\n"
+        "                             tf.keras.layers.Dense(10, activation='softmax')])\n"
+        "model.save(program.model_dir())\n")
+    model_dir = tmp_path / "model"
+    with pytest.raises(TrainingFailedError) as failed:
+        program_step.train_program(digits_dataset, str(model_dir), [sys.executable, str(program)],
+                                   framework="tensorflow", workers=1, log=lambda line: None)
+    assert str(failed.value).endswith(
+        "cannot be evaluated: the model does not fit the dataset: it takes 'input_1' float32 "
+        "[batch, 4]; the dataset holds 28x28 images, fed to the model as float32 "
+        "[batch, 28, 28] (its recorded preprocessing applied); build the model's input from "
+        "the dataset (kfdist.program.input_shape() is (28, 28))")
+    assert not (model_dir / "serving_model").exists()

@@ -98,3 +98,22 @@ def test_the_shard_log_metadata_and_report_say_the_id_was_left_out(runs):
         with open(only(os.path.join(root, "evaluate-model", report))) as f:
             text = html.unescape(f.read())
         assert "column 'id': 1,200 distinct values in 1,200 train rows (100%)" in text, report
+
+
+def test_a_kept_id_is_memorised_and_the_console_and_report_say_so(tmp_path):
+    data = write_table(str(tmp_path / "data"), with_id=True)
+    out = str(tmp_path / "run")
+    proc = subprocess.run(
+        [sys.executable, "-m", "kfdist", "run", "tabular", "--data", data, "--label-column",
+         "label", "--keep-columns", "id", "--accuracy-threshold", "0.3", "--output", out],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    training, held_out = summary["train"]["final_accuracy"], summary["eval"]["accuracy"]
+    assert training - held_out > 0.1, (training, held_out)  # the rows memorised, not the task
+    said = (f"training accuracy {training:.3f} but held-out {held_out:.3f}: the model fits its "
+            "training examples far better than new ones")
+    assert f"warning: {said}" in proc.stdout
+    with open(summary["report"]) as f:
+        assert said[0].upper() + said[1:] in html.unescape(f.read())

@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import pytest
 
+import doc_shell_blocks
+
 pytestmark = pytest.mark.slow
 
 
@@ -29,12 +31,23 @@ def _step_dir(run_root: str, step: str) -> str:
     return path
 
 
+def _readme_main_command() -> list:
+    """The arguments after `kfdist` of the README's first set-up command (README.md)."""
+    [block] = [b for b in doc_shell_blocks.blocks_run_by(__file__) if b.doc == "README.md"]
+    return doc_shell_blocks.kfdist_commands(block)[0]
+
+
+def test_the_readme_main_command_is_the_one_run_here():
+    assert _readme_main_command()[:4] == ["run", "mnist", "--workers", "2"]
+
+
 @pytest.fixture(scope="module")
 def mnist_run(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("run"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "kfdist", "run", "mnist", "--workers", "2", "--output", out],
-        capture_output=True, text=True, timeout=900)
+    args = _readme_main_command()
+    args[args.index("--output") + 1] = out
+    proc = subprocess.run([sys.executable, "-m", "kfdist", *args],
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     with open(os.path.join(out, "summary.json")) as f:
         return out, json.load(f), proc.stdout + proc.stderr

@@ -62,6 +62,21 @@ def test_the_program_model_is_evaluated_blessed_and_exported(program_run):
     assert glob.glob(os.path.join(out, "serving", "program", "*", "saved_model.pb"))
 
 
+def test_the_summary_names_the_run_the_model_every_step_and_the_report(program_run):
+    out, printed = program_run
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    [run_dir] = glob.glob(os.path.join(out, "pipeline_root", "*"))
+    assert summary["run_id"] == os.path.basename(run_dir)
+    assert summary["model_name"] == "program"
+    assert summary["steps"] == {"shard": "succeeded", "train-program": "succeeded",
+                                "evaluate": "succeeded", "export": "succeeded"}
+    report = os.path.join(out, "report.html")
+    assert summary["report"] == report and f"evaluation report: {report}" in printed
+    with open(report) as f:
+        assert "<h1>Model evaluation</h1>" in f.read()
+
+
 def test_the_export_answers_raw_images(program_run):
     import tensorflow as tf
 

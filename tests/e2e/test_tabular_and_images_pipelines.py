@@ -290,7 +290,7 @@ def _check_signature_matches_export_info(run: Run) -> None:
     for name, spec in described.items():
         assert given[name].dtype.name == spec["dtype"], name
         assert given[name].shape.as_list() == spec["shape"], name
-    assert sorted(serve.structured_outputs) == ["class_ids", "probabilities"]
+    assert sorted(serve.structured_outputs) == ["class_ids", "class_names", "probabilities"]
 
 
 # ------------------------------------------------------------------------------ tabular
@@ -319,8 +319,11 @@ def test_tabular_signature_reproduces_evaluation(tabular_run):
     raw, labels, meta = _eval_split(tabular_run.dataset_dir)
     assert meta.split == "hash" and meta.num_classes == 3
     inputs = _table_inputs(tabular_run, raw)
-    classes = _check_outputs(tabular_run.serve()(**inputs), len(labels), meta.num_classes)
+    outputs = tabular_run.serve()(**inputs)
+    classes = _check_outputs(outputs, len(labels), meta.num_classes)
     np.testing.assert_array_equal(classes, tabular_run.predict_classes())
+    names = tabular_run.export_info["class_names"]  # the species, as the CSV names them
+    assert [n.decode() for n in outputs["class_names"].numpy()] == [names[c] for c in classes]
     assert _accuracy(classes, labels) == tabular_run.summary["eval"]["accuracy"]
 
 

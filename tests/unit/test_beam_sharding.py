@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from kfdist.components.common import tf_features
+from kfdist.components.common.dataset_statistics import load_statistics
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.shard_dataset import beam_pipeline, readers, runtime
 from kfdist.components.shard_dataset import beam_transforms as bt
@@ -84,7 +85,10 @@ def test_beam_and_local_build_the_same_dataset(kind, tmp_path):
         assert max(sizes) - min(sizes) <= 1
     assert "beam: the source was read by 2 worker process(es)" in lines
     assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n]
-    assert sorted(os.listdir(tmp_path / "beam")) == ["eval", "metadata.json", "train"]  # no runs
+    described = ["data_validation.html", "statistics.json"] if kind == "table" else []
+    assert sorted(os.listdir(tmp_path / "beam")) == sorted(
+        ["eval", "metadata.json", "train"] + described)  # no runs
+    assert load_statistics(str(tmp_path / "beam")) == load_statistics(str(tmp_path / "local"))
 
 
 def test_the_shards_do_not_depend_on_the_number_of_workers(tmp_path):

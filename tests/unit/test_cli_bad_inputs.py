@@ -73,7 +73,19 @@ BAD_INPUTS = {
     "run: unknown model": (["run", "mnist", "--model", "nosuch_model"], 2, "'nosuch_model'", {}),
     "run: threshold above 1": (["run", "mnist", "--accuracy-threshold", "2"], 2,
                                "--accuracy-threshold 2.0", {}),
+    "run: min improvement above 1": (["run", "tabular", "--min-improvement", "2"], 2,
+                                     "--min-improvement 2.0 is invalid; expected a number in "
+                                     "[-1, 1]", {}),
     "run: unknown option": (["run", "mnist", "--param", "x"], 2, "--param", {}),
+    "run: a reference that is no dataset": (["run", "tabular", "--reference-dataset", "file.txt"],
+                                            2, "--reference-dataset 'file.txt' is not a kfdist "
+                                               "dataset", {}),
+    "run: a reference whose metadata is broken": (["run", "tabular", "--reference-dataset",
+                                                   "notdataset"], 2,
+                                                  "--reference-dataset 'notdataset': ", {}),
+    "run: a drift threshold above 1": (["run", "tabular", "--numeric-drift-threshold", "3"], 2,
+                                       "--numeric-drift-threshold 3.0 is invalid; expected a "
+                                       "number from 0 to 1", {}),
     "run: gs:// without credentials": (["run", "tabular", "--data", "gs://kfdist-none/x.csv"], 1,
                                        "'gs://kfdist-none/x.csv'", NO_CREDENTIALS),
     "train: not a dataset": (["train", "--dataset", "notdataset", "--output", "trained"], 2,

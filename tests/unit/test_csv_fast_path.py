@@ -2,8 +2,8 @@
 
 Both paths open the same files; the profile (feature spec, class names), every
 row (float32 bytes, NaN positions included; labels; categorical strings;
-origin) and every error (type and message, with file, line and column) must be
-identical. The pyarrow path is also checked to really read these inputs, not
+origin; its position in its file, which its split depends on) and every error
+(type and message, with file, line and column) must be identical. The pyarrow path is also checked to really read these inputs, not
 to hand them to the `csv` module.
 """
 
@@ -54,8 +54,9 @@ def outcome(files, columnar: bool, label_column: str = "label"):
         labels = np.concatenate([b.labels for b in mine])
         strings = None if mine[0].categorical is None else np.concatenate(
             [b.categorical for b in mine])
+        rows = [b.first_row + i for b in mine for i in range(len(b.labels))]
         out.append((origin, inputs.dtype.str, inputs.shape, inputs.tobytes(), labels.dtype.str,
-                    labels.tolist(), None if strings is None else (
+                    labels.tolist(), rows, None if strings is None else (
                         strings.shape, strings.tolist(), {type(v) for v in strings.ravel()})))
     return out + ([error] if error else [])
 
@@ -284,7 +285,7 @@ def test_an_unknown_label_fails_as_in_the_python_path(tmp_path):
             out.append(("SourceChangedError", str(e)))
         return out
 
-    want = read(csv_reader._parse_block(path, line, rows, layout)
+    want = read(csv_reader._parse_block(path, line, rows, layout, first_row=line - 2)
                 for line, rows in csv_reader._iter_row_blocks(path, 2))
     assert want[-1][0] == "SourceChangedError" and len(want) == 2
     assert "t.csv" in want[-1][1] and "'emu'" in want[-1][1] and "run again" in want[-1][1]

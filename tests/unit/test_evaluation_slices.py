@@ -95,7 +95,16 @@ def test_metric_values_hold_each_columns_first_slices_and_read_back():
     back = sl.from_metric_values({**values, "accuracy": 0.9, "eval_examples": 100.0})
     assert back["island=Dream"] == {"accuracy": 0.9473, "examples": 19}
     assert len(back) == sl.METRIC_SLICES + 1
-    assert [s.key for s in sl.lowest(few + many[:2], 2)] == ["c=v0", "c=v1"]
+    assert [s.key for s in sl.lowest(few + many[:2], 2, min_examples=1)] == ["c=v0", "c=v1"]
+
+
+def test_the_lowest_slices_are_of_at_least_the_minimum_size():
+    noise = sl.SliceMetrics("island", "Torgersen", 1, 0.0, 5.0)  # one row, wrong
+    small = sl.SliceMetrics("island", "Dream", sl.MIN_SLICE_EXAMPLES - 1, 0.5, 1.0)
+    big = [sl.SliceMetrics("island", "Biscoe", sl.MIN_SLICE_EXAMPLES, 0.8, 0.4),
+           sl.SliceMetrics("year", "2008", 3 * sl.MIN_SLICE_EXAMPLES, 0.9, 0.3)]
+    assert [s.key for s in sl.lowest([noise, small, *big], 2)] == ["island=Biscoe", "year=2008"]
+    assert sl.lowest([noise, small], 3) == []
 
 
 # ------------------------------------------------------------------------------ refusals
@@ -226,7 +235,10 @@ def test_the_report_shows_each_columns_slices_and_the_lowest_ones():
     assert f"4 smaller slices ({sum(s.examples for s in rest):,} examples) not shown" in page
     summary = report.render_report_markdown(_result(island + every))
     assert ("Lowest-accuracy slices: `shop=s0` 50.0% (100 examples), `shop=s1` 51.0% "
-            "(99 examples), `shop=s2` 52.0% (98 examples)") in summary
+            "(99 examples), `shop=s2` 52.0% (98 examples) (of the slices of at least "
+            f"{sl.MIN_SLICE_EXAMPLES} examples)") in summary
+    tiny = report.render_report_markdown(_result([sl.SliceMetrics("shop", "x", 1, 0.0, 9.0)]))
+    assert "Lowest-accuracy" not in tiny
     assert "Slices" not in report.render_report_html(_result([]), {}, None)
     assert "slices" not in report.render_report_markdown(_result([]))
 
@@ -234,12 +246,20 @@ def test_the_report_shows_each_columns_slices_and_the_lowest_ones():
 def test_the_run_summary_names_the_lowest_accuracy_slice(tmp_path):
     from kfdist.run_summary import format_summary
 
+    minimum = sl.MIN_SLICE_EXAMPLES
     summary = {"eval": {"accuracy": 0.98, "threshold": 0.9, "slices": {
-                   "island=Dream": {"accuracy": 0.9474, "examples": 19},
-                   "island=Biscoe": {"accuracy": 1.0, "examples": 31}}},
+                   "island=Torgersen": {"accuracy": 0.0, "examples": 1},
+                   "island=Dream": {"accuracy": 0.9474, "examples": minimum + 8},
+                   "island=Biscoe": {"accuracy": 1.0, "examples": minimum + 1}}},
                "blessed": True, "export": {"exported": True, "path": "/x"},
                "wall_seconds": 1.0, "output_dir": str(tmp_path), "logs_dir": "logs"}
-    assert "lowest-accuracy slice: island=Dream 0.9474 (19 examples" in format_summary(summary)
+    shown = format_summary(summary)
+    assert (f"lowest-accuracy slice: island=Dream 0.9474 ({minimum + 8} examples; of the slices "
+            f"of at least {minimum}") in shown
+    assert "Torgersen" not in shown  # one row at 0.0000 is noise
+    summary["eval"]["slices"] = {"island=Torgersen": {"accuracy": 0.0, "examples": 1}}
+    assert (f"slices: none has {minimum} or more examples, too few to single one out"
+            in format_summary(summary))
     summary["eval"]["slices"] = {}
     assert "slice" not in format_summary(summary)
 

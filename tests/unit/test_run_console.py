@@ -163,3 +163,51 @@ def test_epoch_lines_carry_the_validation_metrics():
     assert (progress.epoch, progress.epochs, progress.seconds) == (2, 5, 0.5)
     assert progress.metrics == {"accuracy": 0.9, "loss": 0.25, "val_accuracy": 0.875,
                                 "val_loss": 0.3125, "examples/s": 900.0}
+
+
+def test_a_failed_step_shows_a_kfdist_errors_message_without_its_traceback(tmp_path):
+    message = ("the model does not fit the dataset: it takes 'input_1' float32 [batch, 4]; "
+               "the dataset holds 28x28 images")
+    failing = "\n".join([
+        f"00:02:42.100 - INFO - Executing task {_task('train-program')}",
+        "    [worker-0] 1/1 - 0s - loss: 1.2507 - accuracy: 0.3125",
+        "    Traceback (most recent call last):",
+        '      File "/x/kfp/dsl/executor.py", line 453, in execute',
+        "        result = self.func(**func_kwargs)",
+        '      File "/x/components/launch_program/program_step.py", line 136, in train_program',
+        "        raise TrainingFailedError(",
+        f"    kfdist.components.common.errors.TrainingFailedError: {message}",
+        f"00:02:47.000 - ERROR - Task {_task('train-program')} finished with status "
+        f"{RED}FAILURE{RESET}",
+        "Skipping task evaluate-model: upstream task failed.",
+        "Skipping task condition-1: upstream task failed.", ""])
+    console, shown = _run(failing, tmp_path)
+    start = shown.index(next(line for line in shown if "FAILED after" in line))
+    assert shown[start + 1:start + 3] == [
+        "    [worker-0] 1/1 - 0s - loss: 1.2507 - accuracy: 0.3125",
+        f"    TrainingFailedError: {message}"]
+    assert not [line for line in shown if "Traceback" in line or "File " in line]
+    assert "Traceback" in (tmp_path / "logs" / "train-program.log").read_text()  # kept there
+    assert shown[-2:] == ["  evaluate  not run: an earlier step failed",
+                          "  export    not run: an earlier step failed"]
+    assert not [line for line in shown if "condition-" in line]
+    assert console.outcomes == {"train-program": "failed", "evaluate": "not run",
+                                "export": "not run"}
+
+
+def test_other_errors_keep_their_traceback(tmp_path):
+    failing = "\n".join([
+        f"00:02:42.100 - INFO - Executing task {_task('evaluate-model')}",
+        "    Traceback (most recent call last):",
+        '      File "/x/eval_predictions.py", line 124, in predict',
+        "    ValueError: Input 0 of layer is incompatible",
+        f"00:02:47.000 - ERROR - Task {_task('evaluate-model')} finished with status "
+        f"{RED}FAILURE{RESET}", ""])
+    _, shown = _run(failing, tmp_path)
+    assert "    Traceback (most recent call last):" in shown
+
+
+def test_every_steps_outcome_is_kept(tmp_path):
+    console, _ = _run(SHARD + TRAIN + EVALUATE + SKIPPED, tmp_path)
+    assert console.outcomes == {"shard": "succeeded", "train": "succeeded",
+                                "evaluate": "succeeded", "export": "skipped"}

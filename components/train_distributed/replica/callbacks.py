@@ -14,6 +14,7 @@ import tensorflow as tf
 from kfdist.components.common import model_artifact
 from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.job.epoch_line import format_epoch_line
+from kfdist.components.train_distributed.replica import tensorboard_events, trainer_status
 from kfdist.components.train_distributed.replica.outputs import log, write_json
 from kfdist.components.train_distributed.replica.strategies import Role
 
@@ -201,6 +202,12 @@ def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_
         if role.leader:
             callbacks.append(CheckpointEpoch(checkpoints_dir, keep_for_evaluator))
     callbacks.append(EpochLogger(training.epochs, steps * global_batch, role.leader, history))
+    if role.leader:  # before the publishing below, so each epoch's events go with it
+        callbacks.append(tensorboard_events.EpochSummaries(job.model_dir, steps * global_batch,
+                                                           history))
+    status = trainer_status.reporter(role.leader, training.epochs, steps * global_batch, history)
+    if status is not None:
+        callbacks.append(status)
     if job.state_uri and role.leader:
         from kfdist.components.train_distributed.replica import backup_sync
 

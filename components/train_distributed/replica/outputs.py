@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from kfdist.components.common import dataset_spec, model_artifact
+from kfdist.components.common import dataset_spec, dataset_statistics, model_artifact
 from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.job import work_files
 
@@ -57,13 +57,22 @@ def save_model(model, job: config.JobConfig, role, meta: dataset_spec.DatasetMet
     SavedModel built from it (`serving_model`); under MultiWorkerMirrored every
     replica must call it (collectives), the others into a scratch directory
     deleted after.
+
+    Raises:
+      TrainingFailedError: If the leader's model does not take the dataset's examples
+        (`signature_check`).
     """
     if role.leader:
-        from kfdist.components.common import serving_model
+        from kfdist.components.common import serving_model, signature_check
+        from kfdist.components.common.errors import TrainingFailedError
 
         keras_dir = os.path.join(job.model_dir, model_artifact.SAVED_MODEL_DIR)
         # Horovod's optimizer holds Horovod ops, which a process without Horovod cannot load.
         model.save(keras_dir, save_format="tf", include_optimizer=role.hvd is None)
+        unfit = signature_check.mismatch(keras_dir, meta)
+        if unfit is not None:  # a `model_name` of `module:function` that ignored the input shape
+            raise TrainingFailedError(f"the trained model ({keras_dir}) cannot be evaluated: "
+                                      f"{unfit}")
         serving_model.save_serving_model(
             keras_dir, meta, os.path.join(job.model_dir, model_artifact.SERVING_MODEL_DIR))
         return
@@ -77,9 +86,12 @@ def save_model(model, job: config.JobConfig, role, meta: dataset_spec.DatasetMet
 def write_chief_outputs(job: config.JobConfig, epochs: List[dict], examples_per_second: float,
                         wall_seconds: float, input_bound_fraction: Optional[float],
                         initial_epoch: int) -> None:
-    """The leader's outputs: dataset metadata and history in model_dir, its summary in work_dir."""
+    """The leader's outputs: dataset metadata (and a table's statistics) and history in
+    model_dir, its summary in work_dir."""
     shutil.copyfile(os.path.join(job.dataset_dir, dataset_spec.METADATA_FILE),
                     os.path.join(job.model_dir, model_artifact.DATASET_METADATA_FILE))
+    dataset_statistics.copy_statistics(
+        job.dataset_dir, os.path.join(job.model_dir, model_artifact.DATASET_STATISTICS_FILE))
     write_json(os.path.join(job.model_dir, model_artifact.HISTORY_FILE), {"epochs": epochs})
     last = epochs[-1] if epochs else {}
     write_json(os.path.join(job.work_dir, work_files.CHIEF_SUMMARY_FILE), {

@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.train_distributed.job import config, work_files
-from kfdist.components.train_distributed.replica import models
+from kfdist.components.train_distributed.replica import models, tensorboard_events
 from kfdist.components.train_distributed.replica.eval_split import eval_dataset, eval_steps
 
 POLL_SECONDS = 1.0
@@ -258,6 +258,8 @@ def _record(model, data, meta, epoch: Optional[int], results: List[Dict[str, flo
     log(f"evaluator: evaluation {len(results)}: epoch {epoch or '?'} " +
         " ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
     _publish(job, results)
+    tensorboard_events.write_evaluation(job.model_dir, job.state_uri, epoch or len(results),
+                                        {k: float(v) for k, v in metrics.items()})
 
 
 def _pending(checkpoints_dir: str) -> List[Tuple[int, str]]:

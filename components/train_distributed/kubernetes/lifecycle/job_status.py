@@ -63,6 +63,21 @@ def terminal_condition(job: Mapping[str, Any]) -> Optional[JobCondition]:
     return None
 
 
+def trainer_progress(job: Mapping[str, Any]) -> Optional[str]:
+    """A TrainJob's `status.trainerStatus` (what its trainer posted to Trainer's status API) as
+    one line, `Progress 40%, about 12 s left; accuracy=0.91, loss=0.31`, or None without one."""
+    status = (job.get("status") or {}).get("trainerStatus")
+    if not status:
+        return None
+    parts = []
+    if status.get("progressPercentage") is not None:
+        parts.append(f"{status['progressPercentage']}%")
+    if status.get("estimatedRemainingSeconds") is not None:
+        parts.append(f"about {status['estimatedRemainingSeconds']} s left")
+    metrics = ", ".join(f"{m.get('name')}={m.get('value')}" for m in status.get("metrics") or [])
+    return "Progress " + ", ".join(parts or ["reported"]) + (f"; {metrics}" if metrics else "")
+
+
 def is_being_deleted(obj: Mapping[str, Any]) -> bool:
     """Whether `metadata.deletionTimestamp` is set."""
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))

@@ -119,6 +119,7 @@ class _Launch:
         self.started = clock.started
         self.claim = JobClaim()
         self.noted: set = set()
+        self.progress: Optional[str] = None
 
     def run(self, owner: Optional[OwnerRef], log_drain_seconds: float) -> JobOutcome:
         if owner is not None and owner.namespace != self.job.namespace:
@@ -205,6 +206,10 @@ class _Launch:
             if condition not in self.noted:
                 self.noted.add(condition)
                 self.log(f"{self.what}: {condition.describe()}")
+        progress = js.trainer_progress(job_object)
+        if progress and progress != self.progress:
+            self.progress = progress
+            self.log(f"{self.what}: {progress}")
 
     def _remaining(self) -> Optional[float]:
         return self.clock.remaining()

@@ -1,0 +1,122 @@
+"""The blessing rule: the absolute threshold, and never worse than the served model.
+
+TFX's Evaluator blesses a candidate that clears a value threshold *and* a
+change threshold against the baseline (the model being served). kfdist's
+rule, pure and in one place:
+
+* the new model's held-out accuracy must reach `accuracy_threshold`;
+* when a model is served under the same export base and name (the latest
+  exported version, `common/serving_versions`), both are scored on the same
+  held-out split and the new one must not be worse by more than
+  `min_improvement` allows: `accuracy - served_accuracy >= min_improvement`.
+  0 (the default) means "not worse"; 0.01 asks for a point more; -0.01
+  tolerates a point less; -1 blesses on the threshold alone (the comparison is
+  still reported);
+* no served model: the threshold alone, and the reason says so;
+* a served model that cannot be scored on this dataset (its serving
+  signature takes other inputs, other classes) is named with what it takes
+  and what the dataset holds, and not compared: the threshold alone decides,
+  and the reason says the served model could not be compared. Refusing every
+  model after a deliberate change of features would stop a pipeline for
+  good; blessing on the threshold keeps it running and says so loudly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, List, Optional, Tuple
+
+from kfdist.components.common.errors import require
+
+if TYPE_CHECKING:  # the rule itself needs neither numpy nor the dataset's modules
+    from kfdist.components.evaluate_model.slices import SliceMetrics
+
+#: The default of `min_improvement`: the new model may not be worse than the served one.
+MIN_IMPROVEMENT = 0.0
+#: Accuracies are fractions of one split's examples; a change within this of the bound meets it.
+_TOLERANCE = 1e-9
+
+
+@dataclasses.dataclass(frozen=True)
+class ServedModel:
+    """The model being served, as the evaluation found it.
+
+    Attributes:
+      path: Its version directory, `<export_base>/<name>/<version>`.
+      version: Its version number.
+      accuracy: Its accuracy on the same held-out split; None when not compared.
+      loss: Its mean cross-entropy there; None when not compared.
+      slices: Its metrics on the same slices as the new model's.
+      mismatch: Why it could not be compared (what it takes and what the
+        dataset holds); None when it was.
+    """
+
+    path: str
+    version: int
+    accuracy: Optional[float] = None
+    loss: Optional[float] = None
+    slices: List[SliceMetrics] = dataclasses.field(default_factory=list)
+    mismatch: Optional[str] = None
+
+    @property
+    def compared(self) -> bool:
+        """Whether it was scored on the held-out split."""
+        return self.mismatch is None and self.accuracy is not None
+
+
+def check_min_improvement(min_improvement) -> None:
+    """Checks `min_improvement` before any work is done.
+
+    Raises:
+      InvalidInputError: Naming the value and what would be valid.
+    """
+    require(isinstance(min_improvement, (int, float)) and not isinstance(min_improvement, bool)
+            and -1.0 <= float(min_improvement) <= 1.0,
+            f"min_improvement={min_improvement!r} is invalid; expected a number in [-1, 1]: how "
+            "much more held-out accuracy than the served model's the new model needs (0: not "
+            "worse; negative: a tolerance; -1: the threshold alone)")
+
+
+def fmt_pair(a: float, b: float) -> Tuple[str, str]:
+    """Formats two numbers with 3 decimals, or more when 3 would make them look equal."""
+    for digits in (3, 6, 9):
+        sa, sb = f"{a:.{digits}f}", f"{b:.{digits}f}"
+        if sa != sb or a == b:
+            return sa, sb
+    return repr(a), repr(b)
+
+
+def decide(accuracy: float, threshold: float, *, served: Optional[ServedModel] = None,
+           served_root: str = "", min_improvement: float = MIN_IMPROVEMENT) -> Tuple[bool, str]:
+    """The blessing and its reason.
+
+    Args:
+      accuracy: The new model's held-out accuracy.
+      threshold: The accuracy it must reach.
+      served: The served model, compared or not; None when none is served.
+      served_root: Where a served model was looked for (`<export_base>/<name>`);
+        empty when no export base was given.
+      min_improvement: How much more accuracy than the served model's is needed.
+
+    Returns:
+      `(blessed, reason)`, the reason one line a person reads.
+    """
+    passes = accuracy >= threshold
+    sa, st = fmt_pair(accuracy, threshold)
+    reason = f"accuracy {sa} {'≥' if passes else '<'} threshold {st}"
+    if served is None:
+        where = f"under {served_root}" if served_root else "(no export base given)"
+        return passes, f"{reason}; no served model {where} to compare with"
+    if not served.compared:
+        return passes, (f"{reason}; the served model {served.path} could not be compared: "
+                        f"{served.mismatch}")
+    change = accuracy - served.accuracy
+    better = change >= min_improvement - _TOLERANCE
+    sn, ss = fmt_pair(accuracy, served.accuracy)
+    against = (f"the served version {served.version} scores {ss} on the same examples "
+               f"(change {change:+.3f}, min_improvement {min_improvement:+.3f})")
+    if not passes:
+        return False, f"{reason}; {against}"
+    if not better:
+        return False, f"{reason} but {against}: the new model is not good enough to replace it"
+    return True, f"{reason} and {against}"

@@ -1,0 +1,72 @@
+"""The shard step's HTML section (KFP shows an HTML artifact in an iframe): the columns, the
+data's statistics and, with a reference, the anomalies and each column's drift.
+
+Self-contained (inline styles, the evaluation report's: `common.html_page`).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Optional, Sequence
+
+from kfdist.components.common.dataset_statistics import NUMERIC, DatasetStatistics
+from kfdist.components.common.html_page import list_items, page, table_rows
+from kfdist.components.shard_dataset.validation import ValidationResult
+
+REPORT_FILE = "data_validation.html"
+
+
+def _statistics_rows(statistics: DatasetStatistics):
+    for c in statistics.columns:
+        if c.kind == NUMERIC:
+            spread = ("–" if c.minimum is None
+                      else f"{c.minimum:.4g} to {c.maximum:.4g}, mean {c.mean:.4g}")
+        else:
+            top = ", ".join(f"{v} ({n})" for v, n in list((c.value_counts or {}).items())[:3])
+            spread = f"{c.distinct_values:,} values: {top}" + (" (identifies rows)"
+                                                               if c.identifier else "")
+        yield c.name, c.kind, f"{100 * c.missing_share:.1f}%", spread
+
+
+def _validation_html(result: Optional[ValidationResult]) -> Sequence[str]:
+    if result is None:
+        return ['<p class="muted">No reference to compare with: the data is described, '
+                "not checked.</p>"]
+    parts = [f"<p>Reference: {html.escape(result.reference)}</p>"]
+    if result.anomalies:
+        parts += ['<div class="verdict no">Anomalies: the data breaks the reference\'s schema<ul>',
+                  list_items(a.message for a in result.anomalies),
+                  "</ul></div>"]
+    else:
+        parts.append('<div class="verdict ok">No anomaly: the schema matches the reference.</div>')
+    if result.drifted:
+        parts.append(f'<div class="warn">Drift in {len(result.drifted)} column(s): '
+                     + html.escape(", ".join(d.column for d in result.drifted)) + "</div>")
+    parts += ["<h3>Drift per column</h3><table><tr><th>column</th><th>measure</th>"
+              "<th>distance</th><th>threshold</th><th>verdict</th></tr>",
+              table_rows((d.column, d.measure, f"{d.value:.4f}", f"{d.threshold:g}",
+                          "drifted" if d.drifted else "within") for d in result.drifts), "</table>"]
+    if result.notes:
+        parts += ["<ul>", list_items(result.notes), "</ul>"]
+    return parts
+
+
+def render_validation_html(columns: Sequence[str], statistics: Optional[DatasetStatistics],
+                           result: Optional[ValidationResult]) -> str:
+    """The shard step's page.
+
+    Args:
+      columns: What became of each column (`column_report.explain_columns`).
+      statistics: The data's statistics (None: images).
+      result: The comparison with the reference (None: no reference).
+    """
+    if statistics is None:
+        parts = ['<p class="muted">Statistics and validation describe tables; this dataset '
+                 "holds images.</p>"]
+    else:
+        parts = [*_validation_html(result),
+                 "<h2>Columns</h2><ul>", list_items(columns), "</ul>",
+                 f"<h2>Statistics ({statistics.rows:,} rows)</h2><table><tr><th>column</th>"
+                 "<th>kind</th><th>missing</th><th>values</th></tr>",
+                 table_rows(_statistics_rows(statistics)), "</table>"]
+    return page("data", "Data validation", parts)

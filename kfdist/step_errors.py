@@ -1,0 +1,35 @@
+"""How a failed step's error reads on `kfdist run`'s console.
+
+An error kfdist raises on purpose (`components.common.errors`) says what is
+wrong and what would be valid; the traceback kfp's executor prints above it
+adds nothing for the person running the pipeline, so the console shows the
+message alone (the step's whole log keeps the traceback). Any other error
+keeps its traceback: there the frames are the clue.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List
+
+_TRACEBACK = "Traceback (most recent call last):"
+#: The last line of a traceback of an error kfdist raises on purpose (`common.errors`).
+_KFDIST_ERROR = re.compile(r"^kfdist\.[\w.]+\.(?P<error>\w+Error): (?P<message>.*)$")
+
+
+def without_kfdist_traceback(lines: List[str]) -> List[str]:
+    """A step's lines with the traceback of an error kfdist raised on purpose reduced to its
+    message: it says what is wrong, the frames add nothing (the whole log keeps them).
+
+    Args:
+      lines: A step's output lines, oldest first.
+
+    Returns:
+      The same lines when the last one is not a kfdist error after a traceback.
+    """
+    if not lines or (m := _KFDIST_ERROR.match(lines[-1])) is None:
+        return lines
+    starts = [i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)]
+    if not starts:
+        return lines
+    return lines[:starts[-1]] + [f"{m['error']}: {m['message']}"]
