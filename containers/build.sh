@@ -114,10 +114,23 @@ build() {
     args+=(--secret "id=pip-cert,src=$PIP_CERT")
   fi
   echo "build.sh: building $ref" >&2
-  local start=$SECONDS
+  local start=$SECONDS previous
+  previous=$("$engine" image inspect --format '{{.Id}}' "$ref" 2>/dev/null || true)
   "$engine" "${args[@]}" "$repo"
   echo "build.sh: built $ref in $((SECONDS - start)) s" >&2
+  forget_previous "$ref" "$previous"
   if [ "$push" = 1 ]; then "$engine" push "$ref"; fi
+}
+
+# Removes the image a rebuild took the tag from (untagged now, several GB each: rebuilt after
+# every change, they would fill the disk of a machine that builds often). Its layers that the new
+# image shares stay; an image still in use is left alone.
+forget_previous() {
+  local ref=$1 previous=$2 current
+  current=$("$engine" image inspect --format '{{.Id}}' "$ref")
+  if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+    "$engine" rmi "$previous" >/dev/null 2>&1 || true
+  fi
 }
 
 if [ -n "$wheel_dir" ]; then

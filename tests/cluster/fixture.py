@@ -90,13 +90,23 @@ def pytorch_image(kfdist_images) -> str:
     certificate = os.environ.get("PIP_CERT", "")
     secret = (["--secret", f"id=pip-cert,src={certificate}"]
               if certificate and os.path.isfile(certificate) else [])
+    previous = _image_id(reference)
     built = subprocess.run(
         ["podman", "build", *secret, "--build-arg", f"RUNTIME_IMAGE={kfdist_images['runtime']}",
          "--build-arg", f"TORCH_REQUIREMENT={torch_requirement()}", "-t", reference,
          "-f", str(REPO / "tests" / "cluster" / "images" / "pytorch.Dockerfile"),
          str(REPO / "tests" / "cluster" / "images")], capture_output=True, text=True, timeout=1800)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    if previous and previous != _image_id(reference):
+        # The rebuilt tag's old image (8.5 GB, untagged now), as containers/build.sh does.
+        subprocess.run(["podman", "rmi", previous], capture_output=True, timeout=300)
     return reference
+
+
+def _image_id(reference: str) -> str:
+    found = subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}", reference],
+                           capture_output=True, text=True, timeout=60)
+    return found.stdout.strip() if found.returncode == 0 else ""
 
 
 class Namespace:
