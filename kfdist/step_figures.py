@@ -28,12 +28,11 @@ def _data_lines(meta: Mapping[str, Any]) -> List[str]:
     checked = meta.get("data_validation")
     if checked:
         anomalies, drifted = checked.get("anomalies") or [], checked.get("drifted_columns") or {}
-        lines.append(f"data validation against {checked.get('reference')}: "
-                     f"{len(anomalies)} anomal{'y' if len(anomalies) == 1 else 'ies'} "
-                     "(allowed), " if anomalies else
-                     f"data validation against {checked.get('reference')}: no anomaly, ")
-        lines[-1] += (f"drift in {', '.join(f'{c} ({v:.3f})' for c, v in drifted.items())}"
-                      if drifted else "no drift")
+        found = (f"{len(anomalies)} anomal{'y' if len(anomalies) == 1 else 'ies'} (allowed)"
+                 if anomalies else "no anomaly")
+        drift = (f"drift in {', '.join(f'{c} ({v:.3f})' for c, v in drifted.items())}"
+                 if drifted else "no drift")
+        lines.append(f"data validation against {checked.get('reference')}: {found}, {drift}")
         lines += [f"anomaly: {a}" for a in anomalies]
     return lines
 

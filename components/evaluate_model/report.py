@@ -236,10 +236,11 @@ def render_report_markdown(result: EvaluationResult) -> str:
     worst = sorted((c for c in result.per_class if c.recall is not None), key=lambda c: c.recall)[:3]
     if worst:
         lines += ["", "Lowest recall: " + ", ".join(f"`{c.name}` {percent(c.recall)}" for c in worst)]
-    if lowest(result.slices, 3):
+    weakest = lowest(result.slices, 3)
+    if weakest:
         lines += ["", "Lowest-accuracy slices: " + ", ".join(
             f"`{s.key}` {percent(s.accuracy)} ({s.examples} examples)"
-            for s in lowest(result.slices, 3)) + f" (of the slices of at least "
+            for s in weakest) + f" (of the slices of at least "
             f"{MIN_SLICE_EXAMPLES} examples)"]
     lines += served_outputs.served_slices_markdown(result)
     if result.excluded_columns:

@@ -28,9 +28,10 @@ from kfdist.components.common import serving_inputs as si
 from kfdist.components.common import serving_versions, signature_check, storage
 from kfdist.components.evaluate_model import slices as sl
 from kfdist.components.evaluate_model.verdict import ServedModel
+from kfdist.components.export_saved_model.runtime import EXPORT_INFO_FILE
 
-#: The export's description of itself (`export_saved_model.runtime.EXPORT_INFO_FILE`).
-_EXPORT_INFO = os.path.join("assets.extra", "kfdist_export.json")
+#: The export's description of itself.
+_EXPORT_INFO = os.path.join("assets.extra", EXPORT_INFO_FILE)
 
 
 def _output_mismatch(loaded, meta: ds.DatasetMetadata, local: str) -> Optional[str]:

@@ -79,6 +79,7 @@ class StatisticsCollector:
         self.at_reference = {name: np.zeros(len(edges) + 1, np.int64)
                              for name, edges in self.reference_edges.items()}
         self.own_counts: Dict[str, np.ndarray] = {}
+        self._own_edges: Optional[Dict[int, Tuple[float, ...]]] = None  # once the scan is done
 
     def observe(self, batch: ExampleBatch) -> None:
         """Adds a batch of the scan pass."""
@@ -103,12 +104,13 @@ class StatisticsCollector:
 
     def observe_histograms(self, batch: ExampleBatch) -> None:
         """Adds a batch of the writing pass (after every batch of the scan pass)."""
-        for j, name in enumerate(self.numeric):
-            edges = histogram_edges(*self._range(j))
-            if edges is None:
-                continue
-            counts = bin_counts(batch.inputs[:, j], edges)
-            self.own_counts[name] = self.own_counts.get(name, 0) + counts
+        if self._own_edges is None:  # the range is final: the edges are the same for every batch
+            self._own_edges = {j: edges for j in range(len(self.numeric))
+                               if (edges := histogram_edges(*self._range(j))) is not None}
+        for j, edges in self._own_edges.items():
+            name = self.numeric[j]
+            self.own_counts[name] = self.own_counts.get(name, 0) + bin_counts(batch.inputs[:, j],
+                                                                              edges)
 
     def binned_at_reference(self) -> Dict[str, Tuple[int, ...]]:
         """Per numeric column with reference edges: this data's counts at them."""

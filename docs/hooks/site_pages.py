@@ -27,24 +27,24 @@ def readme_page() -> str:
     return re.sub(r"\]\(docs/", "](", text)
 
 
+def _benchmark_file_body(name: str) -> str:
+    """`benchmarks/<name>` without its own title (the page's title replaces it)."""
+    with open(os.path.join(ROOT, "benchmarks", name), encoding="utf-8") as f:
+        return re.sub(r"\A# .*\n", "", f.read())
+
+
 def benchmark_results_page() -> str:
     """`benchmarks/results.md` under a title of the site's."""
-    with open(os.path.join(ROOT, "benchmarks", "results.md"), encoding="utf-8") as f:
-        text = f.read()
-    body = re.sub(r"\A# .*\n", "", text)  # its own title becomes the page's
     return ("# Latest results\n\n`benchmarks/results.md` as the last `python -m benchmarks` "
             "run wrote it (see [Benchmarks](index.md) for what each figure measures).\n\n"
-            + re.sub(r"^## ", "## ", body, flags=re.M))
+            + _benchmark_file_body("results.md"))
 
 
 def peer_results_page() -> str:
     """`benchmarks/results-peers.md` (written from `results.json`) under a title of the site's."""
-    with open(os.path.join(ROOT, "benchmarks", "results-peers.md"), encoding="utf-8") as f:
-        text = f.read()
-    body = re.sub(r"\A# .*\n", "", text)
     return ("# Beside TFX and the libraries\n\n`benchmarks/results-peers.md`, written from "
             "`results.json` by every benchmark run (see [Benchmarks](index.md) for what each "
-            "figure measures).\n\n" + body)
+            "figure measures).\n\n" + _benchmark_file_body("results-peers.md"))
 
 
 def generated_pages() -> dict:

@@ -48,7 +48,7 @@ def test_the_readme_is_short_and_has_contents():
 
 def test_generated_pages_are_not_committed():
     for path in ("index.md", "reference/cli.md", "reference/components.md",
-                 "reference/pipelines.md", "benchmarks/results.md"):
+                 "reference/pipelines.md", "benchmarks/results.md", "benchmarks/peers.md"):
         assert not os.path.exists(os.path.join(ROOT, "docs", path)), path
 
 
@@ -90,8 +90,10 @@ def test_every_component_input_and_pipeline_parameter_is_in_the_reference(site):
                 assert f"<code>{parameter}</code>" in html, (name, parameter)
 
 
-def test_the_benchmark_results_page_is_results_md(site):
-    with open(os.path.join(ROOT, "benchmarks", "results.md"), encoding="utf-8") as f:
+@pytest.mark.parametrize("source, path", [("results.md", "benchmarks/results"),
+                                          ("results-peers.md", "benchmarks/peers")])
+def test_the_benchmark_results_pages_are_the_files_the_benchmarks_write(site, source, path):
+    with open(os.path.join(ROOT, "benchmarks", source), encoding="utf-8") as f:
         headings = [line[3:].strip() for line in f if line.startswith("## ")]
-    page = _page(site, "benchmarks/results")
+    page = _page(site, path)
     assert headings and all(heading.split(" (")[0] in page for heading in headings), headings

@@ -101,9 +101,9 @@ class TaskSettings:
         """
         env = tuple(e for e in self.pod.env if e["name"] not in reserved_env
                     and not e["name"].startswith(STEP_ENV_PREFIXES))
+        kfdist_paths = {posixpath.normpath(p) for p in kfdist_mount_paths}
         mounts = tuple(m for m in self.pod.volume_mounts
-                       if posixpath.normpath(m["mountPath"]) not in
-                       {posixpath.normpath(p) for p in kfdist_mount_paths})
+                       if posixpath.normpath(m["mountPath"]) not in kfdist_paths)
         mounted = {m["name"] for m in mounts}
         given_way = {m["name"] for m in self.pod.volume_mounts} - mounted
         volumes = tuple(v for v in self.pod.volumes if v["name"] not in given_way)

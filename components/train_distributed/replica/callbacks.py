@@ -22,7 +22,8 @@ from kfdist.components.train_distributed.replica.strategies import Role
 class EpochLogger(tf.keras.callbacks.Callback):
     """Logs one line per epoch (loss, accuracy, validation, global examples per second) and a resume.
 
-    Its time and examples per second leave out the epoch's validation (`history`'s).
+    Its time and examples per second are the epoch's training steps' (`history`'s
+    `steps_seconds`), without the validation and the checkpoints' writing.
     """
 
     def __init__(self, epochs: int, examples_per_epoch: int, enabled: bool,
@@ -44,9 +45,8 @@ class EpochLogger(tf.keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if not self._enabled:
             return
-        seconds = time.perf_counter() - self._start
-        if self._history is not None:
-            seconds = max(seconds - self._history.validation_seconds, 1e-9)
+        seconds = max(self._history.steps_seconds if self._history is not None
+                      else time.perf_counter() - self._start, 1e-9)
         log(format_epoch_line(epoch + 1, self._epochs, logs or {},
                               self._examples_per_epoch / seconds, seconds))
 
@@ -94,6 +94,12 @@ class HistoryWriter(tf.keras.callbacks.Callback):
         self.epochs.append(entry)
         if self._enabled:
             write_json(self._path, {"epochs": self.epochs})
+
+    @property
+    def steps_seconds(self) -> float:
+        """The last epoch's training steps' seconds (its entry's, validation left out): what the
+        epoch line, the TensorBoard scalars and Trainer's status take their examples/s from."""
+        return self.epochs[-1][model_artifact.EPOCH_SECONDS]
 
 
 def resume_epoch(role: Role, backup_dir: str) -> int:

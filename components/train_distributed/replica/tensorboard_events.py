@@ -14,7 +14,6 @@ and validation curves share a chart. `kfdist tensorboard PATH` serves them.
 from __future__ import annotations
 
 import os
-import time
 from typing import Dict, Mapping, Optional
 
 import tensorflow as tf
@@ -62,20 +61,14 @@ def learning_rate(optimizer) -> Optional[float]:
 class EpochSummaries(tf.keras.callbacks.Callback):
     """The leader's per-epoch TensorBoard scalars (after the validation added its metrics)."""
 
-    def __init__(self, model_dir: str, examples_per_epoch: int, history=None):
+    def __init__(self, model_dir: str, examples_per_epoch: int, history):
         super().__init__()
         self._root = os.path.join(model_dir, model_artifact.TENSORBOARD_DIR)
         self._examples_per_epoch = examples_per_epoch
-        self._history = history
-        self._started = 0.0
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._started = time.perf_counter()
+        self._history = history  # the `HistoryWriter`, an earlier callback: the steps' seconds
 
     def on_epoch_end(self, epoch, logs=None):
-        seconds = time.perf_counter() - self._started
-        if self._history is not None:
-            seconds -= self._history.validation_seconds
+        seconds = self._history.steps_seconds
         train, validation = split_logs({k: float(v) for k, v in (logs or {}).items()})
         train["examples_per_second"] = self._examples_per_epoch / max(seconds, 1e-9)
         rate = learning_rate(self.model.optimizer)

@@ -128,9 +128,8 @@ class TrainerStatusReporter(tf.keras.callbacks.Callback):
             return
         now = time.perf_counter()
         self._epochs_here += 1
-        steps_seconds = now - self._epoch_started
-        if self._history is not None:
-            steps_seconds -= self._history.validation_seconds
+        steps_seconds = (self._history.steps_seconds if self._history is not None
+                         else now - self._epoch_started)
         metrics = {k: float(v) for k, v in (logs or {}).items() if _is_number(v)}
         metrics["examples_per_second"] = self._examples_per_epoch / max(steps_seconds, 1e-9)
         self._endpoint.post(status_update(
