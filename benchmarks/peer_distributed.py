@@ -41,7 +41,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from kfdist.components.train_distributed.job.config import STEPS_PER_EXECUTION
 
-from benchmarks import repeats
+from benchmarks import repeats, time_to_accuracy
 from benchmarks.common import CHILD_ENV, REPO_ROOT, epoch_wall_seconds
 
 BATCH = 64
@@ -148,18 +148,14 @@ def figures(run: Dict[str, Any], steps: int, examples_per_step: int,
     steady = [e["seconds"] for e in epochs[1:]] or [epochs[0]["seconds"]]
     steps_per_second = steps * len(steady) / sum(steady)
     startup = run["first_epoch_begin_unix"] - run["started_unix"]
-    spent = epoch_wall_seconds(epochs)
-    reached = next((i for i, e in enumerate(epochs) if e["val_accuracy"] >= target), None)
     return {"steps_per_second": round(steps_per_second, 2),
             "examples_per_second": round(steps_per_second * examples_per_step),
             "startup_seconds": round(startup, 2),
             "exit_seconds": round(run["ended_unix"] - run["last_epoch_end_unix"], 2),
             "job_seconds": round(run["ended_unix"] - run["started_unix"], 2),
-            "epochs_to_target": None if reached is None else reached + 1,
-            "seconds_to_target": None if reached is None else round(
-                startup + sum(spent[:reached + 1]), 2),
+            **time_to_accuracy.reaching_target(epochs, startup, target),
             "val_accuracy": [round(e["val_accuracy"], 4) for e in epochs],
-            "epoch_wall_seconds": [round(s, 2) for s in spent]}
+            "epoch_wall_seconds": [round(s, 2) for s in epoch_wall_seconds(epochs)]}
 
 
 #: The figures reported as median and spread for each side.

@@ -10,6 +10,7 @@ import signal
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import List
 
@@ -60,8 +61,25 @@ def remove_all(root: Path) -> List[str]:
                        capture_output=True, timeout=300)
     subprocess.run([podman, "network", "rm", "--force", network_name(bed_id(root))],
                    capture_output=True, timeout=120)
-    kill_container_processes(Path(root) / CONTAINERS_FILE)
+    _wait_gone(kill_container_processes(Path(root) / CONTAINERS_FILE))
     return names
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie, exited and waiting to be reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _wait_gone(pids: List[int], seconds: float = 10.0) -> None:
+    """Returns once every one of `pids` has ended (SIGKILL is not instant), or after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if _alive(pid)]
+        time.sleep(0.05)
 
 
 def kill_container_processes(record: Path) -> List[int]:
@@ -85,7 +103,7 @@ def kill_container_processes(record: Path) -> List[int]:
             continue
         in_container = any(f"libpod-{i}" in cgroup for i in ids)
         conmon = argv[0].endswith(b"conmon") and any(i.encode() in argv for i in ids)
-        if in_container or conmon:
+        if (in_container or conmon) and _alive(int(entry)):
             try:
                 os.kill(int(entry), signal.SIGKILL)
                 killed.append(int(entry))

@@ -112,13 +112,33 @@ def test_the_program_pipelines_step_trains_the_keras_example_as_a_tfjob(
     assert container["image"] == kfdist_images["runtime"]
 
 
+def _step_pod(ns, name: str) -> dict:
+    """A pod standing for a pipeline step's own (it waits, and ends on SIGTERM): the owner the
+    step names."""
+    return json.loads(ns.kubectl("create", "-f", "-", "-o", "json", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+            "containers": [{"name": "main", "image": "docker.io/library/debian:12.15-slim",
+                            "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 900 & wait"]}]}})
+    ).stdout)
+
+
+def _as_step_pod(pod: dict) -> dict:
+    """The variables KFP's driver gives a step about its own pod."""
+    return {"KFP_POD_NAME": pod["metadata"]["name"], "KFP_POD_UID": pod["metadata"]["uid"],
+            "KFP_POD_NAMESPACE": pod["metadata"]["namespace"]}
+
+
 def test_a_retried_step_reattaches_to_its_running_job(bed_namespace, work_pvc, kfdist_images,
-                                                      digits_dataset, tmp_path):
+                                                      digits_dataset, tmp_path, monkeypatch):
     """The first attempt is SIGKILLed (no clean-up runs) while the replicas train; the retry,
-    with the same run id and task name, gets 409 AlreadyExists and adopts the running job."""
+    with the same run id and task name, gets 409 AlreadyExists and adopts the running job, and
+    adds its own pod as the job's second owner (the garbage collector keeps the job while either
+    attempt's pod exists)."""
     args = {"dataset_dir": digits_dataset, "epochs": 40, "batch_size_per_replica": 32,
             **_step_options(bed_namespace, "run-retry")}
-    env = dict(os.environ, TMPDIR=str(tmp_path))  # the killed step leaves its work dir here
+    attempts = [_step_pod(bed_namespace, f"step-attempt-{n}") for n in (1, 2)]
+    # The killed step leaves its work dir here.
+    env = dict(os.environ, TMPDIR=str(tmp_path), **_as_step_pod(attempts[0]))
     first = subprocess.Popen(
         [sys.executable, "-u", "-c", STEP_SCRIPT,
          json.dumps(dict(args, model_dir=str(tmp_path / "model-1")))],
@@ -143,6 +163,8 @@ def test_a_retried_step_reattaches_to_its_running_job(bed_namespace, work_pvc, k
     assert not _conditions(created) or ("Running", "TFJobRunning") in _conditions(created)
     pods_before = {p["metadata"]["uid"] for p in bed_namespace.get("pod")}
 
+    for variable, value in _as_step_pod(attempts[1]).items():
+        monkeypatch.setenv(variable, value)
     log = []
     rest = {k: v for k, v in args.items() if k != "dataset_dir"}
     report = runtime.train(digits_dataset, str(tmp_path / "model-2"), log=log.append, **rest)
@@ -151,6 +173,8 @@ def test_a_retried_step_reattaches_to_its_running_job(bed_namespace, work_pvc, k
     [job] = bed_namespace.get("tfjob")
     assert job["metadata"]["uid"] == created["metadata"]["uid"]
     assert ("Succeeded", "TFJobSucceeded") in _conditions(job)
+    assert [o["uid"] for o in job["metadata"]["ownerReferences"]] == [
+        pod["metadata"]["uid"] for pod in attempts]
     # One job's replicas, started once: the pods that remain are the ones the first attempt saw.
     assert {p["metadata"]["uid"] for p in bed_namespace.get("pod")} <= pods_before
     assert report.epochs == 40 and len({r.weights_sha256 for r in report.replicas}) == 1
@@ -403,58 +427,6 @@ def test_a_shipped_program_runs_as_a_pytorchjob_without_an_image(bed_namespace, 
     assert ("Succeeded", "PyTorchJobSucceeded") in _conditions(job)
     for replica in job["spec"]["pytorchReplicaSpecs"].values():
         assert replica["template"]["spec"]["containers"][0]["image"] == kfdist_images["runtime"]
-
-
-def _cpu_only(kind: str, name: str, replicas, image: str) -> dict:
-    """A kustomize patch giving `replicas` of the example `image` without GPU limits, as the
-    example's header says for a cluster without GPUs."""
-    ops = []
-    for replica in replicas:
-        container = f"/spec/tfReplicaSpecs/{replica}/template/spec/containers/0"
-        ops += [{"op": "replace", "path": f"{container}/image", "value": image},
-                {"op": "remove", "path": f"{container}/resources/limits/nvidia.com~1gpu"}]
-    return {"target": {"kind": kind, "name": name}, "patch": json.dumps(ops)}
-
-
-def test_the_example_manifests_run_to_completion_with_kubectl_apply_k(
-        kube_bed, bed_namespace, work_pvc, kfdist_images, digits_dataset, tmp_path):
-    """`kubectl apply --server-side -k manifests/examples` (CPU only: the TFJob's image and GPU
-    limits patched, as its header says) once `kfdist render --stage` wrote each job's
-    description on the PVC `kfdist-work`: both jobs train to completion."""
-    ns = bed_namespace
-    jobs = {"kfdist-mnist-tfjob": ["--backend", "tfjob", "--strategy", "multi_worker_mirrored",
-                                   "--workers", "2", "--chief"],
-            "kfdist-mnist-horovod": ["--backend", "mpijob", "--strategy", "horovod",
-                                     "--workers", "2"]}
-    examples_claim = ns.claim_path("kfdist-work")
-    for name, flags in jobs.items():
-        staged = subprocess.run(
-            [sys.executable, "-m", "kfdist", "render", *flags, "--epochs", "2", "--namespace",
-             ns.name, "--pvc-name", "kfdist-work", "--work-uri", f"{MOUNT}/{name}", "--dataset",
-             digits_dataset, "--stage"], capture_output=True, text=True, timeout=300)
-        assert staged.returncode == 0, staged.stderr[-3000:]
-        # Staged through /mnt/kfdist (here the claim `team-work`), as a pod that mounts
-        # `kfdist-work` there would; the example jobs' replicas find it on `kfdist-work`.
-        shutil.copytree(work_pvc / name, examples_claim / name)
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    examples = os.path.relpath(os.path.join(EXAMPLES, os.pardir, "manifests", "examples"),
-                               overlay)
-    (overlay / "kustomization.yaml").write_text(json.dumps({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [examples],
-        "patches": [_cpu_only("TFJob", "kfdist-mnist-tfjob", ("Chief", "Worker"),
-                              kfdist_images["runtime"])]}))
-    applied = kube_bed.kubectl_run(f"--namespace={ns.name}", "apply", "--server-side", "-k",
-                                   str(overlay))
-    assert "tfjob.kubeflow.org/kfdist-mnist-tfjob serverside-applied" in applied.stdout
-    assert "mpijob.kubeflow.org/kfdist-mnist-horovod serverside-applied" in applied.stdout
-    wait_for(lambda: ("Succeeded", "TFJobSucceeded") in _conditions(
-        ns.get("tfjob", "kfdist-mnist-tfjob")) and ("Succeeded", "MPIJobSucceeded") in
-        _conditions(ns.get("mpijob", "kfdist-mnist-horovod")), seconds=600,
-        what="both example jobs to succeed")
-    for name in jobs:
-        assert (examples_claim / name / "model" / "saved_model" / "saved_model.pb").is_file()
 
 
 FAILING_PROGRAM = """

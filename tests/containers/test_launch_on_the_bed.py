@@ -71,9 +71,13 @@ def test_tf2_example_trains_on_the_operators_own_controllers(backend, bed_namesp
         assert jobset["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
 
 
-def test_sigterm_to_launch_deletes_the_tfjob_and_its_pods(bed_namespace, kfdist_images, tmp_path):
+@pytest.mark.parametrize("backend", ["tfjob", "trainjob"])
+def test_sigterm_to_launch_deletes_the_job_and_its_pods(backend, bed_namespace, kfdist_images,
+                                                        tmp_path):
+    """SIGTERM once the leader runs: the job is deleted (a TrainJob's JobSet and Jobs with it,
+    by the real garbage collector) and its pods go; `kfdist launch` exits 143."""
     ns = bed_namespace
-    pvc, flags = _cluster_flags(ns, "forever", "tfjob")
+    pvc, flags = _cluster_flags(ns, "forever", backend)
     program = tmp_path / "program"
     program.mkdir()
     (program / "forever.py").write_text("import time\nprint('up', flush=True)\ntime.sleep(600)\n")
@@ -94,8 +98,9 @@ def test_sigterm_to_launch_deletes_the_tfjob_and_its_pods(bed_namespace, kfdist_
             proc.kill()
             proc.wait()
     assert "stopped by SIGTERM" in proc.stderr.read()
-    assert ns.kubectl("get", "tfjob", "forever", check=False).returncode != 0
-    wait_for(lambda: not ns.get("pod"), seconds=90, what="the job's pods to go")
+    assert ns.kubectl("get", backend, "forever", check=False).returncode != 0
+    wait_for(lambda: not ns.get("pod") and not ns.get("jobset"), seconds=90,
+             what="the job's JobSet and pods to go")
 
 
 def test_the_pipeline_runner_can_do_what_kfdist_needs_and_no_more(kube_bed, bed_namespace):
@@ -216,3 +221,132 @@ def test_pytorch_ddp_example_trains_on_the_operators_own_controllers(
                and expected[1] in (None, c["reason"]) for c in job["status"]["conditions"])
     if backend == "trainjob":
         assert job["spec"]["runtimeRef"]["name"] == "torch-distributed"
+
+
+#: What the Training Operator injects into a PyTorch replica, and kfdist's own variables.
+PYTORCH_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_MASTER_ADDR",
+                     "PET_MASTER_PORT", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
+                     "PYTHONUNBUFFERED", "KFDIST_MODEL_DIR", "KFDIST_CHECKPOINT_DIR",
+                     "KFDIST_DATA_DIR", "TF_CONFIG", "TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL")
+PYTORCH_ENV_PROGRAM = f"""
+import json, os, time
+names = {PYTORCH_VARIABLES!r}
+path = os.path.join(os.environ["KFDIST_CHECKPOINT_DIR"], "env-" + os.environ["RANK"] + ".json")
+os.makedirs(os.path.dirname(path), exist_ok=True)
+with open(path, "w") as f:
+    json.dump({{n: os.environ[n] for n in names if n in os.environ}}, f)
+print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], flush=True)
+# The job succeeds when the master does and the workers still running are then deleted: the
+# master waits for every rank's file first.
+deadline = time.monotonic() + 120
+while os.environ["RANK"] == "0" and time.monotonic() < deadline and not all(
+        os.path.exists(os.path.join(os.path.dirname(path), f"env-{{r}}.json"))
+        for r in range(int(os.environ["WORLD_SIZE"]))):
+    time.sleep(0.2)
+"""
+
+
+def test_a_pytorch_program_sees_the_same_variables_locally_and_as_a_pytorchjob(
+        bed_namespace, kfdist_images, tmp_path, monkeypatch):
+    """The same program under `--backend local` and as a PyTorchJob of the real Training
+    Operator sees the same variables; only the master's address and port differ."""
+    ns = bed_namespace
+    pvc, flags = _cluster_flags(ns, "envcheck", "pytorchjob")
+    program = tmp_path / "program"
+    program.mkdir()
+    (program / "env_program.py").write_text(PYTORCH_ENV_PROGRAM)
+    for variable in ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL"):
+        monkeypatch.delenv(variable, raising=False)
+    layout = ["--framework", "pytorch", "--workers", "2"]
+    local = _launch(*layout, "--output", str(tmp_path / "local"), "--", sys.executable,
+                    str(program / "env_program.py"))
+    assert local.returncode == 0, local.stdout[-3000:] + local.stderr[-3000:]
+    remote = _launch(*layout, "--output", str(pvc / "run"), "--program-dir", str(program),
+                     *flags, "--", "python", "env_program.py")
+    assert remote.returncode == 0, remote.stdout[-3000:] + remote.stderr[-3000:]
+    for rank in ("0", "1"):
+        here = json.loads((tmp_path / "local" / "checkpoints" / f"env-{rank}.json").read_text())
+        there = json.loads((pvc / "run" / "checkpoints" / f"env-{rank}.json").read_text())
+        for env, root in ((here, str(tmp_path / "local")), (there, str(pvc / "run"))):
+            assert env.pop("KFDIST_MODEL_DIR") == os.path.join(root, "model")
+            assert env.pop("KFDIST_CHECKPOINT_DIR") == os.path.join(root, "checkpoints")
+            assert env.pop("MASTER_ADDR") == env.pop("PET_MASTER_ADDR")
+            assert env.pop("MASTER_PORT") == env.pop("PET_MASTER_PORT")
+        assert here == there, (here, there)
+        assert here["RANK"] == here["PET_NODE_RANK"] == rank and here["WORLD_SIZE"] == "2"
+        assert "TF_USE_LEGACY_KERAS" not in here and "TF_CONFIG" not in here
+
+
+def test_auto_picks_trainers_torch_distributed_runtime_only_where_it_is_installed(
+        kube_bed, bed_namespace, tmp_path):
+    """`--backend auto` for PyTorch: a TrainJob on Trainer's own `torch-distributed` runtime
+    while the runner may read it, a PyTorchJob once it is gone (put back afterwards)."""
+    from cluster import operators
+
+    ns = bed_namespace
+    _, flags = _cluster_flags(ns, "auto-pt", "auto")
+
+    def dry_run() -> str:
+        done = _launch("--framework", "pytorch", "--workers", "2", "--output",
+                       str(ns.claim_path(CLAIM) / "auto"), *flags, "--image",
+                       "registry.example.com/team/trainer:1.0", "--dry-run", "--", "python",
+                       "-m", "torch.distributed.run", "train.py")
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done.stdout
+
+    shown = dry_run()
+    assert "backend auto: trainjob (Kubeflow Trainer and its torch-distributed runtime" in shown
+    assert "kind: TrainJob" in shown
+    runtime = operators.TRAINER.source() / "manifests" / "base" / "runtimes" / \
+        "torch_distributed.yaml"
+    kube_bed.kubectl_run("delete", "clustertrainingruntime", "torch-distributed")
+    try:
+        shown = dry_run()
+    finally:
+        kube_bed.kubectl_run("apply", "--server-side", f"--filename={runtime}")
+    assert "backend auto: pytorchjob (Kubeflow Trainer or its runtime torch-distributed is not" \
+        in shown and "kind: PyTorchJob" in shown
+    assert ns.get("pytorchjob") == [] and ns.get("trainjob") == []  # a dry run creates nothing
+
+
+def test_a_killed_keras_worker_pod_is_recreated_and_the_job_resumes_from_the_pvc(
+        bed_namespace, kfdist_images, digits_dataset, tmp_path):
+    """The Keras example reads its dataset on the PVC (`--dataset`); under ExitCode, worker 1's
+    container SIGKILLed (137) gets a new pod from the real Training Operator, worker 0 loses its
+    peer (138, retryable: a new pod too), and both resume from the BackupAndRestore backup in
+    KFDIST_CHECKPOINT_DIR instead of epoch 1."""
+    from component.test_launch_examples import _eval_accuracy
+    from cluster.node_agent.podspec import POD_LABEL
+
+    ns = bed_namespace
+    pvc, flags = _cluster_flags(ns, "keras-kill", "tfjob")
+    shutil.copytree(digits_dataset, pvc / "data" / "digits")
+    program = _program(tmp_path, "keras_fit_backup_restore.py")
+    argv = [sys.executable, "-m", "kfdist", "launch", "--framework", "tensorflow", "--workers",
+            "2", "--restart-policy", "ExitCode", "--output", str(pvc / "keras"), "--dataset",
+            str(pvc / "data" / "digits"), "--program-dir", str(program), *flags, "--", "python",
+            "keras_fit_backup_restore.py", "--epochs", "4", "--steps-per-epoch", "50"]
+    lines, killed = [], False
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as job:
+        for line in job.stdout:
+            lines.append(line.rstrip("\n"))
+            if not killed and line.startswith("[worker-0] Epoch 2/4"):
+                [uid] = [p["metadata"]["uid"] for p in ns.get("pod")
+                         if p["metadata"]["name"] == "keras-kill-worker-1"]
+                names = subprocess.run(
+                    ["podman", "ps", "--filter", f"label={POD_LABEL}={uid}", "--format",
+                     "{{.Names}}"], capture_output=True, text=True, check=True).stdout.split()
+                subprocess.run(["podman", "kill", "--signal", "KILL", *names], check=True,
+                               capture_output=True)
+                killed = True
+        assert job.wait(timeout=600) == 0, "\n".join(lines[-60:])
+    output = "\n".join(lines)
+    assert killed, output[-3000:]
+    after_kill = output[output.index("[worker-0] Epoch 2/4"):]
+    assert "[worker-0] Epoch 1/4" not in after_kill, output[-4000:]  # resumed, not restarted
+    assert "[worker-0] Epoch 4/4" in after_kill
+    assert "Restarting (TFJobRestarting)" in output, output[-4000:]
+    job = ns.get("tfjob", "keras-kill")
+    assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
+    assert _eval_accuracy(pvc / "keras" / "model", digits_dataset) > 0.8

@@ -32,6 +32,9 @@ MOUNT = Path("/mnt/kfdist")
 #: The fault run: long enough that the kill lands mid-training.
 EPOCHS, KILL_AFTER_EPOCH = 20, 2
 CLAIM = "team-work"
+#: The replicas the training step gives each TensorFlow strategy by default.
+REPLICAS = {"multi_worker_mirrored": {"worker": 2},
+            "parameter_server": {"chief": 1, "worker": 2, "ps": 1}}
 
 
 @pytest.fixture
@@ -48,8 +51,8 @@ def work_pvc(bed_namespace):
 
 
 def _run(ns, out: Path, backend: str, strategy: str, *extra: str, epochs: int = 3,
-         popen: bool = False):
-    argv = [sys.executable, "-m", "kfdist", "run", "mnist", "--backend", backend, "--strategy",
+         popen: bool = False, pipeline: str = "mnist"):
+    argv = [sys.executable, "-m", "kfdist", "run", pipeline, "--backend", backend, "--strategy",
             strategy, "--namespace", ns.name, "--pvc-name", CLAIM, "--work-uri",
             f"{MOUNT}/{backend}-{strategy.replace('_', '-')}", "--output", str(out),
             "--epochs", str(epochs), *extra]
@@ -65,23 +68,48 @@ def _conditions(job) -> list:
             if c["status"] == "True"]
 
 
-@pytest.mark.parametrize("backend,strategy,kind,done", [
-    ("tfjob", "multi_worker_mirrored", "tfjob", ("Succeeded", "TFJobSucceeded")),
-    ("tfjob", "parameter_server", "tfjob", ("Succeeded", "TFJobSucceeded")),
-    ("mpijob", "horovod", "mpijob", ("Succeeded", "MPIJobSucceeded")),
-    ("trainjob", "multi_worker_mirrored", "trainjob", ("Complete", "AllJobsCompleted")),
+@pytest.mark.parametrize("backend,strategy,kind,done,extra", [
+    ("tfjob", "multi_worker_mirrored", "tfjob", ("Succeeded", "TFJobSucceeded"), ()),
+    ("tfjob", "parameter_server", "tfjob", ("Succeeded", "TFJobSucceeded"), ("--evaluator",)),
+    ("mpijob", "horovod", "mpijob", ("Succeeded", "MPIJobSucceeded"), ()),
+    ("trainjob", "multi_worker_mirrored", "trainjob", ("Complete", "AllJobsCompleted"), ()),
+    ("trainjob", "parameter_server", "trainjob", ("Complete", "AllJobsCompleted"), ()),
+    ("trainjob", "horovod", "trainjob", ("Complete", "AllJobsCompleted"), ()),
 ])
-def test_mnist_trains_on_the_real_operator(backend, strategy, kind, done, bed_namespace,
+def test_mnist_trains_on_the_real_operator(backend, strategy, kind, done, extra, bed_namespace,
                                            work_pvc, kfdist_images, tmp_path):
-    summary = _run(bed_namespace, tmp_path / "run", backend, strategy)
+    summary = _run(bed_namespace, tmp_path / "run", backend, strategy, *extra)
     assert summary["blessed"] is True and summary["eval"]["accuracy"] >= 0.90
     [job] = bed_namespace.get(kind)
     assert done in _conditions(job)  # written by the operator's own controller
     pods = bed_namespace.get("pod")
     assert pods and all(p["spec"]["nodeName"] for p in pods)
+    step_log = (tmp_path / "run" / "logs" / "train.log").read_text()
+    if strategy == "multi_worker_mirrored":
+        # Only the leader's own log is streamed into the step's (a TrainJob's pods are nodes).
+        replica = "node" if kind == "trainjob" else "worker"
+        assert f"[{replica}-0] epoch 3/3" in step_log, step_log[-3000:]
+        assert f"[{replica}-1]" not in step_log, step_log[-3000:]
     # The leader's TensorBoard curves, on the work location as it trained.
     curves = work_pvc / f"{backend}-{strategy.replace('_', '-')}" / "model" / "tensorboard"
     assert list((curves / "train").glob("events.out.tfevents.*")), sorted(curves.parent.iterdir())
+    if kind == "trainjob" and strategy != "horovod":
+        # Each TensorFlow replica derived, from its JobSet identity, the TF_CONFIG the Training
+        # Operator would give that replica of the layout: the whole layout, each its own task
+        # (under parameter_server the chief's pod is the one left once the job completes).
+        configs = [json.loads(line.split(": ", 1)[1]) for pod in pods
+                   for line in bed_namespace.kubectl("logs", pod["metadata"]["name"]).stdout
+                   .splitlines() if line.startswith("TF_CONFIG of pod ")]
+        counts = REPLICAS[strategy]
+        tasks = [(c["task"]["type"], c["task"]["index"]) for c in configs]
+        leader = ("chief", 0) if "chief" in counts else ("worker", 0)
+        assert leader in tasks and len(set(tasks)) == len(tasks), configs
+        if strategy == "multi_worker_mirrored":
+            assert sorted(tasks) == [("worker", 0), ("worker", 1)], configs
+        for derived in configs:
+            assert {t: len(a) for t, a in derived["cluster"].items()} == counts
+            assert all(address.endswith(f".{bed_namespace.name}.svc:2222")
+                       for addresses in derived["cluster"].values() for address in addresses)
     if kind == "trainjob":
         # The leader posted its progress to Trainer's status API (TrainJobStatus gate on), the
         # controller wrote it into the TrainJob, and the step logged it.
@@ -89,7 +117,6 @@ def test_mnist_trains_on_the_real_operator(backend, strategy, kind, done, bed_na
         assert status["progressPercentage"] == 100 and status["estimatedRemainingSeconds"] == 0
         assert {"loss", "accuracy", "val_accuracy", "examples_per_second"} <= {
             m["name"] for m in status["metrics"]}
-        step_log = (tmp_path / "run" / "logs" / "train.log").read_text()
         assert "Progress 100%, about 0 s left" in step_log, step_log[-3000:]
         # docs/guide/pipelines.md's way to see it (Trainer v2.3 prints no such columns itself),
         # as a person would run it (the pipeline runner may not list TrainJobs).
@@ -103,6 +130,27 @@ def test_mnist_trains_on_the_real_operator(backend, strategy, kind, done, bed_na
     if backend == "tfjob" and strategy == "parameter_server":
         assert {p["metadata"]["labels"]["training.kubeflow.org/replica-type"]
                 for p in pods} >= {"chief", "ps", "worker"}
+        assert sorted(job["spec"]["tfReplicaSpecs"]) == ["Chief", "Evaluator", "PS", "Worker"]
+        # The evaluator followed the chief's checkpoints through the work location, at most
+        # once per epoch's checkpoint.
+        published = sorted(work_pvc.rglob("evaluations.json"))
+        assert published, sorted(work_pvc.rglob("*"))[:50]
+        epochs = [e.get("epoch") for e in json.loads(published[0].read_text())]
+        assert epochs and set(epochs) <= {1, 2, 3} and len(epochs) <= 3, epochs
+
+
+@pytest.mark.parametrize("pipeline,backend,kind,epochs,bar", [
+    ("tabular", "trainjob", "trainjob", 30, 0.95), ("images", "tfjob", "tfjob", 5, 0.90)])
+def test_the_tabular_and_images_pipelines_train_on_the_cluster(pipeline, backend, kind, epochs,
+                                                               bar, bed_namespace, work_pvc,
+                                                               kfdist_images, tmp_path):
+    """The same backends as `mnist`: the penguins through a TrainJob, the PNG digits through a
+    TFJob, their datasets (string columns, decoded images) read by the replicas from the PVC."""
+    summary = _run(bed_namespace, tmp_path / "run", backend, "multi_worker_mirrored",
+                   epochs=epochs, pipeline=pipeline)
+    assert summary["pipeline"] == pipeline and summary["train"]["backend"] == backend
+    assert summary["eval"]["accuracy"] >= bar and summary["blessed"] is True
+    assert len(bed_namespace.get(kind)) == 1
 
 
 def test_a_killed_worker_container_is_re_created_by_the_operator_and_the_job_resumes(
@@ -187,27 +235,6 @@ def test_kueue_holds_the_trainjob_until_its_cluster_queue_admits_it(
     [admitted] = ns.get("workload")
     assert any(c["type"] == "Admitted" and c["status"] == "True"
                for c in admitted["status"]["conditions"])
-
-
-def test_a_rendered_and_staged_mpijob_runs_with_kubectl_apply(kube_bed, bed_namespace, work_pvc,
-                                                              kfdist_images, digits_dataset):
-    """`kfdist render --stage | kubectl apply --server-side -f -`, as the pipeline runner: the
-    MPI Operator's own launcher and sshd workers train it with Horovod."""
-    ns = bed_namespace
-    work = f"{MOUNT}/rendered"
-    render = subprocess.run(
-        [sys.executable, "-m", "kfdist", "render", "--backend", "mpijob", "--strategy", "horovod",
-         "--workers", "2", "--epochs", "2", "--namespace", ns.name, "--pvc-name", CLAIM,
-         "--work-uri", work, "--dataset", digits_dataset, "--stage"],
-        capture_output=True, text=True, timeout=300)
-    assert render.returncode == 0, render.stderr[-3000:]
-    applied = kube_bed.kubectl_run("apply", "--server-side", "-f", "-", stdin=render.stdout,
-                                   kubeconfig=ns.kubeconfig)
-    assert "mpijob.kubeflow.org/" in applied.stdout
-    [job] = wait_for(lambda: [j for j in ns.get("mpijob")
-                              if ("Succeeded", "MPIJobSucceeded") in _conditions(j)],
-                     seconds=300, what="the MPIJob to succeed")
-    assert (work_pvc / "rendered" / "model" / "saved_model" / "saved_model.pb").is_file()
 
 
 def test_deleting_the_steps_pod_takes_the_job_and_its_replicas_along(

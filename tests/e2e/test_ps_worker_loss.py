@@ -1,4 +1,5 @@
-"""A parameter-server worker SIGKILLed mid-epoch, locally and as a TFJob: what happens.
+"""A parameter-server worker SIGKILLed mid-epoch, locally (the same as a TFJob on the real
+Training Operator: tests/containers/test_ps_worker_loss_on_the_bed.py): what happens.
 
 Under `parameter_server` the chief's ClusterCoordinator dispatches steps to the
 workers; a worker that dies loses the steps it was running. The coordinator
@@ -14,13 +15,13 @@ import os
 import re
 import signal
 import threading
+from typing import Callable
 
 import pytest
 
 from kfdist.components.evaluate_model.runtime import evaluate
 from kfdist.components.train_distributed import runtime
-from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
-from fakes.kube_server.cluster_fixtures import Log, step_options
+from fakes.kube_server.cluster_fixtures import Log
 
 pytestmark = pytest.mark.slow
 
@@ -31,11 +32,12 @@ SETTINGS = dict(strategy="parameter_server", workers=2, ps=1, epochs=EPOCHS,
 
 
 class KillWorkerOne(Log):
-    """The step's log; SIGKILLs worker 1 shortly after the chief logs epoch `KILL_AFTER_EPOCH`."""
+    """The step's log; SIGKILLs worker 1 (`kill(log)`) shortly after the chief logs epoch
+    `KILL_AFTER_EPOCH`."""
 
-    def __init__(self, find_pid):
+    def __init__(self, kill: Callable[["KillWorkerOne"], None]):
         super().__init__()
-        self.find_pid = find_pid
+        self.kill = kill
         self.killed = threading.Event()
 
     def __call__(self, line: str) -> None:
@@ -43,7 +45,7 @@ class KillWorkerOne(Log):
         if (re.match(rf"\[chief-0\] epoch {KILL_AFTER_EPOCH}/", line)
                 and not self.killed.is_set()):
             self.killed.set()
-            threading.Timer(0.3, os.kill, (self.find_pid(self), signal.SIGKILL)).start()
+            threading.Timer(0.3, self.kill, (self,)).start()
 
     def chief_epochs(self):
         return [int(m.group(1)) for line in self.lines
@@ -66,7 +68,7 @@ def _check_the_chief_carried_on(report, log: KillWorkerOne, model_dir: str, data
 
 def test_a_killed_ps_worker_is_restarted_locally_and_the_chief_carries_on(digits_dataset,
                                                                          tmp_path):
-    log = KillWorkerOne(_local_worker_1)
+    log = KillWorkerOne(lambda log: os.kill(_local_worker_1(log), signal.SIGKILL))
     model_dir = str(tmp_path / "model")
     report = runtime.train(digits_dataset, model_dir, log=log, **SETTINGS)
     _check_the_chief_carried_on(report, log, model_dir, digits_dataset)
@@ -75,16 +77,3 @@ def test_a_killed_ps_worker_is_restarted_locally_and_the_chief_carries_on(digits
                for line in log.starting("[chief-0] ")), log.lines
     assert any("worker-1 exited with code 137; restarting it" in line for line in log.lines)
     assert report.restarts == 1  # worker 1 only: the chief and the PS never failed
-
-
-def test_a_killed_ps_worker_pod_is_recreated_and_the_chief_carries_on(cluster, dataset_uri,
-                                                                     digits_dataset, tmp_path):
-    name = job_name_for("run-ps-kill", "train-distributed")
-    log = KillWorkerOne(lambda _: cluster.operator.replica_pids(name, "worker-1")[-1])
-    model_dir = str(tmp_path / "model")
-    report = runtime.train(digits_dataset, model_dir, backend="tfjob", dataset_uri=dataset_uri,
-                           log=log, **step_options(run_id="run-ps-kill"), **SETTINGS)
-    _check_the_chief_carried_on(report, log, model_dir, digits_dataset)
-    assert len(cluster.operator.replica_pids(name, "worker-1")) == 2
-    assert len(cluster.operator.replica_pids(name, "chief-0")) == 1
-    assert report.restarts == 1

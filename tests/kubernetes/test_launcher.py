@@ -5,7 +5,8 @@ Nothing in the client is patched: `kube_server` speaks the apiserver's protocol
 moves pods and job conditions the way the Training and MPI operators do. What
 the real control plane shows (tests/containers/: logs streamed through Pending,
 a failed image pull, an unschedulable pod at the timeout, SIGTERM, the reaction
-time, the owner reference) is not repeated here: these are the faults and
+time, the owner reference, a retry's two owners, an earlier attempt's failed job replaced, a
+foreign job of the same name left alone) is not repeated here: these are the faults and
 corner cases it cannot be made to produce on demand.
 """
 
@@ -24,9 +25,7 @@ from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeA
 from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
     CrdNotInstalledError, NotFoundError, PermissionDeniedError)
 from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import (
-    SPEC_HASH_ANNOTATION, JobNameConflictError, JobTimeoutError, cancel_on_sigterm, launch_and_wait,
-    prepare_body)
-from fakes.kube_server import launch_cli
+    JobTimeoutError, cancel_on_sigterm, launch_and_wait, prepare_body)
 from fakes.kube_server import DEFAULT_USER, FakeOperator, KubeServer, Scenario, sample_mpijob, sample_tfjob
 
 TFJOBS = ("kubeflow.org", "v1", "tfjobs")
@@ -89,54 +88,6 @@ def test_pending_pod_without_condition_is_explained_by_its_events(cluster):
     with pytest.raises(JobTimeoutError) as raised:
         cluster.launch(job, timeout_seconds=1.0)
     assert 'worker-0: FailedMount: MountVolume.SetUp failed for volume "data"' in str(raised.value)
-
-
-def test_retry_after_launcher_was_killed_reattaches_to_the_same_job(cluster):
-    job = sample_tfjob()
-    cluster.operator.script(job.name, Scenario(pending_seconds=0.2, run_seconds=3.0))
-    first = launch_cli.start(cluster.server.url, job.name, "--owner-uid", "pod-uid-attempt-1")
-    launch_cli.wait_for_line(first, "[chief-0] epoch 1/2")
-    first.kill()  # SIGKILL: no cleanup, as when a node dies
-    first.wait(5)
-    created_uid = cluster.jobs()[0]["metadata"]["uid"]
-    outcome = cluster.launch(job, owner=OwnerRef("kubeflow", "step-pod-2", "pod-uid-attempt-2"))
-    assert outcome.adopted and outcome.uid == created_uid and outcome.reason == "TFJobSucceeded"
-    assert any("Re-attaching to TFJob kubeflow/run-1-train" in line for line in cluster.lines)
-    assert len(cluster.jobs()) == 1
-    creates = cluster.server.requests.matching(verb="create", resource="tfjobs")
-    assert len(creates) == 2  # the second answered 409 AlreadyExists
-    owners = [r["uid"] for r in cluster.jobs()[0]["metadata"]["ownerReferences"]]
-    assert owners == ["pod-uid-attempt-1", "pod-uid-attempt-2"]
-
-
-def test_own_job_that_failed_in_an_earlier_attempt_is_replaced(cluster):
-    job = sample_tfjob()
-    cluster.operator.script(job.name, Scenario(outcome="Failed", pending_seconds=0, run_seconds=0))
-    first = cluster.server.store.create(TFJOBS + ("kubeflow", job.name), prepare_body(job, None))
-    _wait_until(lambda: job.name in cluster.operator.terminal_at)
-    cluster.operator.script(job.name, Scenario(pending_seconds=0.1, run_seconds=0.2))
-    outcome = cluster.launch(job)
-    assert not outcome.adopted and outcome.uid != first["metadata"]["uid"]
-    assert any("from an earlier attempt failed: deleting it and starting again" in line
-               for line in cluster.lines)
-    assert [r.verb for r in cluster.server.requests.matching(resource="tfjobs")][:4] == [
-        "create", "get", "delete", "get"]
-
-
-def test_existing_job_not_created_by_this_step_is_left_alone(cluster):
-    job = sample_tfjob()
-    foreign = dict(job.body, metadata={"name": job.name, "namespace": job.namespace})
-    before = cluster.server.store.create(TFJOBS + ("kubeflow", job.name), foreign)
-    with pytest.raises(JobNameConflictError) as raised:
-        cluster.launch(job)
-    message = str(raised.value)
-    assert "already exists and was not created by this step" in message
-    assert f"no {SPEC_HASH_ANNOTATION} annotation" in message
-    assert "kubectl delete tfjobs.kubeflow.org run-1-train -n kubeflow" in message
-    [after] = cluster.jobs()  # the operator may run it; the launcher never wrote to it
-    assert after["metadata"]["uid"] == before["metadata"]["uid"]
-    assert "annotations" not in after["metadata"]
-    assert [r.verb for r in cluster.server.requests.all()] == ["create", "get"]
 
 
 def test_cancel_on_sigterm_restores_the_previous_handler():

@@ -3,7 +3,8 @@
 The test Kueue (`kube_server.kueue`) suspends queued MPIJobs and TrainJobs when
 they are created, as Kueue's webhook does; the test admits them. The test
 Trainer and Training Operator hold a suspended job's pods back and write its
-`Suspended` condition, then `Resumed`.
+`Suspended` condition, then `Resumed`. The timeout counted from admission or from creation runs
+on the real Kueue: tests/containers/test_launcher_on_the_bed.py.
 """
 
 from __future__ import annotations
@@ -11,13 +12,10 @@ from __future__ import annotations
 import threading
 from typing import List
 
-import pytest
-
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TFJOB_V1, RenderedJob
 from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi
 from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import QUEUE_NAME_LABEL
-from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import (
-    JobTimeoutError, launch_and_wait)
+from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import launch_and_wait
 from fakes.kube_server.cluster_fixtures import NAMESPACE
 from fakes.kube_server.kueue import FakeKueue
 from fakes.kube_server.sample_jobs import sample_trainjob
@@ -72,26 +70,6 @@ def test_a_queued_trainjob_is_reported_queued_until_admitted(cluster, kueue):
     suspended = [c for c in trainjob["status"]["conditions"] if c["type"] == "Suspended"]
     assert [(c["status"], c["reason"]) for c in suspended] == [("False", "Resumed")]
     assert kueue.suspended == [("trainjobs", NAMESPACE, job.name)]
-
-
-def test_the_timeout_counts_from_admission_when_asked(cluster, kueue):
-    job = _queued_trainjob(SLEEP_0=1)
-    _admit_after(kueue, "trainjobs", job.name, 3.0)
-    lines: List[str] = []
-    outcome = _launch(cluster, job, lines, timeout_seconds=2.5, timeout_from="admission")
-    assert outcome.reason == "AllJobsCompleted"  # 3 s queued + ~1.5 s running: > 2.5 s in all
-
-
-def test_the_timeout_counts_from_creation_by_default(cluster, kueue):
-    job = _queued_trainjob(SLEEP_0=1)
-    timer = _admit_after(kueue, "trainjobs", job.name, 3.0)
-    with pytest.raises(JobTimeoutError) as raised:
-        _launch(cluster, job, [], timeout_seconds=2.5)
-    timer.cancel()
-    message = str(raised.value)
-    assert "did not finish within 2.5 s and was deleted" in message
-    assert "Suspended (Suspended): TrainJob is suspended" in message
-    assert cluster.server.store.items(TRAINJOBS, NAMESPACE) == []
 
 
 def test_a_queued_tfjob_is_held_and_resumed_by_the_training_operator(cluster):

@@ -177,7 +177,7 @@ EXAMPLE_JOBS = [(label, obj) for label, obj in CUSTOM_OBJECTS if label.startswit
 
 def test_the_expected_kustomizations_exist():
     assert {rel(d) for d in KUSTOMIZATIONS} == {
-        "base", "examples", "examples/beam-flink", "overlays/kubeflow", "overlays/standalone",
+        "base", "examples", "examples-cpu", "examples/beam-flink", "overlays/kubeflow", "overlays/standalone",
         "runtimes"}
 
 
@@ -341,12 +341,16 @@ def _cluster_grants() -> Dict[Tuple[str, str], set]:
     return grants
 
 
-def test_the_cluster_role_reads_only_the_trainjob_crd_and_kfdists_runtimes():
+def test_the_cluster_role_reads_only_the_trainjob_crd_and_the_runtimes_kfdist_uses():
+    from kfdist.components.launch_program.render_program_trainjob import TORCH_RUNTIME
+    from kfdist.components.train_distributed.kubernetes.build.trainjob_runtime import (
+        HOROVOD_RUNTIME, TF_RUNTIME)
+
     objects = built(MANIFESTS / "runtimes")
     role = next(o for o in objects if o["kind"] == "ClusterRole")
     named = {(r["resources"][0], tuple(r["resourceNames"])) for r in role["rules"]}
     assert named == {("customresourcedefinitions", ("trainjobs.trainer.kubeflow.org",)),
-                     ("clustertrainingruntimes", ("kfdist-tensorflow", "kfdist-horovod"))}
+                     ("clustertrainingruntimes", (TF_RUNTIME, HOROVOD_RUNTIME, TORCH_RUNTIME))}
     assert _cluster_grants() == {("apiextensions.k8s.io", "customresourcedefinitions"): {"get"},
                                  ("trainer.kubeflow.org", "clustertrainingruntimes"): {"get"}}
 

@@ -8,8 +8,8 @@
   MPI Operator's jobs.
 
 Every choice is logged with its reason. Reading the cluster-scoped CRD and
-runtime needs the ClusterRole of `manifests/base/rbac.yaml`; without it the
-step says so and falls back.
+runtime needs the ClusterRole of `manifests/runtimes/trainer-reader.yaml`; without it
+the step says so and falls back.
 """
 
 from __future__ import annotations

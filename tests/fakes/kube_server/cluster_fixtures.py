@@ -45,9 +45,6 @@ class Cluster:
     def jobs(self):
         return self.server.store.items(TFJOBS, NAMESPACE)
 
-    def job_posts(self):
-        return [r for r in self.server.requests.matching(verb="create", resource="tfjobs")]
-
     def wait_no_processes(self, seconds: float = 15.0) -> List[int]:
         deadline = time.monotonic() + seconds
         while self.operator.running_pids() and time.monotonic() < deadline:

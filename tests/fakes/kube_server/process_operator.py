@@ -103,12 +103,6 @@ class ProcessOperator:
             runs = [run for run in self._runs if run.name == job_name]
         return [pid for run in runs for r in run.replicas if r.label == label for pid in r.pids]
 
-    def replica_output(self, job_name: str, label: str) -> List[str]:
-        """The last lines a replica (`worker-1`) of the named job printed, newest last."""
-        with self._lock:
-            runs = [run for run in self._runs if run.name == job_name]
-        return [line for run in runs for r in run.replicas if r.label == label for line in r.tail]
-
     def stop(self) -> None:
         """Kills every process started (SIGTERM, then SIGKILL) and ends every job thread."""
         self._stopped.set()

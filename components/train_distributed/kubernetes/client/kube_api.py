@@ -80,7 +80,7 @@ class KubeApi:
         Raises:
           NotFoundError: The CRD is not installed. PermissionDeniedError: RBAC forbids reading it.
         """
-        with _translated("get", "customresourcedefinitions.apiextensions.k8s.io", "(cluster)"):
+        with _translated("get", "customresourcedefinitions.apiextensions.k8s.io", errors.CLUSTER_SCOPE):
             response = self._extensions.read_custom_resource_definition(
                 crd_name, _preload_content=False, _request_timeout=_CALL_TIMEOUT)
         crd = json.loads(response.data)
@@ -91,7 +91,7 @@ class KubeApi:
 
     def get_cluster_training_runtime(self, name: str) -> Dict[str, Any]:
         """A Kubeflow Trainer ClusterTrainingRuntime; raises `NotFoundError` when there is none."""
-        with _translated("get", "clustertrainingruntimes.trainer.kubeflow.org", "(cluster)"):
+        with _translated("get", "clustertrainingruntimes.trainer.kubeflow.org", errors.CLUSTER_SCOPE):
             return self._custom.get_cluster_custom_object(
                 "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", name,
                 _request_timeout=_CALL_TIMEOUT)

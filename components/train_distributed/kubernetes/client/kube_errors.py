@@ -16,6 +16,11 @@ from kfdist.components.train_distributed.kubernetes.build.job_kinds import JobKi
 #: The RBAC manifest (kustomize base) and Role a pipeline runner needs.
 RBAC_MANIFEST = "manifests/base/rbac.yaml"
 RBAC_ROLE = "kfdist-pipeline-runner"
+#: Where a call reads a cluster-scoped object (the TrainJob CRD, a ClusterTrainingRuntime).
+CLUSTER_SCOPE = "(cluster)"
+#: What lets every service account read those objects by name (`manifests/runtimes`).
+CLUSTER_READER_MANIFEST = "manifests/runtimes/trainer-reader.yaml"
+CLUSTER_READER_ROLE = "kfdist-trainer-reader"
 
 _USER_IN_MESSAGE = re.compile(r'User "([^"]*)"')
 
@@ -138,6 +143,11 @@ def crd_missing_message(kind: JobKind) -> str:
 def _forbidden_message(verb: str, resource: str, namespace: str, server_message: str) -> str:
     match = _USER_IN_MESSAGE.search(server_message)
     who = match.group(1) if match else "the step's service account"
+    if namespace == CLUSTER_SCOPE:
+        return (f"RBAC denied {verb} {resource} at the cluster scope for {who}: apply "
+                f"{CLUSTER_READER_MANIFEST} (ClusterRole {CLUSTER_READER_ROLE}, bound to every "
+                f"service account), which names the objects kfdist reads "
+                f"(API server said: {server_message})")
     return (f"RBAC denied {verb} {resource} in namespace {namespace} for {who}: "
             f"apply {RBAC_MANIFEST} (Role {RBAC_ROLE}) and bind it to that service account "
             f"(API server said: {server_message})")

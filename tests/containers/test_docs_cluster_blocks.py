@@ -1,0 +1,87 @@
+"""docs/guide/cluster.md's cluster blocks, run as written on the test bed: a staged Horovod render
+piped into `kubectl apply`, and the example jobs of `manifests/examples-cpu` after `kfdist render
+--stage` wrote their descriptions; the real MPI Operator and Training Operator train all three.
+
+The commands run in bash as a person would (kubectl as the cluster's administrator), in a
+directory holding the sample run's dataset at `kfdist-run/dataset` and the repository's
+`manifests`; the claim `kfdist-work` of namespace `team-a` is at /mnt/kfdist, as in a pod that
+mounts it there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cluster.fixture import make_namespace, wait_for
+from containers.test_run_on_the_bed import MOUNT, _conditions
+from doc_shell_blocks import ROOT, blocks_run_by
+
+pytestmark = pytest.mark.slow
+#: The staged render piped into kubectl; the example jobs.
+RENDER_AND_APPLY, EXAMPLE_JOBS = blocks_run_by(__file__)
+NAMESPACE, CLAIM = "team-a", "kfdist-work"
+#: The three jobs' work locations on the claim (each writes its model there).
+WORK_DIRS = ("jobs/mnist", "kfdist-mnist-tfjob", "kfdist-mnist-horovod")
+
+
+@pytest.fixture
+def team_a(kube_bed, tmp_path, monkeypatch):
+    """Namespace `team-a` with the claim `kfdist-work` at /mnt/kfdist; KUBECONFIG the
+    administrator's (a person applying example jobs)."""
+    namespace = make_namespace(kube_bed, NAMESPACE, tmp_path)
+    claim = namespace.claim_path(CLAIM)
+    assert not MOUNT.exists() or MOUNT.is_symlink(), f"{MOUNT} is a real directory: not ours"
+    MOUNT.parent.mkdir(parents=True, exist_ok=True)
+    if MOUNT.is_symlink():
+        MOUNT.unlink()
+    MOUNT.symlink_to(claim)
+    monkeypatch.setenv("KUBECONFIG", str(kube_bed.kubeconfig))
+    yield namespace
+    MOUNT.unlink()
+    kube_bed.kubectl_run("delete", "namespace", NAMESPACE, "--wait=false", check=False)
+
+
+def _run_block(block, cwd: Path) -> str:
+    """The block's commands in bash (kfdist and kubectl from this environment), stopping at the
+    first failure; their output."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.code], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{block}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def test_the_cluster_guides_render_apply_and_example_jobs_run_as_written(
+        team_a, kfdist_images, digits_dataset, tmp_path):
+    cwd = tmp_path / "shell"
+    shutil.copytree(digits_dataset, cwd / "kfdist-run" / "dataset")
+    (cwd / "manifests").symlink_to(Path(ROOT) / "manifests")
+
+    applied = _run_block(RENDER_AND_APPLY, cwd)
+    assert applied.startswith("mpijob.kubeflow.org/kfdist-train-distributed-"), applied
+    [rendered] = team_a.get("mpijob")
+    assert rendered["spec"]["slotsPerWorker"] == 2
+    assert rendered["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+
+    applied = _run_block(EXAMPLE_JOBS, cwd)
+    assert "tfjob.kubeflow.org/kfdist-mnist-tfjob serverside-applied" in applied, applied
+    assert "mpijob.kubeflow.org/kfdist-mnist-horovod serverside-applied" in applied, applied
+    tfjob = team_a.get("tfjob", "kfdist-mnist-tfjob")
+    for replica in ("Chief", "Worker"):
+        [container] = tfjob["spec"]["tfReplicaSpecs"][replica]["template"]["spec"]["containers"]
+        assert container["image"] == kfdist_images["runtime"]
+        assert "nvidia.com/gpu" not in container["resources"].get("limits", {})
+
+    wait_for(lambda: all(
+        ("Succeeded", "MPIJobSucceeded") in _conditions(job) for job in team_a.get("mpijob"))
+        and ("Succeeded", "TFJobSucceeded") in _conditions(team_a.get("tfjob", "kfdist-mnist-tfjob")),
+        seconds=600, what="the three jobs to succeed")
+    claim = team_a.claim_path(CLAIM)
+    for where in WORK_DIRS:
+        assert (claim / where / "model" / "saved_model" / "saved_model.pb").is_file(), where
