@@ -1,7 +1,9 @@
 """The launcher's remaining claims on the real control plane: `kfdist render` prints the object the
 step creates (after the API server's own defaulting and admission, on both sides), an own job
 that failed in an earlier attempt is replaced, a job of the same name that the step did not create
-is left alone, and a queued job's timeout counts from Kueue's admission when asked.
+is left alone, a queued job's timeout counts from Kueue's admission when asked, and a TrainJob's
+failure, timeout, unknown runtime and RBAC refusal are reported as Trainer and the API server
+give them.
 
 The step and the launcher run here with the pipeline runner's ServiceAccount token (the
 namespace's `KUBECONFIG`); the Training Operator, the MPI Operator, Trainer and Kueue are the real
@@ -24,7 +26,10 @@ from containers.test_run_on_the_bed import CLAIM, MOUNT, _conditions
 from kfdist import render_cmd
 from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TFJOB_V1, RenderedJob
+from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi
+from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
+    AdmissionDeniedError, PermissionDeniedError)
 from kfdist.components.train_distributed.kubernetes.lifecycle.job_adoption import (
     SPEC_HASH_ANNOTATION, JobNameConflictError, prepare_body)
 from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import QUEUE_NAME_LABEL
@@ -232,3 +237,71 @@ def test_a_queued_jobs_timeout_counts_from_admission_only_when_asked(
         timer.join()
     queued = [line for line in lines if "is queued: suspended until Kueue admits it" in line]
     assert queued, lines
+
+
+def _trainjob(ns, **env) -> RenderedJob:
+    """A TrainJob of two nodes on kfdist's TensorFlow runtime running a tiny node program
+    (`sample_trainjob`: node 0 prints epochs; `SLEEP_<i>`, `EXIT_CODE_<i>` per node)."""
+    from fakes.kube_server.sample_jobs import sample_trainjob
+
+    return sample_trainjob(namespace=ns.name, **env)
+
+
+def test_a_failed_trainjob_names_trainers_reason_and_the_failed_pod(bed_namespace,
+                                                                    kfdist_images):
+    ns = bed_namespace
+    with pytest.raises(TrainingFailedError) as raised:
+        _launch(_trainjob(ns, SLEEP_0=60, EXIT_CODE_1=1), [])
+    message = str(raised.value)
+    assert (f"TrainJob {ns.name}/run-1-trainjob failed: Failed (FailedJobs): jobset failed due "
+            "to one or more job failures") in message, message
+    assert "Job node: 1 failed" in message, message
+    assert "node-1: container node terminated: Error (exit code 1)" in message, message
+
+
+def test_a_trainjob_past_its_timeout_is_deleted_with_its_jobset_and_pods(bed_namespace,
+                                                                         kfdist_images):
+    ns = bed_namespace
+    with pytest.raises(JobTimeoutError) as raised:
+        _launch(_trainjob(ns, SLEEP_0=120, SLEEP_1=120), [], timeout_seconds=15)
+    assert "did not finish within 15 s and was deleted" in str(raised.value)
+    wait_for(lambda: not ns.get("trainjob") and not ns.get("jobset") and not ns.get("pod"),
+             seconds=90, what="the TrainJob, its JobSet and pods to go")
+
+
+def test_a_trainjob_on_a_runtime_not_installed_is_refused_saying_how_to_install_it(
+        bed_namespace):
+    """Trainer's own validating webhook refuses it; kfdist adds what to install."""
+    from fakes.kube_server.sample_jobs import sample_trainjob
+
+    ns = bed_namespace
+    with pytest.raises(AdmissionDeniedError) as raised:
+        _launch(sample_trainjob(namespace=ns.name, runtime="kfdist-tensorflw"), [])
+    message = str(raised.value)
+    assert "kfdist-tensorflw" in message and "not found" in message, message
+    assert message.endswith("install kfdist's Kubeflow Trainer runtimes: "
+                            "kubectl apply --server-side -k manifests/runtimes"), message
+    assert ns.get("trainjob") == []
+
+
+def test_an_rbac_refusal_names_the_verb_the_resource_the_account_and_the_role(
+        kube_bed, bed_namespace, tmp_path, monkeypatch):
+    """As the namespace's `default` service account, which no Role binds: the real API server
+    refuses the create, and kfdist says which Role grants it."""
+    from cluster import control_plane
+
+    ns = bed_namespace
+    token = kube_bed.kubectl_run("create", "token", "default", f"--namespace={ns.name}",
+                                 "--duration=10m").stdout.strip()
+    kubeconfig = tmp_path / "default.kubeconfig"
+    kubeconfig.write_text(control_plane.kubeconfig(
+        kube_bed.layout.api_url, kube_bed.layout.pki / "ca.crt", {"token": token}, "default",
+        ns.name))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    with pytest.raises(PermissionDeniedError) as raised:
+        _launch(_trainjob(ns), [])
+    assert str(raised.value).startswith(
+        f"RBAC denied create trainjobs.trainer.kubeflow.org in namespace {ns.name} for "
+        f"system:serviceaccount:{ns.name}:default: apply manifests/base/rbac.yaml "
+        "(Role kfdist-pipeline-runner)"), str(raised.value)
+    assert ns.get("trainjob") == []

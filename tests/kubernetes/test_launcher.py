@@ -5,9 +5,10 @@ Nothing in the client is patched: `kube_server` speaks the apiserver's protocol
 moves pods and job conditions the way the Training and MPI operators do. What
 the real control plane shows (tests/containers/: logs streamed through Pending,
 a failed image pull, an unschedulable pod at the timeout, SIGTERM, the reaction
-time, the owner reference, a retry's two owners, an earlier attempt's failed job replaced, a
-foreign job of the same name left alone) is not repeated here: these are the faults and
-corner cases it cannot be made to produce on demand.
+time, the owner reference, an RBAC refusal naming the Role, a retry's two
+owners, an earlier attempt's failed job replaced, a foreign job of the same name
+left alone) is not repeated here: these are the faults and corner cases it
+cannot be made to produce on demand.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ import pytest
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi, OwnerRef
 from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
-    CrdNotInstalledError, NotFoundError, PermissionDeniedError)
+    CrdNotInstalledError, NotFoundError)
 from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import (
     JobTimeoutError, cancel_on_sigterm, launch_and_wait, prepare_body)
-from fakes.kube_server import DEFAULT_USER, FakeOperator, KubeServer, Scenario, sample_mpijob, sample_tfjob
+from fakes.kube_server import FakeOperator, KubeServer, Scenario, sample_mpijob, sample_tfjob
 
 TFJOBS = ("kubeflow.org", "v1", "tfjobs")
 PODS = ("", "v1", "pods")
@@ -156,15 +157,6 @@ def test_missing_crd_says_which_operator_to_install(cluster, job, operator_name)
     assert f"the {job.kind.kind} CRD ({crd}) is not installed" in message
     assert f"install the {operator_name}: {job.kind.install_hint}" in message
     assert cluster.server.requests.matching(verb="delete") == []
-
-
-def test_rbac_denial_names_verb_resource_and_role(cluster):
-    cluster.server.faults.forbid("create", "tfjobs")
-    with pytest.raises(PermissionDeniedError) as raised:
-        cluster.launch(sample_tfjob())
-    message = str(raised.value)
-    assert (f"RBAC denied create tfjobs.kubeflow.org in namespace kubeflow for {DEFAULT_USER}: "
-            f"apply manifests/base/rbac.yaml (Role kfdist-pipeline-runner)") in message
 
 
 def test_missing_job_is_not_mistaken_for_a_missing_crd(cluster):
