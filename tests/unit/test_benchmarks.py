@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from benchmarks import end_to_end
 from benchmarks.__main__ import target_rows
 
@@ -440,3 +442,17 @@ def test_a_measure_that_does_not_exist_is_refused_in_one_line(tmp_path, capsys):
     assert lines[0].startswith("python -m benchmarks: --only nope: not a measure; valid: ")
     assert lines[1] == "python -m benchmarks: --rounds 0: must be at least 1"
     assert len(lines) == 2 and not list(tmp_path.iterdir())  # nothing written
+
+
+def test_a_run_whose_output_lacks_rows_is_run_again_and_not_counted():
+    from benchmarks.peer_sharding import complete_run
+
+    written = iter([1_029_696, 1_122_068])
+    lines = []
+    result = complete_run("tfx", lambda: {"examples": next(written), "pipeline_seconds": 450.0},
+                          1_122_068, lines.append)
+    assert result["examples"] == 1_122_068
+    assert result["rejected_runs"] == [{"examples": 1_029_696, "pipeline_seconds": 450.0}]
+    assert lines == ["tfx wrote 1029696 of 1122068 rows: not counted, run again"]
+    with pytest.raises(RuntimeError, match="fewer than the table's 10 rows in 2 runs: \\[9, 9\\]"):
+        complete_run("tfx", lambda: {"examples": 9}, 10, lines.append, attempts=2)

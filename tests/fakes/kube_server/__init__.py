@@ -2,8 +2,9 @@
 
 Kept for what the real control plane (tests/cluster/, the tests in tests/containers/) cannot be
 made to do on demand: 5xx bursts, dropped watches and log streams, 410 Gone at a chosen moment, a
-missing CRD or runtime, an RBAC refusal of one verb, a condition written at a chosen moment (and
-an OOMKilled container, which the test bed's node cannot report where podman does not). Every
+missing CRD, an RBAC refusal of one verb mid-job (pods/log), a condition written at a chosen
+moment (and an OOMKilled container, which the test bed's node cannot report where podman does
+not). A runtime Trainer does not have and an RBAC refusal of the create are on the bed. Every
 other cluster claim belongs on the real control plane; the test operators that run replicas as
 processes (`process_operator`, `trainjob_run`, `kueue`) still serve the e2e tests in
 tests/e2e/ and tests/kubernetes/ not yet moved there.
