@@ -122,6 +122,13 @@ def test_the_pipeline_runner_can_do_what_kfdist_needs_and_no_more(kube_bed, bed_
                            ("create", "rolebindings.rbac.authorization.k8s.io")):
         assert not can(verb, resource), f"{verb} {resource}"
     assert not can("create", "tfjobs.kubeflow.org", namespace="default")
+    # The cluster-scoped reads of `auto` (manifests/runtimes): by name, nothing listed.
+    for runtime in ("kfdist-tensorflow", "kfdist-horovod", "torch-distributed"):
+        assert can("get", f"clustertrainingruntimes.trainer.kubeflow.org/{runtime}"), runtime
+    assert can("get", "customresourcedefinitions.apiextensions.k8s.io/trainjobs.trainer.kubeflow.org")
+    assert not can("get", "clustertrainingruntimes.trainer.kubeflow.org/mpi-distributed")
+    assert not can("list", "clustertrainingruntimes.trainer.kubeflow.org")
+    assert not can("get", "customresourcedefinitions.apiextensions.k8s.io/tfjobs.kubeflow.org")
     # kfdist's own words for a refusal name the Role that grants the verb.
     done = _launch("--framework", "tensorflow", "--backend", "tfjob", "--image", "r/i:1",
                    "--name", "elsewhere", "--namespace", "default", "--workers", "1",
