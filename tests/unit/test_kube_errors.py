@@ -35,3 +35,15 @@ def test_a_cluster_scoped_refusal_names_the_cluster_reader_role():
         "system:serviceaccount:team-a:runner: apply manifests/runtimes/trainer-reader.yaml "
         "(ClusterRole kfdist-trainer-reader, bound to every service account)")
     assert "manifests/base/rbac.yaml" not in message
+
+
+def test_a_runtime_trainers_webhook_does_not_know_says_how_to_install_kfdists():
+    for said in ('admission webhook "vtrainjob.kb.io" denied the request: runtime '
+                 "'kfdist-tensorflw' not found",
+                 'admission webhook "vtrainjob.kb.io" denied the request: spec.runtimeRef: '
+                 'Invalid value: "kfdist-tensorflw": ClusterTrainingRuntime must be created'):
+        status = {"kind": "Status", "code": 403, "message": said}
+        error = kube_errors.from_status(status, "create", "trainjobs.trainer.kubeflow.org", "t1")
+        assert isinstance(error, kube_errors.AdmissionDeniedError)
+        assert str(error).endswith("install kfdist's Kubeflow Trainer runtimes: kubectl apply "
+                                   "--server-side -k manifests/runtimes"), str(error)

@@ -23,6 +23,7 @@ CLUSTER_READER_MANIFEST = "manifests/runtimes/trainer-reader.yaml"
 CLUSTER_READER_ROLE = "kfdist-trainer-reader"
 
 _USER_IN_MESSAGE = re.compile(r'User "([^"]*)"')
+_RUNTIME_NOT_FOUND = re.compile(r"runtime '[^']*' not found")
 
 
 class KubeApiError(KfdistError):
@@ -113,7 +114,10 @@ def from_status(status: Dict[str, Any], verb: str, resource: str, namespace: str
     where = f"{verb} {resource} in namespace {namespace}"
     if code == 403 and message.startswith("admission webhook"):
         hint = ""
-        if "trainingruntime must be created" in message.lower():
+        # Trainer v2.3's webhook words it two ways: "... TrainingRuntime must be created ..."
+        # and "runtime '<name>' not found" (both seen from the same controller).
+        if ("trainingruntime must be created" in message.lower()
+                or _RUNTIME_NOT_FOUND.search(message)):
             hint = f"; install kfdist's Kubeflow Trainer runtimes: {RUNTIMES_INSTALL}"
         return AdmissionDeniedError(f"{where} was refused: {message}{hint}", code)
     if code == 403:
