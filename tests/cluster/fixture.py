@@ -134,6 +134,20 @@ class Namespace:
         found = json.loads(self.kubectl("get", kind, *([name] if name else []), "-o", "json").stdout)
         return found if name else found["items"]
 
+    def kill_containers(self, pod_matches) -> list:
+        """SIGKILLs the running containers of the pods `pod_matches` accepts, as the node would
+        see a crash; returns their names (none when no such container runs yet)."""
+        from cluster.node_agent.podspec import POD_LABEL
+
+        names = [name for pod in self.get("pod") if pod_matches(pod)
+                 for name in subprocess.run(
+                     ["podman", "ps", "--filter", f"label={POD_LABEL}={pod['metadata']['uid']}",
+                      "--format", "{{.Names}}"], capture_output=True, text=True).stdout.split()]
+        if names and subprocess.run(["podman", "kill", "--signal", "KILL", *names],
+                                    capture_output=True).returncode == 0:
+            return names
+        return []
+
 
 def make_namespace(bed: test_bed.Bed, name: str, root: Path) -> Namespace:
     """Creates `name` with manifests/base's RBAC in it and a kubeconfig of its ServiceAccount."""

@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from cluster.fixture import wait_for
-from cluster.node_agent.podspec import POD_LABEL
 from containers import test_run_on_the_bed as run_on_the_bed
 from containers.test_launch_on_the_bed import _cluster_flags, _launch, _program
 from containers.test_run_on_the_bed import CLAIM, MOUNT, _conditions, _run
@@ -251,18 +250,6 @@ def test_the_tasks_toleration_node_selector_and_gpus_reach_every_replica(
     wait_for(lambda: not ns.get("tfjob"), seconds=60, what="the job to be deleted")
 
 
-def _kill_pod_containers(ns, pod_matches) -> str:
-    """SIGKILLs the running containers of the pods `pod_matches` accepts; says what it did."""
-    pods = [p for p in ns.get("pod") if pod_matches(p)]
-    names = [name for pod in pods for name in subprocess.run(
-        ["podman", "ps", "--filter", f"label={POD_LABEL}={pod['metadata']['uid']}", "--format",
-         "{{.Names}}"], capture_output=True, text=True).stdout.split()]
-    if names and subprocess.run(["podman", "kill", "--signal", "KILL", *names],
-                                capture_output=True).returncode == 0:
-        return f"killed {names}"
-    return ""
-
-
 def _kill_mpi_rank(rank: int, work_uri: str) -> str:
     """SIGKILLs the replica process of MPI rank `rank` (a process sshd started in a worker's
     container, seen here by its environment); says what it did."""
@@ -332,7 +319,7 @@ def _completion_index(pod) -> str:
     # kfdist-tensorflow's pod failure policy: node 1 gets 137, node 0 loses its peer (138);
     # neither is permanent, so the Job controller re-creates both pods.
     ("trainjob", "multi_worker_mirrored", "node-0",
-     lambda ns: _kill_pod_containers(ns, lambda pod: _completion_index(pod) == "1"), ()),
+     lambda ns: " ".join(ns.kill_containers(lambda pod: _completion_index(pod) == "1")), ()),
     # Rank 1 is killed: mpirun fails, the launcher's container restarts in place (OnFailure)
     # and a new mpirun resumes from rank 0's backup.
     ("mpijob", "horovod", "launcher", lambda ns: _kill_mpi_rank(1, f"{MOUNT}/mpijob-horovod"),

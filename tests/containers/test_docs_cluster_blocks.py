@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from cluster.fixture import make_namespace, wait_for
-from containers.test_run_on_the_bed import MOUNT, _conditions
+from containers.test_run_on_the_bed import _conditions, mounted
 from doc_shell_blocks import ROOT, blocks_run_by
 
 pytestmark = pytest.mark.slow
@@ -35,15 +35,9 @@ def team_a(kube_bed, tmp_path, monkeypatch):
     """Namespace `team-a` with the claim `kfdist-work` at /mnt/kfdist; KUBECONFIG the
     administrator's (a person applying example jobs)."""
     namespace = make_namespace(kube_bed, NAMESPACE, tmp_path)
-    claim = namespace.claim_path(CLAIM)
-    assert not MOUNT.exists() or MOUNT.is_symlink(), f"{MOUNT} is a real directory: not ours"
-    MOUNT.parent.mkdir(parents=True, exist_ok=True)
-    if MOUNT.is_symlink():
-        MOUNT.unlink()
-    MOUNT.symlink_to(claim)
     monkeypatch.setenv("KUBECONFIG", str(kube_bed.kubeconfig))
-    yield namespace
-    MOUNT.unlink()
+    with mounted(namespace.claim_path(CLAIM)):
+        yield namespace
     kube_bed.kubectl_run("delete", "namespace", NAMESPACE, "--wait=false", check=False)
 
 

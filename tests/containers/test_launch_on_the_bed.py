@@ -37,6 +37,23 @@ def _cluster_flags(ns, name: str, backend: str):
                  "--pvc-name", CLAIM, "--pvc-mount-path", str(pvc), "--timeout", "500"]
 
 
+def _program_of(tmp_path, name: str, text: str):
+    """A program folder holding one file `name` with `text`."""
+    folder = tmp_path / "program"
+    folder.mkdir()
+    (folder / name).write_text(text)
+    return folder
+
+
+def _without_kfdists_own_env(monkeypatch) -> None:
+    """This test process without the variables kfdist chooses for its own replicas only (as a
+    user's shell has them), so a local launch shows what kfdist itself adds."""
+    from kfdist.components.common.own_env import OWN_ENV
+
+    for variable in OWN_ENV:
+        monkeypatch.delenv(variable, raising=False)
+
+
 def _program(tmp_path, example: str):
     folder = tmp_path / "program"
     folder.mkdir()
@@ -78,9 +95,8 @@ def test_sigterm_to_launch_deletes_the_job_and_its_pods(backend, bed_namespace, 
     by the real garbage collector) and its pods go; `kfdist launch` exits 143."""
     ns = bed_namespace
     pvc, flags = _cluster_flags(ns, "forever", backend)
-    program = tmp_path / "program"
-    program.mkdir()
-    (program / "forever.py").write_text("import time\nprint('up', flush=True)\ntime.sleep(600)\n")
+    program = _program_of(tmp_path, "forever.py",
+                          "import time\nprint('up', flush=True)\ntime.sleep(600)\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "kfdist", "launch", "--framework", "tensorflow", "--workers", "2",
          "--output", str(pvc / "run"), "--program-dir", str(program), *flags, "--", "python",
@@ -163,11 +179,8 @@ def test_a_program_sees_the_same_variables_locally_and_as_a_tfjob(bed_namespace,
     own choices (TF_USE_LEGACY_KERAS, TF_CPP_MIN_LOG_LEVEL) in either."""
     ns = bed_namespace
     pvc, flags = _cluster_flags(ns, "envs", "tfjob")
-    program = tmp_path / "program"
-    program.mkdir()
-    (program / "env_dump.py").write_text(ENV_PROGRAM)
-    for variable in ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL"):
-        monkeypatch.delenv(variable, raising=False)
+    program = _program_of(tmp_path, "env_dump.py", ENV_PROGRAM)
+    _without_kfdists_own_env(monkeypatch)
     local = _launch("--framework", "tensorflow", "--workers", "2", "--output",
                     str(tmp_path / "local"), "--", sys.executable, str(program / "env_dump.py"),
                     "local")
@@ -259,11 +272,8 @@ def test_a_pytorch_program_sees_the_same_variables_locally_and_as_a_pytorchjob(
     Operator sees the same variables; only the master's address and port differ."""
     ns = bed_namespace
     pvc, flags = _cluster_flags(ns, "envcheck", "pytorchjob")
-    program = tmp_path / "program"
-    program.mkdir()
-    (program / "env_program.py").write_text(PYTORCH_ENV_PROGRAM)
-    for variable in ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL"):
-        monkeypatch.delenv(variable, raising=False)
+    program = _program_of(tmp_path, "env_program.py", PYTORCH_ENV_PROGRAM)
+    _without_kfdists_own_env(monkeypatch)
     layout = ["--framework", "pytorch", "--workers", "2"]
     local = _launch(*layout, "--output", str(tmp_path / "local"), "--", sys.executable,
                     str(program / "env_program.py"))
@@ -323,7 +333,6 @@ def test_a_killed_keras_worker_pod_is_recreated_and_the_job_resumes_from_the_pvc
     peer (138, retryable: a new pod too), and both resume from the BackupAndRestore backup in
     KFDIST_CHECKPOINT_DIR instead of epoch 1."""
     from component.test_launch_examples import _eval_accuracy
-    from cluster.node_agent.podspec import POD_LABEL
 
     ns = bed_namespace
     pvc, flags = _cluster_flags(ns, "keras-kill", "tfjob")
@@ -339,14 +348,8 @@ def test_a_killed_keras_worker_pod_is_recreated_and_the_job_resumes_from_the_pvc
         for line in job.stdout:
             lines.append(line.rstrip("\n"))
             if not killed and line.startswith("[worker-0] Epoch 2/4"):
-                [uid] = [p["metadata"]["uid"] for p in ns.get("pod")
-                         if p["metadata"]["name"] == "keras-kill-worker-1"]
-                names = subprocess.run(
-                    ["podman", "ps", "--filter", f"label={POD_LABEL}={uid}", "--format",
-                     "{{.Names}}"], capture_output=True, text=True, check=True).stdout.split()
-                subprocess.run(["podman", "kill", "--signal", "KILL", *names], check=True,
-                               capture_output=True)
-                killed = True
+                killed = bool(ns.kill_containers(
+                    lambda p: p["metadata"]["name"] == "keras-kill-worker-1"))
         assert job.wait(timeout=600) == 0, "\n".join(lines[-60:])
     output = "\n".join(lines)
     assert killed, output[-3000:]

@@ -36,6 +36,7 @@ from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import Q
 from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import (
     JobTimeoutError, launch_and_wait)
 from kfdist.step_flags import step_values
+from fakes.kube_server.sample_jobs import sample_trainjob
 
 pytestmark = pytest.mark.slow
 work_pvc = run_on_the_bed.work_pvc  # the PVC at /mnt/kfdist, as there
@@ -188,21 +189,7 @@ def test_a_job_of_that_name_not_created_by_this_step_is_left_alone(bed_namespace
 def held_queue(kube_bed, bed_namespace):
     """LocalQueue `team-queue` of a ClusterQueue that holds every workload; `release()` lets
     Kueue admit them."""
-    name = f"{bed_namespace.name}-queue"
-    kube_bed.kubectl_run("apply", "--server-side", "-f", "-", stdin=json.dumps({
-        "apiVersion": "v1", "kind": "List", "items": [
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-             "metadata": {"name": "default-flavor"}},
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-             "metadata": {"name": name}, "spec": {
-                 "namespaceSelector": {}, "stopPolicy": "Hold",
-                 "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{
-                     "name": "default-flavor", "resources": [
-                         {"name": "cpu", "nominalQuota": "4"},
-                         {"name": "memory", "nominalQuota": "8Gi"}]}]}]}},
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-             "metadata": {"name": "team-queue", "namespace": bed_namespace.name},
-             "spec": {"clusterQueue": name}}]}))
+    name = run_on_the_bed.held_queue(kube_bed, bed_namespace)
     release = lambda: kube_bed.kubectl_run("patch", "clusterqueue", name, "--type=merge", "-p",
                                            '{"spec":{"stopPolicy":"None"}}')
     yield release
@@ -241,9 +228,8 @@ def test_a_queued_jobs_timeout_counts_from_admission_only_when_asked(
 
 def _trainjob(ns, **env) -> RenderedJob:
     """A TrainJob of two nodes on kfdist's TensorFlow runtime running a tiny node program
-    (`sample_trainjob`: node 0 prints epochs; `SLEEP_<i>`, `EXIT_CODE_<i>` per node)."""
-    from fakes.kube_server.sample_jobs import sample_trainjob
-
+    (`sample_trainjob`, a body only: node 0 prints epochs; `SLEEP_<i>`, `EXIT_CODE_<i>` per node;
+    `runtime=` another runtime)."""
     return sample_trainjob(namespace=ns.name, **env)
 
 
@@ -272,11 +258,9 @@ def test_a_trainjob_past_its_timeout_is_deleted_with_its_jobset_and_pods(bed_nam
 def test_a_trainjob_on_a_runtime_not_installed_is_refused_saying_how_to_install_it(
         bed_namespace):
     """Trainer's own validating webhook refuses it; kfdist adds what to install."""
-    from fakes.kube_server.sample_jobs import sample_trainjob
-
     ns = bed_namespace
     with pytest.raises(AdmissionDeniedError) as raised:
-        _launch(sample_trainjob(namespace=ns.name, runtime="kfdist-tensorflw"), [])
+        _launch(_trainjob(ns, runtime="kfdist-tensorflw"), [])
     message = str(raised.value)
     assert "kfdist-tensorflw" in message and "not found" in message, message
     assert message.endswith("install kfdist's Kubeflow Trainer runtimes: "

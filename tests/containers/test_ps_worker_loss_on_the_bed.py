@@ -6,11 +6,8 @@ epoch redone (the same as locally: tests/e2e/test_ps_worker_loss.py).
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from cluster.node_agent.podspec import POD_LABEL
 from containers import test_run_on_the_bed as run_on_the_bed
 from containers.test_cluster_claims_on_the_bed import _step_options
 from e2e.test_ps_worker_loss import SETTINGS, KillWorkerOne, _check_the_chief_carried_on
@@ -30,12 +27,7 @@ def test_a_killed_ps_worker_pod_is_recreated_and_the_chief_carries_on(
     pod = f"{name}-worker-1"
 
     def kill_worker_1(_) -> None:
-        [uid] = [p["metadata"]["uid"] for p in ns.get("pod") if p["metadata"]["name"] == pod]
-        containers = subprocess.run(["podman", "ps", "--filter", f"label={POD_LABEL}={uid}",
-                                     "--format", "{{.Names}}"], capture_output=True, text=True,
-                                    check=True).stdout.split()
-        subprocess.run(["podman", "kill", "--signal", "KILL", *containers], check=True,
-                       capture_output=True)
+        assert ns.kill_containers(lambda p: p["metadata"]["name"] == pod), f"no {pod} running"
 
     log = KillWorkerOne(kill_worker_1)
     model_dir = str(tmp_path / "model")

@@ -9,6 +9,7 @@ the node's directory for that claim, as a pipeline step's pod would have it moun
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from cluster.node_agent.podspec import POD_LABEL
 from doc_shell_blocks import blocks_run_by
 from cluster.fixture import wait_for
 
@@ -37,17 +37,25 @@ REPLICAS = {"multi_worker_mirrored": {"worker": 2},
             "parameter_server": {"chief": 1, "worker": 2, "ps": 1}}
 
 
-@pytest.fixture
-def work_pvc(bed_namespace):
-    """The claim's directory, linked at /mnt/kfdist for the step (removed after the test)."""
-    claim = bed_namespace.claim_path(CLAIM)
+@contextlib.contextmanager
+def mounted(claim: Path):
+    """`claim` (a claim's directory on the node) at /mnt/kfdist here, as in a pod that mounts it."""
     assert not MOUNT.exists() or MOUNT.is_symlink(), f"{MOUNT} is a real directory: not ours"
     MOUNT.parent.mkdir(parents=True, exist_ok=True)
     if MOUNT.is_symlink():
         MOUNT.unlink()
     MOUNT.symlink_to(claim)
-    yield claim
-    MOUNT.unlink()
+    try:
+        yield claim
+    finally:
+        MOUNT.unlink()
+
+
+@pytest.fixture
+def work_pvc(bed_namespace):
+    """The claim's directory, linked at /mnt/kfdist for the step (removed after the test)."""
+    with mounted(bed_namespace.claim_path(CLAIM)) as claim:
+        yield claim
 
 
 def _run(ns, out: Path, backend: str, strategy: str, *extra: str, epochs: int = 3,
@@ -61,6 +69,28 @@ def _run(ns, out: Path, backend: str, strategy: str, *extra: str, epochs: int = 
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return json.loads((out / "summary.json").read_text())
+
+
+def held_queue(bed, ns) -> str:
+    """A Kueue ClusterQueue that holds every workload (`stopPolicy: Hold`) and LocalQueue
+    `team-queue` of `ns` in it; returns the ClusterQueue's name (release it by setting
+    `stopPolicy` to None; delete it after the test)."""
+    queue = f"{ns.name}-queue"
+    bed.kubectl_run("apply", "--server-side", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+             "metadata": {"name": "default-flavor"}},
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+             "metadata": {"name": queue}, "spec": {
+                 "namespaceSelector": {}, "stopPolicy": "Hold",
+                 "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{
+                     "name": "default-flavor", "resources": [
+                         {"name": "cpu", "nominalQuota": "16"},
+                         {"name": "memory", "nominalQuota": "64Gi"}]}]}]}},
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+             "metadata": {"name": "team-queue", "namespace": ns.name},
+             "spec": {"clusterQueue": queue}}]}))
+    return queue
 
 
 def _conditions(job) -> list:
@@ -168,14 +198,8 @@ def test_a_killed_worker_container_is_re_created_by_the_operator_and_the_job_res
         while time.monotonic() < deadline and run.poll() is None:
             text = log.read_text(errors="replace") if log.exists() else ""
             if re.search(rf"\[worker-0\] epoch {KILL_AFTER_EPOCH}/", text):
-                names = [name for pod in bed_namespace.get("pod")
-                         if pod["metadata"]["name"].endswith("-worker-1")
-                         for name in subprocess.run(
-                             ["podman", "ps", "--filter",
-                              f"label={POD_LABEL}={pod['metadata']['uid']}", "--format",
-                              "{{.Names}}"], capture_output=True, text=True).stdout.split()]
-                if names and subprocess.run(["podman", "kill", "--signal", "KILL", *names],
-                                            capture_output=True).returncode == 0:
+                if bed_namespace.kill_containers(
+                        lambda pod: pod["metadata"]["name"].endswith("-worker-1")):
                     killed.set()
                     return
             time.sleep(0.05)
@@ -198,21 +222,7 @@ def test_a_killed_worker_container_is_re_created_by_the_operator_and_the_job_res
 def test_kueue_holds_the_trainjob_until_its_cluster_queue_admits_it(
         kube_bed, bed_namespace, work_pvc, kfdist_images, tmp_path):
     ns = bed_namespace
-    queue = f"{ns.name}-queue"
-    kube_bed.kubectl_run("apply", "--server-side", "-f", "-", stdin=json.dumps({
-        "apiVersion": "v1", "kind": "List", "items": [
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-             "metadata": {"name": "default-flavor"}},
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-             "metadata": {"name": queue}, "spec": {
-                 "namespaceSelector": {}, "stopPolicy": "Hold",
-                 "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{
-                     "name": "default-flavor", "resources": [
-                         {"name": "cpu", "nominalQuota": "16"},
-                         {"name": "memory", "nominalQuota": "64Gi"}]}]}]}},
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-             "metadata": {"name": "team-queue", "namespace": ns.name},
-             "spec": {"clusterQueue": queue}}]}))
+    queue = held_queue(kube_bed, ns)
     run = _run(ns, tmp_path / "run", "trainjob", "multi_worker_mirrored", "--queue-name",
                "team-queue", "--cpu-per-worker", "1", "--memory-per-worker", "2Gi", popen=True)
     try:
