@@ -36,7 +36,9 @@ def start_node_agent(bed, procs: processes.Processes) -> None:
                                str(port), "--bed-id", bed_id(bed.root),
                                *[f"--host-service={namespace}/{name}"
                                  for namespace, name in HOST_SERVICES]],
-                env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+                # In the bed's directory: what podman's container monitor writes in its working
+                # directory (an `oom` marker) stays there.
+                env={**os.environ, "PYTHONPATH": str(HERE.parent)}, cwd=bed.root)
 
     def ready() -> bool:
         found = bed.kubectl_run("get", "node", NODE_NAME, "-o", "json", check=False)

@@ -23,6 +23,7 @@ from cluster.node_agent import podspec
 from cluster.node_agent.container_state import MAX_BACKOFF_S, Container, now, rfc3339
 from cluster.node_agent.kube import ApiError
 from cluster.node_agent.pod_status import TERMINAL, PodStatus
+from cluster.node_agent.volumes import VolumeSetUpError
 
 log = logging.getLogger("node-agent")
 #: How often running containers are inspected besides the exit events (a missed event).
@@ -57,6 +58,7 @@ class PodWorker(threading.Thread):
         self.read_only: frozenset = frozenset()
         self._checked_at = time.monotonic()
         self.deletion_finished = False
+        self._warned: set = set()
 
     # Fed by the agent ------------------------------------------------------------------------
     def update(self, pod: Dict[str, Any]) -> None:
@@ -132,6 +134,11 @@ class PodWorker(threading.Thread):
                 self.sources, self.read_only = self.agent.volumes.make(self.pod)
                 self.volumes_ready = True
                 return True
+            except VolumeSetUpError as error:  # the kubelet waits, and says why in an event
+                for record in self.init + self.main:
+                    record.state = {"waiting": {"reason": "ContainerCreating"}}
+                self._post()
+                self._warn_once("FailedMount", str(error))
             except (podspec.PodSpecError, ApiError, OSError) as error:
                 for record in self.main:
                     record.state = {"waiting": {"reason": "CreateContainerConfigError",
@@ -141,6 +148,28 @@ class PodWorker(threading.Thread):
         if self._deleting():
             self._finish_deletion()
         return False
+
+    def _warn_once(self, reason: str, message: str) -> None:
+        """Posts a Warning event about the pod, as the kubelet records one (once per message)."""
+        if (reason, message) in self._warned:
+            return
+        stamp = now()
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{self.pod_name}.", "namespace": self.namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": self.namespace,
+                               "name": self.pod_name, "uid": self.uid,
+                               "resourceVersion": self.pod["metadata"].get("resourceVersion")},
+            "type": "Warning", "reason": reason, "message": message, "count": 1,
+            "firstTimestamp": stamp, "lastTimestamp": stamp,
+            "source": {"component": "kubelet", "host": self.agent.node_name},
+            "reportingComponent": "kubelet", "reportingInstance": self.agent.node_name}
+        try:
+            self.agent.kube.create(f"/api/v1/namespaces/{self.namespace}/events", event)
+            self._warned.add((reason, message))
+        except ApiError as error:  # an event is best effort, as the kubelet's are
+            log.warning("event for pod %s/%s not recorded: %s", self.namespace, self.pod_name,
+                        error)
 
     def _run_until_done(self, record: Container) -> bool:
         """Runs an init container until it succeeds (True) or the pod fails or goes (False)."""
@@ -216,9 +245,10 @@ class PodWorker(threading.Thread):
             ended = [r for r in records if r.podman_name in self._exited and r.running]
             self._exited.clear()  # a second notice of a container already handled is stale
         for record in ended:
-            state = (self.agent.podman.inspect(record.podman_name) or {}).get("State", {})
+            inspected = self.agent.podman.inspect(record.podman_name) or {}
+            state = inspected.get("State", {})
             code = int(state.get("ExitCode", 137))
-            reason = ("OOMKilled" if state.get("OOMKilled") else
+            reason = ("OOMKilled" if self.agent.podman.oom_killed(inspected) else
                       "Completed" if code == 0 else "Error")
             terminated = {"exitCode": code, "reason": reason,
                           "startedAt": record.state["running"]["startedAt"],

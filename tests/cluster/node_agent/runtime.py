@@ -61,6 +61,20 @@ class Podman:
             return None
         return json.loads(result.stdout)[0]
 
+    def oom_killed(self, inspected: Dict) -> bool:
+        """Whether the kernel's OOM killer ended the container: podman says so where its monitor
+        sees the cgroup's OOM event, else the kernel log names the container's memory cgroup
+        (`oom-kill:... task_memcg=.../libpod-<id>`), which is what the kubelet's OOM watcher
+        reads too."""
+        state = inspected.get("State", {})
+        if state.get("OOMKilled"):
+            return True
+        if int(state.get("ExitCode", 0)) != 137 or not inspected.get("Id"):
+            return False
+        kernel_log = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=30)
+        return any("oom-kill:" in line and f"libpod-{inspected['Id']}" in line
+                   for line in kernel_log.stdout.splitlines())
+
     def remember(self, container_id: str) -> None:
         """Appends a created container's id to the record (`bed.stop` sweeps what it lists)."""
         if self.record:

@@ -20,6 +20,10 @@ DEFAULT_MODE = 0o644
 READ_ONLY_KINDS = ("secret", "configMap", "downwardAPI", "projected")
 
 
+class MissingSource(PodSpecError):
+    """A Secret or ConfigMap a volume needs is not in the API (the kubelet's words)."""
+
+
 def claim_directory(root: Path, namespace: str, claim: str) -> Path:
     """Where the claim `namespace/claim` keeps its data on this machine."""
     return Path(root) / "volumes" / namespace / claim
@@ -44,6 +48,15 @@ def _write_items(folder: Path, data: Mapping[str, str], items, default_mode: int
         os.chmod(path, item.get("mode", default_mode))
 
 
+class VolumeSetUpError(PodSpecError):
+    """A volume that cannot be made yet (its Secret or ConfigMap is missing): the kubelet keeps
+    the containers ContainerCreating and says why in a FailedMount event."""
+
+    def __init__(self, volume: str, problem: str):
+        super().__init__(f'MountVolume.SetUp failed for volume "{volume}" : {problem}')
+        self.volume = volume
+
+
 class VolumeMaker:
     """Makes the volumes of pods.
 
@@ -66,7 +79,10 @@ class VolumeMaker:
         read_only = set()
         fs_group = (pod["spec"].get("securityContext") or {}).get("fsGroup")
         for volume in pod["spec"].get("volumes") or []:
-            path, kind = self._make_one(pod, volume)
+            try:
+                path, kind = self._make_one(pod, volume)
+            except MissingSource as missing:
+                raise VolumeSetUpError(volume["name"], str(missing)) from None
             if fs_group is not None and kind != "hostPath":
                 _give_group(path, fs_group, writable=kind not in READ_ONLY_KINDS)
             sources[volume["name"]] = str(path)
@@ -114,7 +130,7 @@ class VolumeMaker:
         if data is None:
             if optional:
                 return {}
-            raise PodSpecError(f'{kind} "{name}" not found')
+            raise MissingSource(f'{kind.lower()} "{name}" not found')
         return data
 
     def _downward(self, pod, folder: Path, items, mode: int) -> None:
