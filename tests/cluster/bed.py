@@ -19,12 +19,17 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
-from cluster import certs, control_plane, node_runtime, operators, processes
+from cluster import certs, control_plane, node_runtime, operators, processes, trainer_v2_1
 
 HERE = Path(__file__).resolve().parent
 BED_RECORD = "bed.json"
 #: How long each part may take to become ready (a cold machine's first start is the slowest).
 START_TIMEOUT_S = 120.0
+#: The API server's graceful termination takes about a second here, but now and then, after
+#: logging "apiserver is exiting", its process does not end (seen on beds with CRDs deleted
+#: while they ran): after this many seconds the bed sends the second SIGTERM, which the API
+#: server's signal handler takes as "exit now".
+APISERVER_SECOND_SIGTERM_AFTER_S = 5.0
 #: The administrator (a client certificate in `system:masters`).
 ADMIN = "kfdist-test-bed-admin"
 #: Every name the API server's certificate serves.
@@ -89,9 +94,23 @@ def _certificates(pki: Path) -> None:
 
 #: The datastores the bed can run on: etcd (the default, what clusters run) or kine.
 DATASTORES = ("etcd", "kine")
+#: What a bed runs: `all` (the control plane, the node agent and every operator);
+#: `control-plane` (etcd, the API server and the controller manager alone: a cluster where
+#: nothing of Kubeflow is installed, and no pod runs); `trainer-v2.1` (the control plane, the
+#: node agent, Trainer v2.1 and JobSet v0.10).
+STACKS = ("all", "control-plane", "trainer-v2.1")
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager")
+OPERATORS = ("training-operator", "mpi-operator", "jobset", "trainer-controller-manager", "kueue")
 
 
-def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str = "etcd") -> Bed:
+def _binaries_of(stack: str, datastore: str) -> tuple:
+    names = {"all": CONTROL_PLANE + OPERATORS, "control-plane": CONTROL_PLANE,
+             "trainer-v2.1": CONTROL_PLANE + trainer_v2_1.BINARIES}[stack]
+    return tuple(datastore if name == "etcd" else name for name in names)
+
+
+def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str = "etcd",
+          stack: str = "all") -> Bed:
     """Starts a test bed in `root` (created; must hold no running bed) and waits until it is ready.
 
     On any failure everything started so far is stopped again and `StartFailed` says why.
@@ -100,32 +119,33 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
       root: The bed's directory.
       binaries: {name: path} of its binaries; None: `build()` them.
       datastore: `etcd`, or `kine` (SQLite; built only on request: `build.sh kine`).
+      stack: What runs besides the datastore and the API server (`STACKS`).
     """
     if datastore not in DATASTORES:
         raise processes.StartFailed(f"datastore {datastore!r}: expected one of {DATASTORES}")
+    if stack not in STACKS:
+        raise processes.StartFailed(f"stack {stack!r}: expected one of {STACKS}")
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     if processes.running(root):
         raise processes.StartFailed(f"a test bed is already running in {root}: "
                                     f"bash tests/cluster/down.sh {root}")
     node_runtime.remove_all(root)  # what a bed that crashed here left
-    binaries = binaries or build(() if datastore == "etcd" else (
-        "kine", "kube-apiserver", "kube-controller-manager", "training-operator", "mpi-operator",
-        "jobset", "trainer-controller-manager", "kueue"))
+    binaries = binaries or build(_binaries_of(stack, datastore))
     layout = control_plane.Layout(root, processes.free_port(), processes.free_port(),
                                   processes.free_port())
     bed = Bed(layout, binaries, _kubectl())
     (root / BED_RECORD).write_text(json.dumps({"layout": layout.to_json(), "binaries": binaries,
                                                "kubectl": bed.kubectl}, indent=1))
     try:
-        _start(bed, datastore)
+        _start(bed, datastore, stack)
     except BaseException:
         stop(root)
         raise
     return bed
 
 
-def _start(bed: Bed, datastore: str) -> None:
+def _start(bed: Bed, datastore: str, stack: str) -> None:
     layout, binaries = bed.layout, bed.binaries
     pki = layout.pki
     _certificates(pki)
@@ -136,7 +156,9 @@ def _start(bed: Bed, datastore: str) -> None:
     procs.start(datastore, argv)
     procs.wait_until(datastore, lambda: processes.port_open(layout.etcd_port), START_TIMEOUT_S)
 
-    procs.start("kube-apiserver", control_plane.apiserver_argv(binaries["kube-apiserver"], layout))
+    control_plane.write_audit_policy(layout)
+    procs.start("kube-apiserver", control_plane.apiserver_argv(binaries["kube-apiserver"], layout),
+                second_sigterm_after_s=APISERVER_SECOND_SIGTERM_AFTER_S)
     procs.wait_until("kube-apiserver", lambda: processes.https_ok(
         f"{layout.api_url}/readyz", pki / "ca.crt", pki / "admin.crt", pki / "admin.key"),
         START_TIMEOUT_S)
@@ -156,8 +178,13 @@ def _start(bed: Bed, datastore: str) -> None:
         "get", "configmap", "kube-root-ca.crt", "-n", "default", check=False).returncode == 0,
         START_TIMEOUT_S)
 
+    if stack == "control-plane":
+        return
     node_runtime.start_node_agent(bed, procs)
-    operators.start_operators(bed, procs)
+    if stack == "all":
+        operators.start_operators(bed, procs)
+    else:
+        trainer_v2_1.start(bed, procs)
 
 
 def load(root: Path) -> Bed:

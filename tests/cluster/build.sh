@@ -43,6 +43,9 @@ BINARIES=(
   "jobset jobset sigs.k8s.io/jobset sigs.k8s.io/jobset"
   "trainer-controller-manager trainer github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager github.com/kubeflow/trainer/v2"
   "kueue kueue sigs.k8s.io/kueue/cmd/kueue sigs.k8s.io/kueue"
+  # The Trainer v2.1 bed's (tests/cluster/trainer_v2_1.py).
+  "trainer-controller-manager-v2.1 trainer-v2.1 github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager github.com/kubeflow/trainer/v2"
+  "jobset-v0.10 jobset-v0.10 sigs.k8s.io/jobset sigs.k8s.io/jobset"
 )
 # Built only when named.
 OPTIONAL=(

@@ -18,6 +18,16 @@ from typing import Dict, List
 SERVICE_RANGE = "10.96.0.0/24"
 #: What the API server and the controller manager log (`-v`): warnings and start-up.
 VERBOSITY = "1"
+#: The API server's audit policy: every request of a ServiceAccount outside kube-system (the
+#: accounts the tests give kfdist; the operators, the node agent and the administrator use
+#: certificates, the controller manager's controllers kube-system's accounts), at the Metadata
+#: level: who asked what of which resource, and the answer's code. A test reads from it that a
+#: refusal happened before any call.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+    "rules": [{"level": "None", "userGroups": ["system:serviceaccounts:kube-system"]},
+              {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+              {"level": "None"}]}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +51,15 @@ class Layout:
     def kubeconfig(self) -> Path:
         """The administrator's kubeconfig (`system:masters`)."""
         return self.root / "kubeconfig"
+
+    @property
+    def audit_policy(self) -> Path:
+        return self.root / "configs" / "audit-policy.json"
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log (JSON lines; `AUDIT_POLICY` says what it holds)."""
+        return self.root / "logs" / "audit.log"
 
     def component_kubeconfig(self, name: str) -> Path:
         """The kubeconfig of a control-plane component or operator."""
@@ -95,6 +114,8 @@ def apiserver_argv(apiserver: str, layout: Layout) -> List[str]:
             f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
             f"--kubelet-certificate-authority={pki / 'ca.crt'}",
             "--kubelet-preferred-address-types=InternalIP",
+            f"--audit-policy-file={layout.audit_policy}", f"--audit-log-path={layout.audit_log}",
+            "--audit-log-maxbackup=0",
             "--allow-privileged=true", "--profiling=false",
             f"--cert-dir={pki / 'apiserver-generated'}", f"-v={VERBOSITY}"]
 
@@ -113,6 +134,20 @@ def controller_manager_argv(controller_manager: str, layout: Layout) -> List[str
             f"--service-cluster-ip-range={SERVICE_RANGE}",
             # A test's garbage must go quickly: collect terminated pods past 50 (not 12,500).
             "--terminated-pod-gc-threshold=50", f"-v={VERBOSITY}"]
+
+
+def write_audit_policy(layout: Layout) -> None:
+    """Writes `AUDIT_POLICY` where `apiserver_argv` points the API server."""
+    layout.audit_policy.parent.mkdir(parents=True, exist_ok=True)
+    layout.audit_policy.write_text(json.dumps(AUDIT_POLICY, indent=1))
+
+
+def audit_events(layout: Layout, user: str) -> List[Dict]:
+    """The audit log's entries for requests by `user` (e.g. `system:serviceaccount:ns:name`)."""
+    if not layout.audit_log.exists():
+        return []
+    entries = (json.loads(line) for line in layout.audit_log.read_text().splitlines() if line)
+    return [e for e in entries if e.get("user", {}).get("username") == user]
 
 
 def kubeconfig(api_url: str, ca: Path, credentials: Dict[str, str], user: str,

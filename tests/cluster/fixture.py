@@ -9,6 +9,7 @@ Registered by tests/conftest.py.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -31,11 +32,35 @@ _numbers = itertools.count(1)
 @pytest.fixture(scope="session")
 def kube_bed(tmp_path_factory):
     """The running test bed (`bed.Bed`)."""
-    root = tmp_path_factory.mktemp("kube-bed")
-    bed = test_bed.start(root)
+    with _running_bed(tmp_path_factory.mktemp("kube-bed"), "all") as bed:
+        yield bed
+
+
+@pytest.fixture(scope="session")
+def trainer_v2_1_bed(tmp_path_factory):
+    """A second bed, standing for a cluster on Trainer v2.1 (with JobSet v0.10, no other
+    operator), kfdist's runtimes installed through Trainer v2.1's own webhook."""
+    with _running_bed(tmp_path_factory.mktemp("trainer-v2.1-bed"), "trainer-v2.1") as bed:
+        yield bed
+
+
+@pytest.fixture(scope="session")
+def bare_api(tmp_path_factory):
+    """The control plane alone: a cluster where nothing of Kubeflow is installed (a test installs
+    the CRDs it needs as the administrator, and removes them)."""
+    with _running_bed(tmp_path_factory.mktemp("bare-api"), "control-plane") as bed:
+        yield bed
+
+
+@contextlib.contextmanager
+def _running_bed(root: Path, stack: str):
+    """A bed of `stack` in `root`, with kfdist's runtimes where Trainer runs; at the end, stopped
+    and checked that no process, container or network of it is left."""
+    bed = test_bed.start(root, stack=stack)
     try:
-        # kfdist's runtimes, as the README installs them (through Trainer's validating webhook).
-        bed.kubectl_run("apply", "--server-side", "-k", str(REPO / "manifests" / "runtimes"))
+        if stack != "control-plane":
+            # kfdist's runtimes, as the README installs them (through Trainer's validating webhook).
+            bed.kubectl_run("apply", "--server-side", "-k", str(REPO / "manifests" / "runtimes"))
     except BaseException:
         test_bed.stop(root)
         raise
@@ -64,6 +89,26 @@ def wait_for(predicate, seconds: float = 20.0, what: str = "the condition"):
             return value
         time.sleep(0.05)
     raise AssertionError(f"{what} did not hold within {seconds} s")
+
+
+def read_until(process: subprocess.Popen, done, seconds: float) -> list:
+    """Reads `process`'s output lines until `done(lines so far)` holds (returned), failing if
+    the process ends first or `seconds` pass; the lines keep being read in a thread after."""
+    import queue
+    import threading
+
+    printed: "queue.Queue[str]" = queue.Queue()
+    threading.Thread(target=lambda: [printed.put(line) for line in process.stdout],
+                     daemon=True).start()
+    seen: list = []
+    deadline = time.monotonic() + seconds
+    while not done(seen):
+        assert time.monotonic() < deadline and process.poll() is None, "".join(seen[-40:])
+        try:
+            seen.append(printed.get(timeout=0.5))
+        except queue.Empty:
+            pass
+    return seen
 
 
 #: The bed's PyTorch image (tests/cluster/images/pytorch.Dockerfile on the runtime image).
@@ -134,6 +179,11 @@ class Namespace:
         found = json.loads(self.kubectl("get", kind, *([name] if name else []), "-o", "json").stdout)
         return found if name else found["items"]
 
+    def api_calls(self, account: str = RUNNER) -> list:
+        """The API server's audit entries for requests by `account` of this namespace."""
+        return control_plane.audit_events(self.bed.layout,
+                                          f"system:serviceaccount:{self.name}:{account}")
+
     def kill_containers(self, pod_matches) -> list:
         """SIGKILLs the running containers of the pods `pod_matches` accepts, as the node would
         see a crash; returns their names (none when no such container runs yet)."""
@@ -163,13 +213,33 @@ def make_namespace(bed: test_bed.Bed, name: str, root: Path) -> Namespace:
     return Namespace(bed, name, kubeconfig)
 
 
-@pytest.fixture
-def bed_namespace(kube_bed, tmp_path, monkeypatch):
-    """A fresh namespace; `KUBECONFIG` is its pipeline runner's (deleted after the test)."""
+def runner_namespace(bed: test_bed.Bed, root: Path, monkeypatch) -> Namespace:
+    """A fresh namespace of `bed` (`make_namespace`), `KUBECONFIG` its pipeline runner's, none of
+    a pod's variables set."""
     for variable in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KFP_POD_NAMESPACE",
                      "KFP_POD_NAME", "KFP_POD_UID", "TF_CONFIG"):
         monkeypatch.delenv(variable, raising=False)
-    namespace = make_namespace(kube_bed, f"t{next(_numbers)}", tmp_path)
+    namespace = make_namespace(bed, f"t{next(_numbers)}", root)
     monkeypatch.setenv("KUBECONFIG", str(namespace.kubeconfig))
+    return namespace
+
+
+@pytest.fixture
+def bed_namespace(kube_bed, tmp_path, monkeypatch):
+    """A fresh namespace; `KUBECONFIG` is its pipeline runner's (deleted after the test)."""
+    namespace = runner_namespace(kube_bed, tmp_path, monkeypatch)
     yield namespace
     kube_bed.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def bare_namespace(bare_api, tmp_path, monkeypatch):
+    """A namespace of `bare_api` with the pipeline runner's Role, `KUBECONFIG` its token's; after
+    the test, the namespace goes and so does every cluster-wide object the test installed (CRDs,
+    kfdist's reader ClusterRole)."""
+    namespace = runner_namespace(bare_api, tmp_path, monkeypatch)
+    yield namespace
+    bare_api.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
+    bare_api.kubectl_run("delete", "crd", "--all", "--wait=true", check=False)
+    bare_api.kubectl_run("delete", "clusterrole,clusterrolebinding", "kfdist-trainer-reader",
+                         "--ignore-not-found", check=False)

@@ -81,16 +81,22 @@ class Module:
                     return following
         raise processes.StartFailed(f"{self.directory}/go.mod does not require {self.path}")
 
-    @functools.lru_cache(maxsize=None)
     def source(self) -> Path:
         """The module's files in the Go module cache (downloaded when missing; asked once)."""
-        found = subprocess.run(["go", "mod", "download", "-json", f"{self.path}@{self.version}"],
-                               cwd=MODULES / self.directory, capture_output=True, text=True,
-                               env={**os.environ, "PATH": os.environ["PATH"] + ":/usr/local/go/bin"})
-        if found.returncode != 0:
-            raise processes.StartFailed(f"go mod download {self.path}@{self.version}: "
-                                        f"{found.stdout}{found.stderr}")
-        return Path(json.loads(found.stdout)["Dir"])
+        return module_source(self.path, self.version)
+
+
+@functools.lru_cache(maxsize=None)
+def module_source(path: str, version: str) -> Path:
+    """The files of Go module `path` at `version`, from the module cache (downloaded when
+    missing; asked once)."""
+    found = subprocess.run(["go", "mod", "download", "-json", f"{path}@{version}"],
+                           cwd=MODULES, capture_output=True, text=True,
+                           env={**os.environ, "PATH": os.environ["PATH"] + ":/usr/local/go/bin"})
+    if found.returncode != 0:
+        raise processes.StartFailed(f"go mod download {path}@{version}: "
+                                    f"{found.stdout}{found.stderr}")
+    return Path(json.loads(found.stdout)["Dir"])
 
 
 TRAINING_OPERATOR = Module("training-operator", "github.com/kubeflow/training-operator")
@@ -180,6 +186,50 @@ def _config(path: Path, document: dict) -> Path:
     return path
 
 
+class OperatorDirs:
+    """Each operator's own TMPDIR under the bed, holding the bed's serving certificate where
+    controller-runtime's webhook server looks (`k8s-webhook-server/serving-certs`)."""
+
+    def __init__(self, root: Path, pki: Path):
+        self.root, self.pki = root, pki
+        self.base_env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "TMPDIR")}
+
+    def cert_dir(self, name: str) -> Path:
+        return _write_certs(self.root / "tmp" / name / "k8s-webhook-server" / "serving-certs",
+                            self.pki)
+
+    def own_tmp(self, name: str) -> Dict[str, str]:
+        """The environment of operator `name`: the bed's, less KUBECONFIG, with its TMPDIR."""
+        self.cert_dir(name)
+        return {**self.base_env, "TMPDIR": str(self.root / "tmp" / name)}
+
+
+def start_jobset(procs: processes.Processes, binary: str, kubeconfig: str, config: Path,
+                 ports: tuple, dirs: OperatorDirs) -> None:
+    """JobSet's controller with its webhook on 127.0.0.1 (`ports`: webhook, health)."""
+    webhook, health = ports
+    procs.start("jobset", [binary, f"--kubeconfig={kubeconfig}", "--config=" + str(
+        _config(config, {
+            "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "webhook": {"port": webhook, "host": "127.0.0.1",
+                        "certDir": str(dirs.cert_dir("jobset"))},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+            "internalCertManagement": {"enable": False}}))], env=dirs.own_tmp("jobset"))
+
+
+def jobset_webhooks(module: Module, port: int, ca: bytes) -> List[dict]:
+    """JobSet's webhook configurations as its release names and scopes them."""
+    return webhook_configurations(
+        module.source() / "config" / "components" / "webhook" / "manifests.yaml", port, ca,
+        {"MutatingWebhookConfiguration": "jobset-mutating-webhook-configuration",
+         "ValidatingWebhookConfiguration": "jobset-validating-webhook-configuration"},
+        keep=lambda path: True,
+        object_selectors={"-v1-pod": {"matchExpressions": [
+            {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}})
+
+
 def start_operators(bed, procs: processes.Processes) -> None:
     """Installs the operators' CRDs, starts each operator, then installs their webhooks."""
     root, pki, binaries = bed.root, bed.layout.pki, bed.binaries
@@ -216,14 +266,8 @@ def start_operators(bed, procs: processes.Processes) -> None:
     ports = {name: (processes.free_port(), processes.free_port()) for name in
              ("training-operator", "trainer", "jobset", "kueue")}
     status_port = processes.free_port()
-    base_env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "TMPDIR")}
-
-    def cert_dir(name: str) -> Path:
-        return _write_certs(root / "tmp" / name / "k8s-webhook-server" / "serving-certs", pki)
-
-    def own_tmp(name: str) -> Dict[str, str]:
-        cert_dir(name)
-        return {**base_env, "TMPDIR": str(root / "tmp" / name)}
+    dirs = OperatorDirs(root, pki)
+    base_env, cert_dir, own_tmp = dirs.base_env, dirs.cert_dir, dirs.own_tmp
 
     kubeconfig = str(bed.kubeconfig)
     webhook, health = ports["training-operator"]
@@ -239,15 +283,8 @@ def start_operators(bed, procs: processes.Processes) -> None:
     procs.start("mpi-operator", [binaries["mpi-operator"], f"--kubeConfig={kubeconfig}",
                                  "--lock-namespace=mpi-operator", "--monitoring-port=0"],
                 env=base_env)
-    webhook, health = ports["jobset"]
-    procs.start("jobset", [binaries["jobset"], f"--kubeconfig={kubeconfig}", "--config=" + str(
-        _config(configs / "jobset.yaml", {
-            "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
-            "leaderElection": {"leaderElect": False},
-            "webhook": {"port": webhook, "host": "127.0.0.1", "certDir": str(cert_dir("jobset"))},
-            "metrics": {"bindAddress": "0"},
-            "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
-            "internalCertManagement": {"enable": False}}))], env=own_tmp("jobset"))
+    start_jobset(procs, binaries["jobset"], kubeconfig, configs / "jobset.yaml", ports["jobset"],
+                 dirs)
     webhook, health = ports["trainer"]
     procs.start("trainer", [*_with_in_pod_token(trainer_token),
                             binaries["trainer-controller-manager"], f"--kubeconfig={kubeconfig}",
@@ -304,14 +341,7 @@ def _webhooks(ports: Dict[str, tuple], ca: bytes) -> List[dict]:
             ports["training-operator"][0], ca,
             {"ValidatingWebhookConfiguration": "validator.training-operator.kubeflow.org"},
             keep=lambda path: path.endswith(("-tfjob", "-pytorchjob"))),
-        *webhook_configurations(
-            JOBSET.source() / "config" / "components" / "webhook" / "manifests.yaml",
-            ports["jobset"][0], ca,
-            {"MutatingWebhookConfiguration": "jobset-mutating-webhook-configuration",
-             "ValidatingWebhookConfiguration": "jobset-validating-webhook-configuration"},
-            keep=lambda path: True,
-            object_selectors={"-v1-pod": {"matchExpressions": [
-                {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}}),
+        *jobset_webhooks(JOBSET, ports["jobset"][0], ca),
         *webhook_configurations(
             TRAINER.source() / "manifests" / "base" / "webhook" / "manifests.yaml",
             ports["trainer"][0], ca,
