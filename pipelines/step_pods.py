@@ -20,7 +20,7 @@ from typing import Dict, Tuple
 
 from kfp import dsl, kubernetes
 
-from kfdist.components.train_distributed.kubernetes.client.kube_api import STEP_POD_FIELDS
+from kfdist.components.train_distributed.kubernetes.client.pod_identity import STEP_POD_FIELDS
 
 #: Short step names by task (component) name, as the UI and `kfdist run` show them.
 STEP_NAMES: Dict[str, str] = {

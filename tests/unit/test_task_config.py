@@ -29,7 +29,7 @@ from kfdist.components.train_distributed.component import train_distributed
 from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.kubernetes import backend, task_settings
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TRAINJOB_V1ALPHA1
-from kfdist.components.train_distributed.kubernetes.client.kube_api import STEP_POD_FIELDS
+from kfdist.components.train_distributed.kubernetes.client.pod_identity import STEP_POD_FIELDS
 from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 from kfdist.pipelines import registry
 

@@ -58,7 +58,7 @@ def resolve_namespace(options: ClusterOptions) -> str:
     Raises:
       InvalidInputError: If neither is known.
     """
-    from kfdist.components.train_distributed.kubernetes.client.kube_api import own_namespace
+    from kfdist.components.train_distributed.kubernetes.client.pod_identity import own_namespace
 
     namespace = options.namespace or own_namespace()
     if not namespace:
@@ -245,6 +245,9 @@ def trainer_customisation(api, log: Callable[[str], None]) -> str:
     except kube_errors.NotFoundError:
         raise kube_errors.CrdNotInstalledError(kube_errors.crd_missing_message(kind), 404) from None
     except kube_errors.PermissionDeniedError as error:
+        if not api.serves(kind.group, kind.version):  # discovery needs no grant
+            raise kube_errors.CrdNotInstalledError(kube_errors.crd_missing_message(kind),
+                                                   404) from None
         log(f"trainjob backend: cannot read the CRD {kind.crd_name} ({error}); assuming Trainer "
             f"v2.2 or later ({RUNTIME_PATCHES})")
         return RUNTIME_PATCHES

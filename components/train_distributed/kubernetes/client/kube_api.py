@@ -24,14 +24,9 @@ from kfdist.components.train_distributed.kubernetes.build.job_kinds import JobKi
 from kfdist.components.train_distributed.kubernetes.client import kube_errors as errors
 from kfdist.components.train_distributed.kubernetes.client.api_types import (  # noqa: F401  (re-exported)
     OwnerRef, WatchEvent)
+from kfdist.components.train_distributed.kubernetes.client.pod_identity import (
+    POD_NAME_ENV, POD_UID_ENV, own_namespace)
 
-#: Where a pod finds its own namespace.
-SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-#: The step pod's own identity, as the pipeline exposes it (Downward API) to the training step.
-POD_NAME_ENV, POD_UID_ENV, POD_NAMESPACE_ENV = "KFP_POD_NAME", "KFP_POD_UID", "KFP_POD_NAMESPACE"
-#: (variable, pod field path) pairs the pipeline sets on the training step.
-STEP_POD_FIELDS = ((POD_NAME_ENV, "metadata.name"), (POD_UID_ENV, "metadata.uid"),
-                   (POD_NAMESPACE_ENV, "metadata.namespace"))
 _CALL_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for one ordinary call
 _WATCH_IDLE_MARGIN = 10.0  # read timeout beyond a watch's own server-side timeout
 DEFAULT_KUBECONFIG = "~/.kube/config"  # read when `KUBECONFIG` is unset, as kubectl does
@@ -73,6 +68,16 @@ class KubeApi:
             return None
 
     # What the cluster serves -------------------------------------------------
+
+    def serves(self, group: str, version: str) -> bool:
+        """Whether the cluster serves the API `group/version` (its discovery document, which
+        every authenticated account may read: no RBAC grant is needed)."""
+        try:
+            with _translated("get", f"/apis/{group}/{version}", errors.CLUSTER_SCOPE):
+                self._custom.get_api_resources(group, version, _request_timeout=_CALL_TIMEOUT)
+        except errors.NotFoundError:
+            return False
+        return True
 
     def read_crd_schema(self, crd_name: str, version: str) -> Dict[str, Any]:
         """The `openAPIV3Schema` of one version of a CustomResourceDefinition.
@@ -240,18 +245,6 @@ class KubeApi:
             except errors.NotFoundError:
                 return None
         return OwnerRef(namespace=namespace, name=name, uid=uid)
-
-
-def own_namespace() -> Optional[str]:
-    """The namespace this process's pod runs in (`KFP_POD_NAMESPACE`, else the service
-    account's namespace file); None outside a cluster."""
-    if os.environ.get(POD_NAMESPACE_ENV):
-        return os.environ[POD_NAMESPACE_ENV]
-    try:
-        with open(SERVICE_ACCOUNT_NAMESPACE_FILE, encoding="utf-8") as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
 
 
 def _watch_events(response, verb: str, resource: str, namespace: str,

@@ -1,0 +1,27 @@
+"""Who the training step's process is on a cluster: its pod's variables, as the pipeline gives
+them, and the service account's namespace file (read here; no API call)."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+#: Where a pod finds its own namespace.
+SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+#: The step pod's own identity, as the pipeline exposes it (Downward API) to the training step.
+POD_NAME_ENV, POD_UID_ENV, POD_NAMESPACE_ENV = "KFP_POD_NAME", "KFP_POD_UID", "KFP_POD_NAMESPACE"
+#: (variable, pod field path) pairs the pipeline sets on the training step.
+STEP_POD_FIELDS = ((POD_NAME_ENV, "metadata.name"), (POD_UID_ENV, "metadata.uid"),
+                   (POD_NAMESPACE_ENV, "metadata.namespace"))
+
+
+def own_namespace() -> Optional[str]:
+    """The namespace this process's pod runs in (`KFP_POD_NAMESPACE`, else the service
+    account's namespace file); None outside a cluster."""
+    if os.environ.get(POD_NAMESPACE_ENV):
+        return os.environ[POD_NAMESPACE_ENV]
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE_FILE, encoding="utf-8") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
