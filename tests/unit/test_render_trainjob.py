@@ -173,7 +173,9 @@ def test_the_tensorflow_runtime_gives_replicas_their_identity_and_the_exit_code_
     assert job["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
     fail, ignore = job["podFailurePolicy"]["rules"]
     assert fail["action"] == "FailJob" and fail["onExitCodes"]["values"] == list(range(1, 128))
-    assert ignore == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+    # `status` spelled out: Trainer v2.1's runtime CRD requires it (v2.3 defaults it to True).
+    assert ignore == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget",
+                                                               "status": "True"}]}
     assert job["template"]["spec"]["restartPolicy"] == "Never"  # podFailurePolicy needs it
 
 
