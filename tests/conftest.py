@@ -9,9 +9,9 @@ import pytest
 
 from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras for every test)
 
-#: Fixtures of the test doubles: the GCS emulator, and the API server with its process operator.
-pytest_plugins = ("fakes.gcs_emulator", "fakes.kube_server.cluster_fixtures", "fakes.kfp_server",
-                  "cluster.fixture",
+#: Fixtures of the test doubles (the GCS emulator, the KFP server, a model) and of the cluster
+#: test bed.
+pytest_plugins = ("fakes.gcs_emulator", "fakes.kfp_server", "cluster.fixture",
                   "fakes.model_fixture")
 
 

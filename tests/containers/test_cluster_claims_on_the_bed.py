@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import shutil
 import signal
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.fixture import wait_for
+from cluster.fixture import read_until, wait_for
 from containers import test_run_on_the_bed as run_on_the_bed
 from containers.test_launch_on_the_bed import _cluster_flags, _launch, _program
 from containers.test_run_on_the_bed import CLAIM, MOUNT, _conditions, _run
@@ -86,29 +85,37 @@ def test_mnist_trains_on_one_replica_and_where_auto_points(backend, strategy, ki
                 "are installed)") in step_log, step_log[:3000]
 
 
-def test_the_program_pipelines_step_trains_the_keras_example_as_a_tfjob(
-        bed_namespace, work_pvc, kfdist_images, tmp_path):
-    """`kfdist run program --backend tfjob`: the example on the PVC, run by kfdist's runtime image
-    in each replica; the step completes the Model artifact, which is evaluated and blessed."""
+@pytest.mark.parametrize("backend, done", [("tfjob", ("Succeeded", "TFJobSucceeded")),
+                                           ("trainjob", ("Complete", "AllJobsCompleted"))])
+def test_the_program_pipelines_step_trains_the_keras_example_as_a_cluster_job(
+        backend, done, bed_namespace, work_pvc, kfdist_images, tmp_path):
+    """`kfdist run program --backend tfjob|trainjob`: the example on the PVC, run by kfdist's
+    runtime image in each replica; the step completes the Model artifact, which is evaluated and
+    blessed."""
     program = work_pvc / "program" / "keras_fit_backup_restore.py"
     program.parent.mkdir()
     shutil.copy(os.path.join(EXAMPLES, program.name), program)
     out = tmp_path / "run"
-    done = subprocess.run(
+    finished = subprocess.run(
         [sys.executable, "-m", "kfdist", "run", "program", "--command",
-         f"python {MOUNT}/program/{program.name} --epochs 3", "--backend", "tfjob", "--workers",
+         f"python {MOUNT}/program/{program.name} --epochs 3", "--backend", backend, "--workers",
          "2", "--namespace", bed_namespace.name, "--pvc-name", CLAIM, "--work-uri",
          f"{MOUNT}/program-step", "--accuracy-threshold", "0.8", "--output", str(out)],
         capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert finished.returncode == 0, finished.stdout[-4000:] + finished.stderr[-4000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["blessed"] is True, summary
     step_log = (out / "logs" / "train-program.log").read_text()
     assert "Epoch 3/3" in step_log, step_log[-3000:]  # the leader's log, streamed
-    [job] = bed_namespace.get("tfjob")
-    assert ("Succeeded", "TFJobSucceeded") in _conditions(job)
-    [container] = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
-    assert container["image"] == kfdist_images["runtime"]
+    [job] = bed_namespace.get(backend)
+    assert done in _conditions(job)
+    if backend == "tfjob":
+        [container] = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+        assert container["image"] == kfdist_images["runtime"]
+    else:
+        assert job["spec"]["trainer"]["image"] == kfdist_images["runtime"]
+    # The job's model is at the work location the step was given, on the claim.
+    assert (work_pvc / "program-step" / "model" / "saved_model.pb").is_file()
 
 
 def _step_pod(ns, name: str) -> dict:
@@ -142,18 +149,9 @@ def test_a_retried_step_reattaches_to_its_running_job(bed_namespace, work_pvc, k
         [sys.executable, "-u", "-c", STEP_SCRIPT,
          json.dumps(dict(args, model_dir=str(tmp_path / "model-1")))],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    lines: "queue.Queue[str]" = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in first.stdout],
-                     daemon=True).start()
-    seen = []
     try:
-        deadline = time.monotonic() + 400
-        while not any(line.startswith("[worker-0] epoch 1/") for line in seen):
-            assert time.monotonic() < deadline and first.poll() is None, "".join(seen[-40:])
-            try:
-                seen.append(lines.get(timeout=0.5))
-            except queue.Empty:
-                pass
+        read_until(first, lambda seen: any(line.startswith("[worker-0] epoch 1/") for line in seen),
+                   400)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()

@@ -147,8 +147,8 @@ def _tfjob(ns, name: str, command: str, labels: Dict[str, str] = None) -> Render
 
 
 def _launch(job: RenderedJob, lines: List[str], **kwargs):
-    return launch_and_wait(job, KubeApi.from_environment(), log=lines.append, owner=None,
-                           **{"timeout_seconds": 120, **kwargs})
+    return launch_and_wait(job, KubeApi.from_environment(), log=lines.append,
+                           **{"timeout_seconds": 120, "owner": None, **kwargs})
 
 
 def test_an_own_job_that_failed_in_an_earlier_attempt_is_replaced(bed_namespace, work_pvc,
@@ -166,6 +166,8 @@ def test_an_own_job_that_failed_in_an_earlier_attempt_is_replaced(bed_namespace,
     assert any("from an earlier attempt failed: deleting it and starting again" in line
                for line in lines), lines
     assert any(line.endswith("trained") for line in lines), lines
+    # Never suspended (no Kueue queue): never reported as queued.
+    assert not any("is queued:" in line for line in lines), lines
 
 
 def test_a_job_of_that_name_not_created_by_this_step_is_left_alone(bed_namespace, work_pvc,
@@ -214,6 +216,13 @@ def test_a_queued_jobs_timeout_counts_from_admission_only_when_asked(
                               timeout_from="admission")
             assert outcome.reason == "TFJobSucceeded"
             assert any("was admitted after" in line for line in lines), lines
+            # The Training Operator's own words for a job Kueue suspends and then resumes.
+            assert any("Suspended (TFJobSuspended): TFJob queued is suspended." in line
+                       for line in lines), lines
+            [suspended] = [c for c in ns.get("tfjob", "queued")["status"]["conditions"]
+                           if c["type"] == "Suspended"]
+            assert (suspended["status"], suspended["reason"], suspended["message"]) == (
+                "False", "TFJobResumed", "TFJob queued is resumed.")
         else:
             with pytest.raises(JobTimeoutError) as raised:
                 _launch(job, lines, timeout_seconds=TIMEOUT_SECONDS)

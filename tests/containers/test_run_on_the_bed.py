@@ -242,6 +242,16 @@ def test_kueue_holds_the_trainjob_until_its_cluster_queue_admits_it(
         kube_bed.kubectl_run("delete", "clusterqueue", queue, "--wait=false", check=False)
     assert run.returncode == 0, output[-4000:]
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["blessed"] is True
+    step_log = (tmp_path / "run" / "logs" / "train.log").read_text()
+    queued = [i for i, line in enumerate(step_log.splitlines()) if "is queued: suspended until "
+              "Kueue admits it (queue team-queue)" in line]
+    admitted = [i for i, line in enumerate(step_log.splitlines()) if "was admitted after" in line]
+    assert len(queued) == 1 and len(admitted) == 1 and queued[0] < admitted[0], step_log[-4000:]
+    assert f"TrainJob {ns.name}/{trainjob['metadata']['name']}: Suspended (Suspended): TrainJob " \
+        "is suspended" in step_log, step_log[-4000:]
+    suspended = [c for c in ns.get("trainjob", trainjob["metadata"]["name"])["status"][
+        "conditions"] if c["type"] == "Suspended"]
+    assert [(c["status"], c["reason"]) for c in suspended] == [("False", "Resumed")], suspended
     [admitted] = ns.get("workload")
     assert any(c["type"] == "Admitted" and c["status"] == "True"
                for c in admitted["status"]["conditions"])

@@ -15,13 +15,12 @@ import os
 import re
 import signal
 import threading
-from typing import Callable
+from typing import Callable, List
 
 import pytest
 
 from kfdist.components.evaluate_model.runtime import evaluate
 from kfdist.components.train_distributed import runtime
-from fakes.kube_server.cluster_fixtures import Log
 
 pytestmark = pytest.mark.slow
 
@@ -29,6 +28,19 @@ EPOCHS = 4
 KILL_AFTER_EPOCH = 1
 SETTINGS = dict(strategy="parameter_server", workers=2, ps=1, epochs=EPOCHS,
                 batch_size_per_replica=16, restart_policy="ExitCode")
+
+
+class Log:
+    """Collects the step's log lines."""
+
+    def __init__(self):
+        self.lines: List[str] = []
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)
+
+    def starting(self, prefix: str) -> List[str]:
+        return [line for line in self.lines if line.startswith(prefix)]
 
 
 class KillWorkerOne(Log):

@@ -1,19 +1,18 @@
 """A stateful Kubernetes API server over real HTTP plus a scripted operator, for launcher tests.
 
-Kept for what the real control plane (tests/cluster/, the tests in tests/containers/) cannot be
-made to do on demand: 5xx bursts, dropped watches and log streams, 410 Gone at a chosen moment, a
-missing CRD, an RBAC refusal of one verb mid-job (pods/log), a condition written at a chosen
-moment (and an OOMKilled container, which the test bed's node cannot report where podman does
-not). A runtime Trainer does not have and an RBAC refusal of the create are on the bed. Every
-other cluster claim belongs on the real control plane; the test operators that run replicas as
-processes (`process_operator`, `trainjob_run`, `kueue`) still serve the e2e tests in
-tests/e2e/ and tests/kubernetes/ not yet moved there.
+Kept only for the faults the real control plane (tests/cluster/, the tests in tests/containers/)
+cannot be made to produce on demand: bursts of 5xx answers, dropped watches, 410 Gone at a chosen
+moment (the watch history compacted past the job), a log stream cut midway. `FakeOperator` moves a
+TFJob, an MPIJob or a TrainJob through its life by a `Scenario` (pods, log lines, conditions) while
+a test injects them (tests/kubernetes/test_launcher.py); the server's own protocol is tested in
+tests/kubernetes/test_api_server.py. Every other cluster claim belongs on the real control plane.
+`sample_jobs` holds the hand-written jobs those tests and the bed's submit.
 """
 
-from fakes.kube_server.faults import DEFAULT_USER, Faults, RecordedRequest
+from fakes.kube_server.faults import Faults, RecordedRequest
 from fakes.kube_server.operator import FakeOperator, Scenario
-from fakes.kube_server.sample_jobs import sample_mpijob, sample_tfjob
+from fakes.kube_server.sample_jobs import sample_mpijob, sample_tfjob, sample_trainjob
 from fakes.kube_server.server import KubeServer
 
-__all__ = ["DEFAULT_USER", "FakeOperator", "Faults", "KubeServer", "RecordedRequest", "Scenario",
-           "sample_mpijob", "sample_tfjob"]
+__all__ = ["FakeOperator", "Faults", "KubeServer", "RecordedRequest", "Scenario",
+           "sample_mpijob", "sample_tfjob", "sample_trainjob"]

@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
-
-DEFAULT_USER = "system:serviceaccount:kubeflow:pipeline-runner"
+from typing import Any, Dict, List, Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,8 +45,6 @@ class Faults:
     def __init__(self):
         self._lock = threading.Lock()
         self._failures: List[_Failure] = []
-        self._forbidden: Dict[Tuple[str, str], str] = {}
-        self.uninstalled: Set[str] = set()
         self.watch_generation = 0
         self._log_drops: List[int] = []
 
@@ -67,20 +63,6 @@ class Faults:
                     failure.remaining -= 1
                     return failure.status
         return None
-
-    def forbid(self, verb: str, resource: str, user: str = DEFAULT_USER) -> None:
-        """RBAC denies `verb` on `resource` (e.g. `create`, `tfjobs`) to `user`."""
-        with self._lock:
-            self._forbidden[(verb, resource)] = user
-
-    def forbidden_user(self, verb: str, resource: str) -> Optional[str]:
-        """The user denied this verb and resource, if any."""
-        with self._lock:
-            return self._forbidden.get((verb, resource))
-
-    def uninstall(self, plural: str) -> None:
-        """The CRD serving `plural` (e.g. `tfjobs`) is not installed."""
-        self.uninstalled.add(plural)
 
     def drop_watches(self) -> None:
         """Every watch stream open now is cut off mid-stream (no final chunk)."""

@@ -1,11 +1,16 @@
-"""A test-side Training/MPI operator: turns each created job into pods and status, by script.
+"""A test-side Training/MPI operator and Trainer: turns each created job into pods and status, by
+script.
 
 For every TFJob or MPIJob created in the store it creates the pods the real
 operator would (names, labels, ownerReferences), moves them Pending → Running
 → Succeeded/Failed, writes the chief's/launcher's log, and sets the job's
 conditions (Created, Running, Succeeded or Failed with the operator's reasons
-and messages), following a `Scenario`. Deleting the job stops the script; the
-store's garbage collection deletes the pods.
+and messages), following a `Scenario`. For a TrainJob it does what Trainer v2.3
+and JobSet do on kfdist's runtimes, as far as the launcher sees it: a JobSet, its
+Job `node` and that Job's pods labelled as JobSet labels them (`pods.for_trainjob`),
+node 0's log, `status.jobsStatus`, and only the terminal condition, copied from
+the JobSet: `Complete` (`AllJobsCompleted`) or `Failed` (`FailedJobs`). Deleting
+the job stops the script; the store's garbage collection deletes the pods.
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ from fakes.kube_server import pods as pod_objects
 from fakes.kube_server.store import NotFound, ObjectKey, ObjectStore, now_rfc3339
 
 SUCCEEDED, FAILED, HANG = "Succeeded", "Failed", "Hang"
+#: Trainer v2.3's TrainJob conditions: the JobSet's, copied (its `Complete` is the success).
+TRAINJOB_COMPLETE = ("Complete", "AllJobsCompleted", "jobset completed successfully")
+TRAINJOB_FAILED = ("Failed", "FailedJobs", "jobset failed due to one or more job failures "
+                                           "(first failed job: {job})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,11 +38,12 @@ class Scenario:
       outcome: `Succeeded`, `Failed`, or `Hang` (never finishes).
       pending_seconds: Time the pods spend Pending.
       run_seconds: Time they spend Running (log lines are spread over it).
-      log_lines: What the chief (or launcher) prints.
+      log_lines: What the chief (or launcher, or a TrainJob's node 0) prints.
       pod_failure: None, `OOMKilled` or `Error` (a pod stuck Pending, on an image it cannot
         pull or a node it cannot have, is shown on the real control plane: tests/containers/).
-      failing_replica: The pod that fails, e.g. `worker-0` (default: the chief/launcher).
-      on_running: Called once the job is Running (e.g. to compact watch history).
+      failing_replica: The pod that fails, e.g. `worker-0` (default: the chief/launcher/node-0).
+      on_running: Called once the job is Running (a TrainJob: its pods), e.g. to compact watch
+        history.
     """
 
     outcome: str = SUCCEEDED
@@ -66,28 +76,15 @@ class FakeOperator:
         self._stop.set()
 
     def _on_create(self, key: ObjectKey, job: dict) -> None:
-        if key[2] == "trainjobs":  # no pods: the JobSet's first Job fails at once
-            threading.Thread(target=self._fail_trainjob, args=(key,), daemon=True).start()
-        elif key[2] in ("tfjobs", "mpijobs"):
+        script = {"tfjobs": _Script, "mpijobs": _Script, "trainjobs": _TrainJobScript}.get(key[2])
+        if script is not None:
             scenario = self.scenarios.get(key[4], self.default)
-            threading.Thread(target=self._run, args=(key, job, scenario), daemon=True).start()
+            threading.Thread(target=self._run, args=(script, key, job, scenario),
+                             daemon=True).start()
 
-    def _fail_trainjob(self, key: ObjectKey) -> None:
-        message = ("jobset failed due to one or more job failures "
-                   f"(first failed job: {key[4]}-node-0)")
-
-        def fail(job: dict) -> None:
-            job.setdefault("status", {})["conditions"] = [
-                {"type": FAILED, "status": "True", "reason": "FailedJobs", "message": message}]
-        if not self._stop.wait(0.1):
-            try:
-                self.store.update(key, fail)
-            except NotFound:
-                pass
-
-    def _run(self, key: ObjectKey, job: dict, scenario: Scenario) -> None:
+    def _run(self, script, key: ObjectKey, job: dict, scenario: Scenario) -> None:
         try:
-            _Script(self, key, job, scenario).play()
+            script(self, key, job, scenario).play()
         except (NotFound, _Deleted):
             pass  # the job (and with it its pods) was deleted
 
@@ -97,27 +94,33 @@ class _Deleted(Exception):
 
 
 class _Script:
+    """A TFJob or MPIJob under the Training or MPI Operator."""
+
     def __init__(self, operator: FakeOperator, key: ObjectKey, job: dict, scenario: Scenario):
         self.op, self.store, self.key, self.scenario = operator, operator.store, key, scenario
         self.kind, self.uid = job["kind"], job["metadata"]["uid"]
         self.who = f"{self.kind} {key[3]}/{key[4]}"
-        self.pods: List[ObjectKey] = []
-        for pod_key, pod in pod_objects.for_job(key, job):
-            self.store.create(pod_key, pod)
-            self.pods.append(pod_key)
+        self.pods: List[ObjectKey] = self.create_pods(job)
         names = [pod_objects.display(self.store.get(pk)) for pk in self.pods]
-        self.log_pod = self.pods[names.index("launcher" if "launcher" in names else
-                                             "chief-0" if "chief-0" in names else "worker-0")]
+        log_pod = next((n for n in ("launcher", "chief-0", "node-0") if n in names), "worker-0")
+        self.log_pod = self.pods[names.index(log_pod)]
         failing = scenario.failing_replica
         self.failing_pod = self.pods[names.index(failing)] if failing else self.log_pod
 
+    def create_pods(self, job: dict) -> List[ObjectKey]:
+        keys = []
+        for pod_key, pod in pod_objects.for_job(self.key, job):
+            self.store.create(pod_key, pod)
+            keys.append(pod_key)
+        return keys
+
     def play(self) -> None:
         s = self.scenario
-        self.condition("Created", f"{self.kind}Created", f"{self.kind} {self.key[4]} is created.")
+        self.created()
         self.wait(s.pending_seconds)
         for pod in self.pods:
             self.store.update(pod, pod_objects.start_running)
-        self.condition("Running", f"{self.kind}Running", f"{self.who} is running.")
+        self.running()
         if s.on_running:
             s.on_running()
         pod_uid = self.store.get(self.log_pod)["metadata"]["uid"]
@@ -130,13 +133,25 @@ class _Script:
             for pod in self.pods:
                 self.terminate(pod, "Completed", 0)
             self.wait(0.05)
-            self.finish(SUCCEEDED, f"{self.kind}Succeeded", f"{self.who} successfully completed.")
+            self.succeeded()
             return
         reason, code = ("OOMKilled", 137) if s.pod_failure == "OOMKilled" else ("Error", 1)
         self.terminate(self.failing_pod, reason, code)
-        for pod in self.pods:  # cleanPodPolicy: Running
+        for pod in self.pods:  # cleanPodPolicy: Running (a failed Job's active pods are deleted)
             if pod != self.failing_pod:
                 self.store.delete(pod)
+        self.failed()
+
+    def created(self) -> None:
+        self.condition("Created", f"{self.kind}Created", f"{self.kind} {self.key[4]} is created.")
+
+    def running(self) -> None:
+        self.condition("Running", f"{self.kind}Running", f"{self.who} is running.")
+
+    def succeeded(self) -> None:
+        self.finish(SUCCEEDED, f"{self.kind}Succeeded", f"{self.who} successfully completed.")
+
+    def failed(self) -> None:
         rtype = pod_objects.replica_type(self.store.get(self.failing_pod))
         self.finish(FAILED, f"{self.kind}Failed",
                     f"{self.who} has failed because 1 {rtype} replica(s) failed.")
@@ -151,15 +166,49 @@ class _Script:
         pod = self.store.update(pod_key, lambda p: pod_objects.terminate(p, reason, exit_code))
         self.store.close_log(pod["metadata"]["uid"])
 
+    def existing_pods(self) -> List[dict]:
+        return [self.store.get(k) for k in self.pods if _exists(self.store, k)]
+
     def condition(self, ctype: str, reason: str, message: str) -> None:
         def add(job: dict) -> None:
             pod_objects.set_job_condition(job, ctype, reason, message, pod_objects.replica_statuses(
-                [self.store.get(k) for k in self.pods if _exists(self.store, k)]), now_rfc3339())
+                self.existing_pods()), now_rfc3339())
         self.store.update(self.key, add)
 
     def finish(self, ctype: str, reason: str, message: str) -> None:
         self.op.terminal_at[self.key[4]] = time.monotonic()  # just before watchers can see it
         self.condition(ctype, reason, message)
+
+
+class _TrainJobScript(_Script):
+    """A TrainJob under Trainer v2.3 and JobSet: no Created or Running condition, the JobSet's
+    counts in `status.jobsStatus`, and its Complete or Failed copied at the end."""
+
+    def create_pods(self, job: dict) -> List[ObjectKey]:
+        return pod_objects.for_trainjob(self.store, job)
+
+    def created(self) -> None:
+        self.update_jobs_status()
+
+    def running(self) -> None:
+        self.update_jobs_status()
+
+    def succeeded(self) -> None:
+        self.finish(*TRAINJOB_COMPLETE)
+
+    def failed(self) -> None:
+        ctype, reason, message = TRAINJOB_FAILED
+        self.finish(ctype, reason, message.format(job=f"{self.key[4]}-{pod_objects.NODE}-0"))
+
+    def update_jobs_status(self) -> None:
+        jobs_status = pod_objects.jobs_status(self.existing_pods())
+        self.store.update(self.key, lambda job: job.setdefault("status", {}).update(
+            jobsStatus=jobs_status))
+
+    def condition(self, ctype: str, reason: str, message: str) -> None:
+        jobs_status = pod_objects.jobs_status(self.existing_pods())
+        self.store.update(self.key, lambda job: pod_objects.set_trainjob_condition(
+            job, ctype, reason, message, jobs_status, now_rfc3339()))
 
 
 def _exists(store: ObjectStore, key: ObjectKey) -> bool:

@@ -41,8 +41,7 @@ class Route:
 
 
 def parse(path: str) -> Optional[Route]:
-    """`/api/v1/namespaces/ns/pods/x/log`, `/apis/g/v/namespaces/ns/plural[/name[/sub]]`, or a
-    cluster-scoped `/apis/g/v/plural[/name[/sub]]` (namespace "")."""
+    """`/api/v1/namespaces/ns/pods/x/log` or `/apis/g/v/namespaces/ns/plural[/name[/sub]]`."""
     parts = [p for p in path.split("/") if p]
     if parts[:2] == ["api", "v1"]:
         group, version, rest = "", "v1", parts[2:]
@@ -52,8 +51,6 @@ def parse(path: str) -> Optional[Route]:
         return None
     if rest[:1] == ["namespaces"] and 3 <= len(rest) <= 5:
         return Route(group, version, rest[1], rest[2], *rest[3:5])
-    if group and 1 <= len(rest) <= 3 and rest[0] != "namespaces":
-        return Route(group, version, "", rest[0], *rest[1:3])
     return None
 
 
@@ -85,15 +82,6 @@ def not_found(route: Route) -> Dict[str, Any]:
     return status(404, "NotFound", message, _details(route, route.name))
 
 
-def forbidden(route: Route, verb_: str, user: str) -> Dict[str, Any]:
-    """The apiserver's RBAC denial, word for word."""
-    subject = f'{route.qualified} "{route.name}"' if route.name else route.qualified
-    message = (f'{subject} is forbidden: User "{user}" cannot {verb_} resource '
-               f'"{route.rbac_resource}" in API group "{route.group}" '
-               + (f'in the namespace "{route.namespace}"' if route.namespace else "at the cluster scope"))
-    return status(403, "Forbidden", message, _details(route, route.name))
-
-
 def event_line(event_type: str, obj: Dict[str, Any]) -> bytes:
     return json.dumps({"type": event_type, "object": obj}).encode("utf-8") + b"\n"
 
@@ -112,10 +100,6 @@ def handle(handler, method: str, verb_: str, route: Route, query: Dict[str, str]
             return _list_or_watch(handler, route, query)
         if verb_ == "create":
             name = (body.get("metadata") or {}).get("name")
-            for admit in store.admission:
-                refusal = admit(route, body)
-                if refusal is not None:
-                    return handler.send_json(refusal["code"], refusal)
             created = store.create(route.key[:4] + (name,), body)
             return handler.send_json(201, created)
         if route.subresource == "log":

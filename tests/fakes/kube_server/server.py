@@ -1,21 +1,18 @@
 """A stateful Kubernetes API server over real HTTP, for the real `kubernetes` client.
 
 Kept only for faults the real API server (tests/cluster/) cannot produce on demand: 5xx
-bursts, dropped watches and log streams, 410 Gone at a chosen moment, slow or refused requests
-(a missing CRD, an RBAC denial of one verb). Happy paths belong on the real control plane;
-the e2e tests still running here through the test operators are those not yet moved there.
+bursts, dropped watches, 410 Gone at a chosen moment, a log stream cut midway. Every other
+cluster claim belongs on the real control plane.
 
-Serves, on 127.0.0.1, TFJobs (kubeflow.org/v1), MPIJobs (kubeflow.org/v2beta1
-and v1), TrainJobs and ClusterTrainingRuntimes (trainer.kubeflow.org/v1alpha1),
-JobSets, Jobs, CustomResourceDefinitions, pods (with the `log` subresource) and
-events (cluster-scoped resources under their namespace-less paths): create, get, list (label
-and field selectors), watch (chunked newline-delimited events from a
-resourceVersion, 410 Gone for compacted history, timeoutSeconds), merge-patch
-(the `status` subresource apart from the rest, as for a CRD that declares it)
-and delete (with uid preconditions). Errors use the apiserver's Status bodies
-and messages. Faults (5xx bursts, dropped streams, missing CRDs, RBAC
-denials) come from `faults.Faults`, admission webhooks from `store.admission`;
-every request is recorded.
+Serves, on 127.0.0.1, TFJobs (kubeflow.org/v1), MPIJobs (kubeflow.org/v2beta1),
+TrainJobs (trainer.kubeflow.org/v1alpha1), JobSets, Jobs, pods (with the `log`
+subresource) and events: create, get, list (label and field selectors), watch
+(chunked newline-delimited events from a resourceVersion, 410 Gone for
+compacted history, timeoutSeconds), merge-patch (the `status` subresource apart
+from the rest, as for a CRD that declares it) and delete (with uid
+preconditions). Errors use the apiserver's Status bodies and messages. Faults
+(5xx bursts, dropped watch and log streams) come from `faults.Faults`; every
+request is recorded.
 """
 
 from __future__ import annotations
@@ -35,12 +32,9 @@ from fakes.kube_server import routes
 from fakes.kube_server.faults import Faults, RequestLog
 from fakes.kube_server.store import Gone, ObjectStore
 
-SERVED = {("kubeflow.org", "v1", "tfjobs"), ("kubeflow.org", "v1", "pytorchjobs"), ("kubeflow.org", "v2beta1", "mpijobs"),
-          ("kubeflow.org", "v1", "mpijobs"), ("", "v1", "pods"), ("", "v1", "events"),
-          ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
-          ("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"),
-          ("jobset.x-k8s.io", "v1alpha2", "jobsets"), ("batch", "v1", "jobs"),
-          ("apiextensions.k8s.io", "v1", "customresourcedefinitions")}
+SERVED = {("kubeflow.org", "v1", "tfjobs"), ("kubeflow.org", "v2beta1", "mpijobs"),
+          ("trainer.kubeflow.org", "v1alpha1", "trainjobs"), ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+          ("batch", "v1", "jobs"), ("", "v1", "pods"), ("", "v1", "events")}
 _STREAM_POLL_SECONDS = 0.2
 
 
@@ -139,11 +133,8 @@ class _Handler(BaseHTTPRequestHandler):
         if failure is not None:
             reason = _FAILURE_REASONS.get(failure, "InternalError")
             return self.send_json(failure, routes.status(failure, reason, "injected fault"))
-        if route is None or route.resource not in SERVED or route.plural in self.kube.faults.uninstalled:
+        if route is None or route.resource not in SERVED:
             return self.send_text(404, "404 page not found\n")
-        user = self.kube.faults.forbidden_user(verb, route.rbac_resource)
-        if user is not None:
-            return self.send_json(403, routes.forbidden(route, verb, user))
         try:
             routes.handle(self, method, verb, route, query, body)
         except OSError:  # the client went away mid-stream

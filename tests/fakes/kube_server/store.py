@@ -67,9 +67,6 @@ class ObjectStore:
         self._compacted_through = 0  # watches from below this get 410
         self._logs: Dict[str, PodLog] = {}
         self.on_create: List[Callable[[ObjectKey, Dict[str, Any]], None]] = []
-        #: Admission webhooks the API server calls with (route, body) before it stores a
-        #: created object; one that returns a `Status` dict refuses the request.
-        self.admission: List[Callable[[Any, Dict[str, Any]], Optional[Dict[str, Any]]]] = []
 
     @property
     def resource_version(self) -> int:
@@ -171,15 +168,6 @@ class ObjectStore:
         """The log of the container's current run, which a stream reads to its end."""
         with self.changed:
             return self._logs.setdefault(pod_uid, PodLog())
-
-    def restart_container(self, key: ObjectKey, pod_uid: str,
-                          mutate: Callable[[Dict[str, Any]], None]) -> Dict[str, Any]:
-        """In one step: the run's log closes, a new one starts, and the pod is updated
-        (restartCount + 1). A reader never sees the new log under the old restartCount."""
-        with self.changed:
-            self._logs.setdefault(pod_uid, PodLog()).closed = True
-            self._logs[pod_uid] = PodLog()
-            return self.update(key, mutate)
 
     def read_log(self, pod_uid, start: int, wait_seconds: float) -> Tuple[List[str], bool]:
         """Lines from index `start` (waiting a while for some) and whether the log is closed.

@@ -1,14 +1,15 @@
-"""The cluster fixtures reach the test API server whatever the caller's environment holds: a
-`KUBECONFIG` (and a `~/.kube/config`) naming another cluster, set before `kubernetes` is imported,
-neither skips the tests nor reaches that cluster."""
+"""The test bed's fixtures reach the bed whatever the caller's environment holds: a `KUBECONFIG`
+(and a `~/.kube/config`) naming another cluster, set before `kubernetes` is imported, neither
+skips the tests nor reaches that cluster (one test on the bare control plane, in a pytest of its
+own)."""
 
 import os
 import subprocess
 import sys
 
 ROOT = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir)
-ONE_CLUSTER_TEST = ("tests/kubernetes/test_launcher.py::"
-                    "test_watch_gone_relists_and_still_completes")
+ONE_CLUSTER_TEST = ("tests/containers/test_backend_choice_on_the_bed.py::"
+                    "test_without_trainer_the_trainjob_backend_says_what_to_install")
 ELSEWHERE = """apiVersion: v1
 kind: Config
 clusters: [{name: real, cluster: {server: "https://127.0.0.1:9"}}]
