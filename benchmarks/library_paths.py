@@ -20,8 +20,8 @@ checked equal:
 * TFRecord framing: `tfrecord_framing.TFRecordFileWriter` (framing with
   google-crc32c, SHA-256 while writing) against `tf.io.TFRecordWriter` plus
   reading the file back for its SHA-256, which the dataset's metadata needs;
-  uncompressed and GZIP (both compress with zlib at level 6: GZIP is expected at
-  parity, its cost being zlib's in both);
+  uncompressed and GZIP (both compress with zlib's level 6, memory level 9: the
+  same bytes, so GZIP is expected at parity, its cost being zlib's in both);
 * reading Example shards: the evaluation's slice reader (`slices.read_shards`:
   the same framing read back, and a protobuf `Example` class, no TensorFlow)
   against `tf.data.TFRecordDataset` with `tf.io.parse_example`, two columns
@@ -193,6 +193,7 @@ def measure_framing(tf, records: List[bytes], root: str) -> Dict[str, Any]:
                 == records)
         key = (compression or "none").lower()
         result[key] = {"seconds": seconds, "same_records": same,
+                       "same_bytes": _sha256_of(ours) == _sha256_of(theirs),
                        "kfdist_over_tf": round(seconds["tf"] / seconds["kfdist"], 2)}
     return result
 

@@ -25,7 +25,6 @@ shards.
 from __future__ import annotations
 
 import collections
-import gzip
 import hashlib
 import os
 import pickle
@@ -39,7 +38,7 @@ from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEnc
 from kfdist.components.shard_dataset.scan import (RunningMoments, SourceChangedError,
                                                   batch_checksum, scanned_eval_mask)
 from kfdist.components.shard_dataset.source import check_labels
-from kfdist.components.common.tfrecord_framing import GZIP_LEVEL, frame_all
+from kfdist.components.common.tfrecord_framing import frame_all, gzip_bytes
 from kfdist.components.shard_dataset.writer import shard_relpath
 
 SPLIT_NAMES = ("train", "eval")
@@ -205,7 +204,7 @@ def write_shard(group: tuple, root: str, num_shards: Mapping[str, int], compress
     items.sort()  # order keys are distinct: records are never compared
     data = frame_all(record for _, record in items)
     if compression == "GZIP":
-        data = gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
+        data = gzip_bytes(data)
     relpath = shard_relpath(split, shard, num_shards[split], compression)
     # UNCOMPRESSED: the bytes are final (AUTO would gzip a `.gz` path a second time).
     with FileSystems.create(FileSystems.join(root, relpath),

@@ -6,7 +6,7 @@ import os
 import pytest
 import tensorflow as tf
 
-from kfdist.components.common.tfrecord_framing import TFRecordFileWriter, frame_all
+from kfdist.components.common.tfrecord_framing import TFRecordFileWriter, frame_all, gzip_bytes
 
 RECORDS = [b"", b"x", os.urandom(5), os.urandom(300), os.urandom(70_000)] * 40
 
@@ -23,14 +23,16 @@ def _write(path, compression):
     return writer
 
 
-def test_uncompressed_bytes_equal_tensorflows_writer(tmp_path):
-    ours = _write(str(tmp_path / "ours"), None)
-    with tf.io.TFRecordWriter(str(tmp_path / "tf")) as writer:
+@pytest.mark.parametrize("compression", [None, "GZIP"])
+def test_the_bytes_equal_tensorflows_writer(tmp_path, compression):
+    """Uncompressed, and gzipped with TensorFlow's zlib settings: the same file, byte for byte."""
+    ours = _write(str(tmp_path / "ours"), compression)
+    with tf.io.TFRecordWriter(str(tmp_path / "tf"), options=compression) as writer:
         for record in RECORDS:
             writer.write(record)
     data = (tmp_path / "ours").read_bytes()
     assert data == (tmp_path / "tf").read_bytes()
-    assert data == frame_all(RECORDS)
+    assert data == (gzip_bytes(frame_all(RECORDS)) if compression else frame_all(RECORDS))
     assert ours.num_bytes == len(data)
     assert ours.sha256 == hashlib.sha256(data).hexdigest()
 
