@@ -12,6 +12,7 @@ which the tests check, at a fraction of the cost of building protos.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -30,7 +31,7 @@ _LIST_VALUE = 1            # {Bytes,Float,Int64}List.value (numeric ones packed)
 _MAX_CACHED_STRINGS = 65_536
 
 
-def _varint(value: int) -> bytes:
+def _encode_varint(value: int) -> bytes:
     """Protobuf base-128 varint of a non-negative integer."""
     out = bytearray()
     while True:
@@ -43,6 +44,16 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
+#: The varints of every value below 2**14 (one or two bytes): the tags and sizes of an example's
+#: fields, looked up rather than computed (a row of distinct strings needs a dozen).
+_SMALL_VARINTS = [_encode_varint(value) for value in range(1 << 14)]
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative integer."""
+    return _SMALL_VARINTS[value] if value < 1 << 14 else _encode_varint(value)
+
+
 def _length_delimited(field: int, payload_size: int) -> bytes:
     """Tag and length of a length-delimited field whose payload follows."""
     return _varint(field << 3 | 2) + _varint(payload_size)
@@ -53,10 +64,16 @@ def _offsets(count: int, size: int) -> Iterable[int]:
     return range(0, count * size, size) if size else itertools.repeat(0, count)
 
 
+@functools.lru_cache(maxsize=None)
+def _key_field(key: str) -> bytes:
+    """The key field of a `Features.feature` map entry."""
+    key_bytes = key.encode()
+    return _length_delimited(_MAP_KEY, len(key_bytes)) + key_bytes
+
+
 def _map_entry_prefix(key: str, feature_size: int) -> bytes:
     """Bytes of a `Features.feature` map entry up to its Feature's payload."""
-    key_bytes = key.encode()
-    key_field = _length_delimited(_MAP_KEY, len(key_bytes)) + key_bytes
+    key_field = _key_field(key)
     value_tag = _length_delimited(_MAP_VALUE, feature_size)
     entry_size = len(key_field) + len(value_tag) + feature_size
     return _length_delimited(_FEATURES_MAP, entry_size) + key_field + value_tag
@@ -83,6 +100,7 @@ class CanonicalExampleEncoder:
         self._input_entry_size = len(self._input_entry_prefix) + input_bytes
         self._framing: Dict[int, Tuple[bytes, bytes]] = {}
         self._strings: Dict[Tuple[tuple, int], Tuple[bytes, bytes]] = {}
+        self._pieces: Dict[object, bytes] = {}
 
     def _label_entry(self, label: int) -> bytes:
         value = _varint(label)
@@ -147,8 +165,10 @@ class CanonicalExampleEncoder:
     def _string_framing(self, values: tuple, label: int) -> Tuple[bytes, bytes]:
         """`(head, tail)` around the input bytes of an example with `categorical` values
         `values` and `label`: the `categorical` entry sorts before `features` and `label`."""
-        payload = b"".join(_length_delimited(_LIST_VALUE, len(v)) + v
-                           for v in (str(value).encode() for value in values))
+        pieces = self._pieces
+        if len(pieces) >= _MAX_CACHED_STRINGS:
+            pieces.clear()
+        payload = b"".join([pieces.get(value) or self._piece(value) for value in values])
         feature = _length_delimited(_BYTES_LIST, len(payload)) + payload
         strings = _map_entry_prefix(CATEGORICAL_KEY, len(feature)) + feature
         label_entry = self.framing(label)[1]
@@ -159,6 +179,12 @@ class CanonicalExampleEncoder:
             self._strings.clear()
         self._strings[values, label] = head, label_entry
         return head, label_entry
+
+    def _piece(self, value) -> bytes:
+        """One string's `BytesList.value` field (kept: a column repeats its values)."""
+        data = str(value).encode()
+        piece = self._pieces[value] = _length_delimited(_LIST_VALUE, len(data)) + data
+        return piece
 
     def _encode_with_strings(self, raw: bytes, labels: np.ndarray,
                              categorical: np.ndarray) -> List[bytes]:
