@@ -10,7 +10,8 @@ same model (`mnist_mlp`) with the same batch per replica and Adam:
   epoch (there is no validation in a PS `fit`).
 
 The benchmark starts the plain processes itself with the Training Operator's TF_CONFIG layout on
-localhost, as `kfdist launch` would. kfdist's side is the training step on its local backend.
+localhost, as `kfdist launch` would. kfdist's side is the training step on its local backend, in
+a process of its own as a pipeline runs it.
 Two pairs per strategy (`PAIRS`):
 
 * `matched`: the overhead. Both sides run one step per call of the train function and read their
@@ -102,27 +103,49 @@ def _run_plain(strategy: str, dataset: str, epochs: int, out: str,
     return dict(figures, started_unix=started_unix, ended_unix=ended_unix)
 
 
+#: kfdist's training step in a process of its own, as a pipeline step runs (kfp.local starts one
+#: per step): its arguments as JSON; it prints the step's log lines.
+STEP = """
+import json, sys
+from kfdist.components.train_distributed import runtime
+args = json.loads(sys.argv[1])
+runtime.train(args.pop("dataset"), args.pop("out"), log=lambda line: print(line, flush=True),
+              **args)
+"""
+
+
 def _run_kfdist(strategy: str, dataset: str, epochs: int, out: str,
                 steps_per_execution: Optional[int]) -> Dict[str, Any]:
-    """The training step on the local backend; its epochs and when its first began and its last
-    ended (from the arrival of the leader's epoch lines, less the epoch's own time)."""
-    from kfdist.components.train_distributed import runtime
+    """The training step on the local backend, in a process of its own as in a pipeline (not in
+    the benchmark's, whose threads would share the cores with the replicas); its epochs and when
+    its first began and its last ended (from the arrival of the leader's epoch lines, less the
+    epoch's own time)."""
     from kfdist.components.train_distributed.job.epoch_line import parse_epoch_line
 
     layout = LAYOUTS[strategy]
     arrivals: Dict[int, float] = {}
-
-    def log(line: str) -> None:
-        progress = parse_epoch_line(line)
-        if progress is not None:
-            arrivals.setdefault(progress.epoch, time.time())
-
     settings = {} if steps_per_execution is None else {"steps_per_execution": steps_per_execution}
+    args = dict(dataset=dataset, out=out, strategy=strategy, workers=layout["worker"],
+                ps=layout.get("ps", 0), epochs=epochs, batch_size_per_replica=BATCH, **settings)
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, PYTHONUNBUFFERED="1")
     started_unix = time.time()
-    runtime.train(dataset, out, strategy=strategy, workers=layout["worker"],
-                  ps=layout.get("ps", 0), epochs=epochs, batch_size_per_replica=BATCH, log=log,
-                  **settings)
+    step = subprocess.Popen([sys.executable, "-c", STEP, json.dumps(args)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: List[str] = []
+    try:
+        for line in step.stdout:
+            progress = parse_epoch_line(line.rstrip("\n"))
+            if progress is not None:
+                arrivals.setdefault(progress.epoch, time.time())
+            tail = (tail + [line])[-40:]
+        step.wait(timeout=3600)
+    finally:
+        if step.poll() is None:
+            step.kill()
+            step.wait()
     ended_unix = time.time()
+    if step.returncode != 0:
+        raise RuntimeError(f"kfdist {strategy} failed:\n{''.join(tail)}")
     with open(os.path.join(out, "history.json")) as f:
         history = json.load(f)["epochs"]
     epochs_run = [{"seconds": e["seconds"], "val_accuracy": e.get("val_accuracy", 0.0),
