@@ -86,8 +86,8 @@ def library_paths_lines(m: Dict[str, Any]) -> List[str]:
            bat["kfdist_over_tfx_bsl"]]] if bat else []) + [
         [f"TFRecord framing + SHA-256, {frm['megabytes']} MB", frm["none"]["seconds"]["kfdist"],
          "tf.io.TFRecordWriter", frm["none"]["seconds"]["tf"], frm["none"]["kfdist_over_tf"]],
-        ["the same, GZIP (" + ("the same bytes as TensorFlow's: " if frm["gzip"].get("same_bytes")
-                              else "") + "zlib level 6 both: parity expected)",
+        ["the same, GZIP (" + ("the same bytes as TensorFlow's; " if frm["gzip"].get("same_bytes")
+                              else "") + "zlib's cost on both sides: parity expected)",
          frm["gzip"]["seconds"]["kfdist"],
          "tf.io.TFRecordWriter", frm["gzip"]["seconds"]["tf"], frm["gzip"]["kfdist_over_tf"]],
     ] + ([[f"2 columns + labels of {col['examples']:,} table-row Examples (no TF)",
