@@ -80,6 +80,48 @@ def _running_bed(root: Path, stack: str):
     assert subprocess.run(["podman", "network", "exists", network]).returncode != 0, network
 
 
+@pytest.fixture
+def bed_gcs_emulator(kube_bed, monkeypatch):
+    """A GCS emulator the bed's pods reach (at their network's gateway, the host): every
+    container started during the test gets `STORAGE_EMULATOR_HOST` from the node, as a
+    cluster's pods reach their object store without the job naming it; this process reaches it
+    on 127.0.0.1."""
+    import sys
+    import tempfile
+
+    from cluster.node_agent.agent import NODE_ENV
+    from fakes import gcs_emulator
+
+    found = subprocess.run(["podman", "network", "inspect", network_name(
+        node_runtime.bed_id(kube_bed.root))], capture_output=True, text=True, check=True)
+    gateway = json.loads(found.stdout)[0]["subnets"][0]["gateway"]
+    port = gcs_emulator.free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    log = tempfile.TemporaryFile("w+")
+    # On every address: the gateway's exists only while a pod is on the network.
+    server = subprocess.Popen(
+        [sys.executable, str(Path(gcs_emulator.__file__).with_name("gcs_emulator_server.py")),
+         "start", "--host=0.0.0.0", f"--port={port}", "--in-memory"],
+        stdout=log, stderr=subprocess.STDOUT, text=True)
+    node_env = kube_bed.root / NODE_ENV
+    try:
+        gcs_emulator._wait_until_serving(server, endpoint, log)
+        node_env.write_text(json.dumps({"STORAGE_EMULATOR_HOST": f"http://{gateway}:{port}",
+                                        "GOOGLE_CLOUD_PROJECT": gcs_emulator.PROJECT}))
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)
+        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", gcs_emulator.PROJECT)
+        yield gcs_emulator.GcsEmulator(endpoint=endpoint)
+    finally:
+        node_env.unlink(missing_ok=True)
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
 def wait_for(predicate, seconds: float = 20.0, what: str = "the condition"):
     """Polls `predicate` until it returns something true (returned), failing after `seconds`."""
     deadline = time.monotonic() + seconds
@@ -142,7 +184,9 @@ def pytorch_image(kfdist_images) -> str:
          "-f", str(REPO / "tests" / "cluster" / "images" / "pytorch.Dockerfile"),
          str(REPO / "tests" / "cluster" / "images")], capture_output=True, text=True, timeout=1800)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    if previous and previous != _image_id(reference):
+    built_id = _image_id(reference)
+    assert built_id, f"{reference} is not there after its build"
+    if previous and previous != built_id:
         # The rebuilt tag's old image (8.5 GB, untagged now), as containers/build.sh does.
         subprocess.run(["podman", "rmi", previous], capture_output=True, timeout=300)
     return reference

@@ -10,6 +10,7 @@ Pods held by `schedulingGates` are left alone.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import threading
 import time
@@ -23,6 +24,8 @@ from cluster.node_agent.pod_status import TERMINAL
 from cluster.node_agent.pod_worker import PodWorker
 from cluster.node_agent.runtime import Podman
 
+#: The node's own environment for every container (`Agent.node_env`), in the bed's directory.
+NODE_ENV = "node-env.json"
 log = logging.getLogger("node-agent")
 STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods", "hugepages-")
 
@@ -232,6 +235,13 @@ class Agent:
             table = names.name_table(pods, list(self.services.values()), dict(self._addresses),
                                      self.host_services, self.dns_address)
         self.name_server.table = table
+
+    def node_env(self) -> Dict[str, str]:
+        """Variables every container started from now on gets before its pod's own (`NODE_ENV`
+        in the bed's directory, if there): what a cluster's nodes give every pod, such as
+        the way to its object store (a cloud's metadata server; here a GCS emulator)."""
+        path = self.root / NODE_ENV
+        return json.loads(path.read_text()) if path.exists() else {}
 
     def search_domains(self, namespace: str):
         return names.search_domains(namespace)

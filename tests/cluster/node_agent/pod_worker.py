@@ -206,8 +206,8 @@ class PodWorker(threading.Thread):
         pod = copy.deepcopy(self.pod)
         pod.setdefault("status", {})["podIP"] = self.ip
         try:
-            env = podspec.env_of(pod, record.spec, self.agent.node_ip, self.agent.lookup_in(
-                self.namespace))
+            env = {**self.agent.node_env(), **podspec.env_of(
+                pod, record.spec, self.agent.node_ip, self.agent.lookup_in(self.namespace))}
             placement = podspec.Placement(
                 bed_id=self.agent.bed_id, network=self.agent.podman.network, ip=self.ip,
                 dns_server=self.agent.dns_address,
