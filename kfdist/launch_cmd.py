@@ -86,7 +86,8 @@ def add_launch_flags(p) -> None:
                    help="replica restarts allowed before the job fails (default: %(default)s)")
     p.add_argument("--timeout", type=float, help="seconds before the job fails (no limit by default)")
     p.add_argument("--image", help="cluster backends: the image holding the program")
-    p.add_argument("--namespace", default="default", help="cluster backends: the job's namespace")
+    p.add_argument("--namespace", help="cluster backends: the job's namespace (default: the pod's, "
+                   "else the kubeconfig context's, else `default`)")
     p.add_argument("--name", help="cluster backends: the job's name (a DNS-1035 label; default: "
                                   "kfdist-<tf|pt>-<hash of the command and --output>); running "
                                   "again under the same name re-attaches to the job")
@@ -244,13 +245,14 @@ def cluster_options(args) -> "ClusterOptions":
     Raises:
       InvalidInputError: Naming the first bad value.
     """
+    from kfdist.components.train_distributed.kubernetes.client.pod_identity import default_namespace
     from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 
     values = {k: v if k in ("gpus_per_worker", "node_selector", "timeout_from") else v or None
               for k, v in step_values(args).items() if k in CLUSTER_PARAMS}
-    options = ClusterOptions(image=args.image, namespace=args.namespace, pvc_name=args.pvc_name,
-                             pvc_mount_path=args.pvc_mount_path, timeout_seconds=args.timeout,
-                             **values)
+    options = ClusterOptions(image=args.image, namespace=args.namespace or default_namespace(),
+                             pvc_name=args.pvc_name, pvc_mount_path=args.pvc_mount_path,
+                             timeout_seconds=args.timeout, **values)
     options.validate()
     return options
 
@@ -273,13 +275,12 @@ def _on_cluster(job, args) -> int:
     step does: re-attached when it exists, its leader's log streamed, deleted on Ctrl-C,
     SIGTERM or `--timeout`, failed with the operator's reason."""
     from kfdist.components.launch_program import program_cluster
+    from kfdist.components.train_distributed.kubernetes.client import kube_api
 
     log = lambda line: print(line, flush=True)  # noqa: E731
     api = None
     customisation = CUSTOMISATION_BY_RELEASE[getattr(args, "trainer_version", None) or "2.3"]
     if args.backend == program_cluster.TRAINJOB and not args.dry_run:
-        from kfdist.components.train_distributed.kubernetes.client import kube_api
-
         api = kube_api.KubeApi.from_environment()
         customisation = program_cluster.customisation_for(args.backend, api, log)
     rendered = render_cluster_job(job, args, customisation)
@@ -290,8 +291,6 @@ def _on_cluster(job, args) -> int:
         return 0
     if args.program_dir:
         _ship_for_cluster(args)
-    from kfdist.components.train_distributed.kubernetes.client import kube_api
-
     api = api or kube_api.KubeApi.from_environment()
     outcome = program_cluster.follow(rendered, api, timeout_seconds=args.timeout, log=log,
                                      timeout_from=args.timeout_from)

@@ -1,5 +1,6 @@
 """Who the training step's process is on a cluster: its pod's variables, as the pipeline gives
-them, and the service account's namespace file (read here; no API call)."""
+them, the service account's namespace file, and outside a pod the kubeconfig's current context
+(read here; no API call)."""
 
 from __future__ import annotations
 
@@ -25,3 +26,25 @@ def own_namespace() -> Optional[str]:
             return f.read().strip() or None
     except OSError:
         return None
+
+
+def context_namespace() -> Optional[str]:
+    """The namespace of the kubeconfig's current context (`KUBECONFIG`'s first file, else
+    ~/.kube/config), as kubectl takes it; None without one."""
+    import yaml
+
+    path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser(
+        "~/.kube/config")
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = yaml.safe_load(f) or {}
+        contexts = {c.get("name"): c.get("context") or {} for c in config.get("contexts") or []}
+        return contexts.get(config.get("current-context"), {}).get("namespace") or None
+    except (OSError, yaml.YAMLError, AttributeError, TypeError):
+        return None
+
+
+def default_namespace() -> str:
+    """Where a job goes when no namespace is given: this pod's, else the kubeconfig context's,
+    else `default`."""
+    return own_namespace() or context_namespace() or "default"
