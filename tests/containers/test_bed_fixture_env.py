@@ -22,7 +22,11 @@ current-context: real
 def test_a_callers_kubeconfig_neither_skips_nor_is_reached(tmp_path):
     (tmp_path / ".kube").mkdir()
     (tmp_path / ".kube" / "config").write_text(ELSEWHERE)
-    env = dict(os.environ, KUBECONFIG=str(tmp_path / ".kube" / "config"), HOME=str(tmp_path))
+    home = os.path.expanduser("~")
+    env = dict(os.environ, KUBECONFIG=str(tmp_path / ".kube" / "config"), HOME=str(tmp_path),
+               # the bed's binaries and Go's caches stay where they are (not under HOME)
+               XDG_CACHE_HOME=os.environ.get("XDG_CACHE_HOME", os.path.join(home, ".cache")),
+               GOPATH=os.environ.get("GOPATH", os.path.join(home, "go")))
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            ONE_CLUSTER_TEST], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)

@@ -1,11 +1,12 @@
 """The README's "one flag" walk-through, run as written: each `kfdist launch` command with
-`--backend local`, then with each cluster backend of its framework on the test cluster, changing
-that flag alone.
+`--backend local`, then with each cluster backend of its framework on the test bed (the real
+Training Operator and Trainer), changing that flag alone.
 
-The commands ship `examples/` with `--program-dir`, keep every directory on `gs://` (the GCS
-emulator here) and `--stage` them, so the same program writes its model to the same place
-whichever backend ran it. The test cluster's replicas are processes of this machine, so the
-`--image` the PyTorch command names is not pulled.
+The commands ship `examples/` with `--program-dir`, keep every directory on `gs://` and `--stage`
+them, so the same program writes its model to the same place whichever backend ran it. The
+`gs://` store is a GCS emulator the bed's pods reach, its address given to every container by
+the node (as a cluster gives its pods their object store); the `--image` the PyTorch command
+names is the bed's PyTorch image (the README's Dockerfile on kfdist's runtime image), tagged so.
 """
 
 from __future__ import annotations
@@ -64,15 +65,25 @@ def test_the_readme_shows_one_command_per_framework_on_the_local_backend():
         assert _option(command, "--output").startswith("gs://") and "--stage" in command
 
 
+@pytest.fixture
+def readme_image(pytorch_image):
+    """The image the README's PyTorch command names: the bed's PyTorch image, tagged so."""
+    [command] = [c for c in readme_commands() if _option(c, "--framework") == "pytorch"]
+    name = _option(command, "--image")
+    subprocess.run(["podman", "tag", pytorch_image, name], check=True, capture_output=True)
+    yield name
+    subprocess.run(["podman", "untag", pytorch_image, name], capture_output=True)  # that name only
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", ["tensorflow", "pytorch"])
 def test_the_readme_command_runs_on_every_backend_changing_only_the_backend(
-        framework, cluster, gcs_emulator, tmp_path):
+        framework, bed_namespace, bed_gcs_emulator, kfdist_images, readme_image, tmp_path):
     command = next(c for c in readme_commands() if _option(c, "--framework") == framework)
     output = _option(command, "--output")
     bucket = storage.split_gcs(output)[0]
-    if not gcs_emulator.client().lookup_bucket(bucket):
-        gcs_emulator.create_bucket(bucket)
+    if not bed_gcs_emulator.client().lookup_bucket(bucket):
+        bed_gcs_emulator.create_bucket(bucket)
     for backend in ("local", *CLUSTER_BACKENDS_OF[framework]):
         storage.remove_tree(output)
         done = subprocess.run([sys.executable, "-m", "kfdist", *_with_backend(command, backend)[1:]],
