@@ -113,13 +113,7 @@ def bed_gcs_emulator(kube_bed, monkeypatch):
         yield gcs_emulator.GcsEmulator(endpoint=endpoint)
     finally:
         node_env.unlink(missing_ok=True)
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+        gcs_emulator.stop_server(server, log)
 
 
 def wait_for(predicate, seconds: float = 20.0, what: str = "the condition"):

@@ -132,13 +132,18 @@ class _EmulatorProcess:
     @classmethod
     def _stop(cls, proc: subprocess.Popen, log: IO[str]) -> None:
         cls.endpoint = None
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        stop_server(proc, log)
+
+
+def stop_server(proc: subprocess.Popen, log: IO[str]) -> None:
+    """Ends an emulator process (SIGTERM, SIGKILL after 10 s) and closes its log."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
 
 
 @pytest.fixture
