@@ -31,6 +31,7 @@ that reaches it), and kfdist's steps/s over the plain script's per round.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import shutil
@@ -131,13 +132,13 @@ def _run_kfdist(strategy: str, dataset: str, epochs: int, out: str,
     started_unix = time.time()
     step = subprocess.Popen([sys.executable, "-c", STEP, json.dumps(args)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    tail: List[str] = []
+    tail: "collections.deque[str]" = collections.deque(maxlen=40)
     try:
         for line in step.stdout:
             progress = parse_epoch_line(line.rstrip("\n"))
             if progress is not None:
                 arrivals.setdefault(progress.epoch, time.time())
-            tail = (tail + [line])[-40:]
+            tail.append(line)
         step.wait(timeout=3600)
     finally:
         if step.poll() is None:

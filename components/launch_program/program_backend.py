@@ -29,8 +29,6 @@ def _no_torch_trainjob(api) -> Optional[str]:
     except kube_errors.NotFoundError as error:
         return f"Kubeflow Trainer or its runtime {TORCH_RUNTIME} is not installed ({error})"
     except kube_errors.PermissionDeniedError as error:
-        if not api.serves(kind.group, kind.version):  # discovery needs no grant
-            return f"Kubeflow Trainer is not installed (no CRD {kind.crd_name})"
         return f"may not read Kubeflow Trainer's CRD or runtime: {error}"
     return None
 

@@ -31,8 +31,10 @@ _LIST_VALUE = 1            # {Bytes,Float,Int64}List.value (numeric ones packed)
 _MAX_CACHED_STRINGS = 65_536
 
 
-def _encode_varint(value: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative integer."""
+@functools.lru_cache(maxsize=1 << 14)
+def _varint(value: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative integer (kept: an example's tags and sizes
+    repeat, and a row of distinct strings needs a dozen)."""
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -42,16 +44,6 @@ def _encode_varint(value: int) -> bytes:
         else:
             out.append(byte)
             return bytes(out)
-
-
-#: The varints of every value below 2**14 (one or two bytes): the tags and sizes of an example's
-#: fields, looked up rather than computed (a row of distinct strings needs a dozen).
-_SMALL_VARINTS = [_encode_varint(value) for value in range(1 << 14)]
-
-
-def _varint(value: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative integer."""
-    return _SMALL_VARINTS[value] if value < 1 << 14 else _encode_varint(value)
 
 
 def _length_delimited(field: int, payload_size: int) -> bytes:

@@ -86,9 +86,6 @@ def bed_gcs_emulator(kube_bed, monkeypatch):
     container started during the test gets `STORAGE_EMULATOR_HOST` from the node, as a
     cluster's pods reach their object store without the job naming it; this process reaches it
     on 127.0.0.1."""
-    import sys
-    import tempfile
-
     from cluster.node_agent.agent import NODE_ENV
     from fakes import gcs_emulator
 
@@ -97,12 +94,8 @@ def bed_gcs_emulator(kube_bed, monkeypatch):
     gateway = json.loads(found.stdout)[0]["subnets"][0]["gateway"]
     port = gcs_emulator.free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    log = tempfile.TemporaryFile("w+")
     # On every address: the gateway's exists only while a pod is on the network.
-    server = subprocess.Popen(
-        [sys.executable, str(Path(gcs_emulator.__file__).with_name("gcs_emulator_server.py")),
-         "start", "--host=0.0.0.0", f"--port={port}", "--in-memory"],
-        stdout=log, stderr=subprocess.STDOUT, text=True)
+    server, log = gcs_emulator.start_server("0.0.0.0", port)
     node_env = kube_bed.root / NODE_ENV
     try:
         gcs_emulator._wait_until_serving(server, endpoint, log)
@@ -125,6 +118,16 @@ def wait_for(predicate, seconds: float = 20.0, what: str = "the condition"):
             return value
         time.sleep(0.05)
     raise AssertionError(f"{what} did not hold within {seconds} s")
+
+
+def sigkill_once(process: subprocess.Popen, done, seconds: float) -> list:
+    """`read_until(process, done, seconds)`, then SIGKILLs the process (whatever happened: no
+    clean-up of its own runs, as when a node dies); returns the lines read."""
+    try:
+        return read_until(process, done, seconds)
+    finally:
+        process.kill()
+        process.wait()
 
 
 def read_until(process: subprocess.Popen, done, seconds: float) -> list:

@@ -11,6 +11,7 @@ from typing import List
 import pytest
 
 from cluster import operators
+from cluster.fixture import REPO
 from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.kubernetes import backend as cluster_backend
 from kfdist.components.train_distributed.kubernetes.backend_choice import choose_backend
@@ -18,7 +19,7 @@ from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeA
 from kfdist.components.train_distributed.kubernetes.client.kube_errors import CrdNotInstalledError
 
 pytestmark = pytest.mark.slow
-RUNTIMES = operators.HERE.parents[1] / "manifests" / "runtimes"
+RUNTIMES = REPO / "manifests" / "runtimes"
 
 
 def _choose(strategy="multi_worker_mirrored", **values):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.fixture import read_until, wait_for
+from cluster.fixture import sigkill_once, wait_for
 from containers import test_run_on_the_bed as run_on_the_bed
 from containers.test_launch_on_the_bed import _cluster_flags, _launch, _program
 from containers.test_run_on_the_bed import CLAIM, MOUNT, _conditions, _run
@@ -149,12 +149,8 @@ def test_a_retried_step_reattaches_to_its_running_job(bed_namespace, work_pvc, k
         [sys.executable, "-u", "-c", STEP_SCRIPT,
          json.dumps(dict(args, model_dir=str(tmp_path / "model-1")))],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        read_until(first, lambda seen: any(line.startswith("[worker-0] epoch 1/") for line in seen),
-                   400)
-    finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait()
+    sigkill_once(first, lambda seen: any(line.startswith("[worker-0] epoch 1/") for line in seen),
+                 400)
     [created] = bed_namespace.get("tfjob")
     assert created["metadata"]["name"] == job_name_for("run-retry", "train-distributed")
     assert not _conditions(created) or ("Running", "TFJobRunning") in _conditions(created)

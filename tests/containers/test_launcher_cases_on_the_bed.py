@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
 from typing import List
@@ -21,7 +20,7 @@ from typing import List
 import pytest
 
 from cluster import control_plane
-from cluster.fixture import read_until
+from cluster.fixture import sigkill_once
 from containers.test_cluster_claims_on_the_bed import _step_pod
 from containers.test_launcher_on_the_bed import _launch, _tfjob, work_pvc  # noqa: F401
 from kfdist.components.common.errors import TrainingFailedError
@@ -160,12 +159,8 @@ def test_a_retried_step_reattaches_to_its_trainjob_as_a_second_owner(bed_namespa
             {"name": job.name, "namespace": job.namespace, "body": job.body,
              "selector": job.log_pod_selector}), json.dumps(dataclasses.asdict(owners[0]))],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
-    try:
-        read_until(first, lambda seen: any(line.startswith("[node-0] epoch 1/2") for line in seen),
-                   180)
-    finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait()
+    sigkill_once(first, lambda seen: any(line.startswith("[node-0] epoch 1/2") for line in seen),
+                 180)
     [created] = ns.get("trainjob")
     lines: List[str] = []
     outcome = _launch(job, lines, owner=owners[1])

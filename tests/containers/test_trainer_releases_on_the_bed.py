@@ -14,7 +14,7 @@ from typing import List
 import pytest
 
 from cluster import operators, trainer_v2_1
-from cluster.fixture import runner_namespace
+from cluster.fixture import REPO, runner_namespace
 from containers.test_cluster_claims_on_the_bed import _step_options
 from containers.test_run_on_the_bed import CLAIM, mounted
 from kfdist.components.common.errors import InvalidInputError
@@ -69,7 +69,7 @@ def test_trainer_v2_0_is_refused_naming_the_upgrade(bare_api, bare_namespace):
            "base" / "crds" / "trainer.kubeflow.org_trainjobs.yaml")
     bare_api.kubectl_run("apply", "--server-side", f"--filename={crd}")
     bare_api.kubectl_run("apply", "--server-side", "--filename=" + str(
-        operators.HERE.parents[1] / "manifests" / "runtimes" / "trainer-reader.yaml"))
+        REPO / "manifests" / "runtimes" / "trainer-reader.yaml"))
     with pytest.raises(InvalidInputError, match=r"Trainer is v2.0 \(podSpecOverrides\): kfdist's "
                                                 r"TrainJobs need Trainer v2.1 or later"):
         _customisation([])

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from typing import IO, List, Optional
+from typing import IO, List, Optional, Tuple
 
 import pytest
 
@@ -118,12 +118,7 @@ class _EmulatorProcess:
         if cls.endpoint is None:
             port = free_port()
             endpoint = f"http://127.0.0.1:{port}"
-            log = tempfile.TemporaryFile("w+")  # a file, not a pipe: the emulator never blocks
-            proc = subprocess.Popen(
-                [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                              "gcs_emulator_server.py"), "start", "--host=127.0.0.1",
-                 f"--port={port}", "--in-memory"],
-                stdout=log, stderr=subprocess.STDOUT, text=True)
+            proc, log = start_server("127.0.0.1", port)
             config.add_cleanup(lambda: cls._stop(proc, log))
             _wait_until_serving(proc, endpoint, log)
             cls.endpoint = endpoint
@@ -133,6 +128,17 @@ class _EmulatorProcess:
     def _stop(cls, proc: subprocess.Popen, log: IO[str]) -> None:
         cls.endpoint = None
         stop_server(proc, log)
+
+
+def start_server(host: str, port: int) -> Tuple[subprocess.Popen, IO[str]]:
+    """Starts an in-memory emulator on `host:port`; its process and its log (a file, not a pipe:
+    the emulator never blocks on it)."""
+    log = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                      "gcs_emulator_server.py"), "start", f"--host={host}",
+         f"--port={port}", "--in-memory"], stdout=log, stderr=subprocess.STDOUT, text=True)
+    return proc, log
 
 
 def stop_server(proc: subprocess.Popen, log: IO[str]) -> None:

@@ -9,9 +9,9 @@
 
 Every choice is logged with its reason. Reading the cluster-scoped CRD and
 runtime needs the ClusterRole of `manifests/runtimes/trainer-reader.yaml`; without it
-the step asks the API's discovery (open to every account) whether Trainer's API is
-served at all, and either says Trainer is not installed or that it may not read it,
-and falls back.
+the step says Trainer is not installed where the API's discovery (open to every
+account) shows Trainer's API not served (`KubeApi.read_crd_schema`), else that it may not
+read it, and falls back.
 """
 
 from __future__ import annotations
@@ -40,8 +40,6 @@ def _trainjob_unavailable(api, strategy: str, fits_trainjob: Callable[[], None])
     except kube_errors.NotFoundError:
         return f"Kubeflow Trainer is not installed (no CRD {kind.crd_name})"
     except kube_errors.PermissionDeniedError as error:
-        if not api.serves(kind.group, kind.version):  # discovery needs no grant
-            return f"Kubeflow Trainer is not installed (no CRD {kind.crd_name})"
         return f"the step may not read the CRD {kind.crd_name}: {error}"
     try:
         api.get_cluster_training_runtime(runtime)

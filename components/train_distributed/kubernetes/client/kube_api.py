@@ -69,30 +69,39 @@ class KubeApi:
 
     # What the cluster serves -------------------------------------------------
 
-    def serves(self, group: str, version: str) -> bool:
-        """Whether the cluster serves the API `group/version` (its discovery document, which
-        every authenticated account may read: no RBAC grant is needed)."""
+    def read_crd_schema(self, crd_name: str, version: str) -> Dict[str, Any]:
+        """The `openAPIV3Schema` of one version of a CustomResourceDefinition.
+
+        Raises:
+          NotFoundError: The CRD is not installed (also where RBAC forbids reading CRDs and the
+            API's discovery, open to every account, shows the CRD's group/version not served).
+          PermissionDeniedError: RBAC forbids reading it, and its API is served.
+        """
+        try:
+            with _translated("get", "customresourcedefinitions.apiextensions.k8s.io",
+                             errors.CLUSTER_SCOPE):
+                response = self._extensions.read_custom_resource_definition(
+                    crd_name, _preload_content=False, _request_timeout=_CALL_TIMEOUT)
+        except errors.PermissionDeniedError:
+            group = crd_name.split(".", 1)[1]
+            if self._serves(group, version):
+                raise
+            raise errors.NotFoundError(f"CRD {crd_name} is not installed (the API {group}/"
+                                       f"{version} is not served)", 404) from None
+        crd = json.loads(response.data)
+        for served in crd["spec"]["versions"]:
+            if served["name"] == version:
+                return served["schema"]["openAPIV3Schema"]
+        raise errors.NotFoundError(f"CRD {crd_name} does not serve version {version}", 404)
+
+    def _serves(self, group: str, version: str) -> bool:
+        """Whether the API `group/version` is served (discovery: every account may read it)."""
         try:
             with _translated("get", f"/apis/{group}/{version}", errors.CLUSTER_SCOPE):
                 self._custom.get_api_resources(group, version, _request_timeout=_CALL_TIMEOUT)
         except errors.NotFoundError:
             return False
         return True
-
-    def read_crd_schema(self, crd_name: str, version: str) -> Dict[str, Any]:
-        """The `openAPIV3Schema` of one version of a CustomResourceDefinition.
-
-        Raises:
-          NotFoundError: The CRD is not installed. PermissionDeniedError: RBAC forbids reading it.
-        """
-        with _translated("get", "customresourcedefinitions.apiextensions.k8s.io", errors.CLUSTER_SCOPE):
-            response = self._extensions.read_custom_resource_definition(
-                crd_name, _preload_content=False, _request_timeout=_CALL_TIMEOUT)
-        crd = json.loads(response.data)
-        for served in crd["spec"]["versions"]:
-            if served["name"] == version:
-                return served["schema"]["openAPIV3Schema"]
-        raise errors.NotFoundError(f"CRD {crd_name} does not serve version {version}", 404)
 
     def get_cluster_training_runtime(self, name: str) -> Dict[str, Any]:
         """A Kubeflow Trainer ClusterTrainingRuntime; raises `NotFoundError` when there is none."""
