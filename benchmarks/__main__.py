@@ -14,6 +14,7 @@ command, date and machine it was measured with (`provenance`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -21,7 +22,7 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from benchmarks import (end_to_end, input_pipeline, launcher, library_paths, peer_at_size,
+from benchmarks import (end_to_end, input_pipeline, journal, launcher, library_paths, peer_at_size,
                         peer_distributed, peer_end_to_end, peer_report, peer_sharding, provenance,
                         repeats, report, sharding, time_to_accuracy, training)
 from benchmarks.common import write_synthetic_mnist
@@ -93,7 +94,8 @@ TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], Any], Callable[[Any], b
 
 def run(mode: str, only: List[str], log: Callable[[str], None],
         kubeconfig: Optional[str] = None, rounds: int = repeats.REPEATS,
-        finished: Callable[[str], None] = lambda name: None) -> Dict[str, Any]:
+        finished: Callable[[str], None] = lambda name: None,
+        runs: Optional[journal.Journal] = None) -> Dict[str, Any]:
     """Runs the selected measures at `mode`'s sizes; returns them by name.
 
     Args:
@@ -103,6 +105,7 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
       kubeconfig: The cluster of the launcher measure; None: the project's test bed.
       rounds: Rounds of every peer pair (`repeats`).
       finished: Called with each measure's name as it ends.
+      runs: Keeps the peer pairs' runs as they end, and gives back those it holds (`journal`).
     """
     size = SIZES[mode]
     measures: Dict[str, Any] = {}
@@ -144,7 +147,8 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
                 continue
             started = time.perf_counter()
             log(f"benchmark {name} ...")
-            measures[name] = fn()
+            with (journal.recording(runs, name) if runs else contextlib.nullcontext()):
+                measures[name] = fn()
             finished(name)
             log(f"benchmark {name}: {time.perf_counter() - started:.0f} s")
     return measures
@@ -189,6 +193,10 @@ def main(argv=None) -> int:
                         help=f"rounds of every peer pair, sides alternating (default "
                              f"{repeats.REPEATS}; a figure measured fewer than "
                              f"{repeats.REPEATS} times is a smoke test)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue a run that was stopped: take the runs its journal "
+                             f"({journal.FILE.format(mode='full')} in --out-dir) kept, make the "
+                             "rest (same code, mode and machine only)")
     parser.add_argument("--out-dir", default=HERE, help="where results.json and results.md go")
     parser.add_argument("--kubeconfig", default=None,
                         help="cluster of the launcher measure (the Training Operator installed, "
@@ -206,6 +214,11 @@ def main(argv=None) -> int:
     if problem:
         print(f"python -m benchmarks: {problem}", file=sys.stderr)
         return 2
+    try:
+        runs = journal.open_journal(args.out_dir, mode, args.resume)
+    except journal.JournalError as error:
+        print(f"python -m benchmarks: {error}", file=sys.stderr)
+        return 2
     command = " ".join(["python -m benchmarks", *(argv if argv is not None else sys.argv[1:])])
     start_header = provenance.header(command)  # the checkout as the run starts
     started = time.perf_counter()
@@ -213,15 +226,18 @@ def main(argv=None) -> int:
 
     def finished(name: str) -> None:
         headers[name] = dict(start_header, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        resumed = runs.earliest(name)
+        if resumed and resumed < start_header["date"]:  # runs of an earlier, stopped invocation
+            headers[name]["first_run"] = resumed
 
+    os.makedirs(args.out_dir, exist_ok=True)
     measures = run(mode, only, lambda line: print(line, file=sys.stderr, flush=True),
-                   args.kubeconfig, args.rounds, finished)
+                   args.kubeconfig, args.rounds, finished, runs)
     result = {"mode": mode, **start_header, "seconds": round(time.perf_counter() - started),
               "measures": measures, "headers": headers}
     if args.only or args.peers:
         provenance.keep_earlier(result, _load(os.path.join(args.out_dir, "results.json")))
     result["targets"] = target_rows(result["measures"])
-    os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "results.json"), "w") as f:
         json.dump(result, f, indent=2)
     text = report.markdown(result)
@@ -229,6 +245,8 @@ def main(argv=None) -> int:
         f.write(text)
     with open(os.path.join(args.out_dir, peer_report.SNIPPET), "w") as f:
         f.write(peer_report.snippet(result))
+    if os.path.exists(runs.path):  # its runs are in results.json now
+        os.remove(runs.path)
     print(text)
     return 0
 

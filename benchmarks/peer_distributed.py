@@ -21,12 +21,15 @@ Two pairs per strategy (`PAIRS`):
   as TensorFlow's tutorials write it (every batch parsed from the TFRecords; one step per call for
   `multi_worker_mirrored`, 10 for `parameter_server`, as its tutorial compiles).
 
-Each pair runs `repeats.REPEATS` rounds, alternating which side goes first. Reported per side
-and round, and as median and spread: steady-state steps and examples per second (the epochs after
-the first, training only), start-up (the job's start to its first epoch's first step), the exit
-(the last epoch's end to the job's end: saving, `fit`'s return, the processes' exit), the seconds
-to a held-out accuracy target (start-up plus the epochs, with their validation, up to the first
-that reaches it), and kfdist's steps/s over the plain script's per round.
+Each pair runs `repeats.REPEATS` rounds, alternating which side goes first; a `matched` round
+also runs the plain script a second time (`plain_again`), and the plain script's steps/s over its
+own second run's is the resolution of the comparison: a ratio of two runs of one program, which
+would be 1.0 on a quiet machine. Reported per side and round, and as median and spread:
+steady-state steps and examples per second (the epochs after the first, training only), start-up
+(the job's start to its first epoch's first step), the exit (the last epoch's end to the job's
+end: saving, `fit`'s return, the processes' exit), the seconds to a held-out accuracy target
+(start-up plus the epochs, with their validation, up to the first that reaches it), and kfdist's
+steps/s over the plain script's per round.
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ PLAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plain_distribu
 #: Steps per call in TensorFlow's tutorials: Keras's default for MultiWorkerMirroredStrategy,
 #: 10 in the ParameterServerStrategy tutorial.
 TUTORIAL_STEPS_PER_EXECUTION = {"multi_worker_mirrored": 1, "parameter_server": 10}
+#: Pairs that also run the plain script a second time in every round (`plain_again`): the ratio
+#: of two runs of one program is what this machine's noise alone moves a ratio by.
+CONTROLLED = ("matched",)
 #: The plain script's inputs (its INPUT argument), as the tables name them.
 INPUTS = {"kfdist": "in memory (the training step's input function)",
           "records": "TFRecords, parsed per batch"}
@@ -209,11 +215,25 @@ def measure_pair(strategy: str, pair: str, dataset: str, root: str, epochs: int,
                 shutil.rmtree(out, ignore_errors=True)
         return go
 
-    kfdist, script = repeats.run_alternating(
-        [side("kfdist", lambda out: _run_kfdist(strategy, dataset, epochs, out, ours)),
-         side("plain", lambda out: _run_plain(strategy, dataset, epochs, out, plain))],
-        rounds, lambda line: log(f"peers distributed {strategy} {pair}: {line}"))
-    return pair_result(steps, per_step, ours, plain, kfdist, script)
+    sides = [side("kfdist", lambda out: _run_kfdist(strategy, dataset, epochs, out, ours)),
+             side("plain", lambda out: _run_plain(strategy, dataset, epochs, out, plain))]
+    if pair in CONTROLLED:  # the same plain script again: the measurement's own spread
+        sides.append(side("plain-again", lambda out: _run_plain(strategy, dataset, epochs, out,
+                                                                  plain)))
+    runs = repeats.run_alternating(
+        sides, rounds, lambda line: log(f"peers distributed {strategy} {pair}: {line}"),
+        pair=f"{strategy}/{pair}")
+    result = pair_result(steps, per_step, ours, plain, runs[0], runs[1])
+    return with_control(result, runs[2]) if pair in CONTROLLED else result
+
+
+def with_control(result: Dict[str, Any], again: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """A pair's figures (`pair_result`) with the plain script's second runs, by round, and its
+    steps/s over theirs: the spread of a ratio of one program to itself."""
+    plain = result["plain"]["runs"]
+    return dict(result, plain_again={"runs": again, **repeats.spreads_of(again, SPREAD_FIGURES)},
+                plain_steps_per_second_over_plain_again=repeats.ratios(
+                    [r["steps_per_second"] for r in plain], [r["steps_per_second"] for r in again]))
 
 
 def pair_result(steps: int, per_step: int, ours: Optional[int], plain: Dict[str, Any],

@@ -197,7 +197,7 @@ def compare(paths: Dict[str, Any], root: str, log: Callable[[str], None], name: 
         return figures
 
     kfdist, tfx = repeats.run_alternating([ours, theirs], rounds,
-                                          lambda line: log(f"peers {name}: {line}"))
+                                          lambda line: log(f"peers {name}: {line}"), pair=name)
     return {"rows": paths["rows"], "settings": settings, "rounds": rounds,
             "kfdist": {"runs": kfdist, "median_step_seconds": _median_steps(kfdist),
                        "blessed": all(r["blessed"] for r in kfdist),

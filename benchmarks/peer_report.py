@@ -110,6 +110,10 @@ def distributed_lines(m: Dict[str, Any]) -> List[str]:
                              "not reached", f["runs"][0]["val_accuracy"][-1]])
             rows.append([strategy, pair, "**kfdist / plain steps/s**", "", "",
                          show(row["kfdist_steps_per_second_over_plain"]), "", "", "", ""])
+            if "plain_steps_per_second_over_plain_again" in row:
+                rows.append([strategy, pair, "plain / plain again steps/s (the noise)", "", "",
+                             show(row["plain_steps_per_second_over_plain_again"]), "", "", "",
+                             ""])
     return [f"## Distributed: kfdist against a plain TF_CONFIG script ({m['train_examples']:,} "
             f"digits, {m['epochs']} epochs, batch {m['batch_per_replica']} per replica)", "",
             markdown_table(["strategy", "pair", "side", "steps per call", "input", "steps/s",
@@ -120,7 +124,9 @@ def distributed_lines(m: Dict[str, Any]) -> List[str]:
             "`defaults` is kfdist as it ships against the script as TensorFlow's tutorials "
             "write it (every batch parsed from the TFRecords). Steps/s: the epochs after the "
             "first, training only. Start-up: the job's start to its first step; exit: the last "
-            "epoch's end to the job's end."]
+            "epoch's end to the job's end. `plain / plain again`: the plain script against a "
+            "second run of itself in the same rounds, the spread this machine's noise alone "
+            "gives a ratio (1.0 on a quiet machine)."]
 
 
 #: (measure, renderer) of the peer sections, in the order the reports show them.

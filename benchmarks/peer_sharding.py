@@ -102,7 +102,8 @@ def measure(csv_bytes: int, root: str, log: Callable[[str], None],
     contenders = _contenders(python, source, root, table["rows"],
                              lambda line: log(f"peers sharding: {line}"))
     runs = dict(zip(contenders, repeats.run_alternating(
-        list(contenders.values()), rounds, lambda line: log(f"peers sharding: {line}"))))
+        list(contenders.values()), rounds, lambda line: log(f"peers sharding: {line}"),
+        pair="1gb-csv")))
     result: Dict[str, Any] = {"csv_bytes": table["bytes"], "rows": table["rows"],
                               "beam_workers": WORKERS, "rounds": rounds}
     for name, side in runs.items():

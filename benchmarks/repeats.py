@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from benchmarks import journal
 
 #: Rounds of every pair.
 REPEATS = 3
@@ -62,18 +64,32 @@ def order(rounds: int, sides: int = 2) -> List[Tuple[int, int]]:
 
 
 def run_alternating(sides: Sequence[Callable[[int], Dict[str, Any]]], rounds: int = REPEATS,
-                    log: Callable[[str], None] = lambda line: None) -> List[List[Dict[str, Any]]]:
+                    log: Callable[[str], None] = lambda line: None,
+                    pair: Optional[str] = None) -> List[List[Dict[str, Any]]]:
     """Runs every side `rounds` times in `order`; returns each side's results by round.
+
+    Within `journal.recording`, each run is kept in the journal as it ends, and a run the
+    journal already holds is taken from it instead of being made again.
 
     Args:
       sides: One function per side; each gets the round's index and returns its figures.
       rounds: How many rounds.
       log: Receives a line per run.
+      pair: The pair's name within its measure, for the journal (None: not journaled).
     """
     results: List[List[Any]] = [[None] * rounds for _ in sides]
+    recording = journal.active() if pair is not None else None
     for index, side in order(rounds, len(sides)):
+        name = journal.Journal.name(recording[1], pair, index, side) if recording else None
+        if recording and name in recording[0].runs:
+            results[side][index] = recording[0].runs[name]["figures"]
+            log(f"round {index + 1}/{rounds}, side {side + 1}/{len(sides)}: from the journal "
+                f"(made {recording[0].runs[name]['ended']})")
+            continue
         log(f"round {index + 1}/{rounds}, side {side + 1}/{len(sides)}")
         results[side][index] = sides[side](index)
+        if recording:
+            recording[0].add(name, results[side][index])
     return results
 
 

@@ -111,13 +111,15 @@ def library_paths_lines(m: Dict[str, Any]) -> List[str]:
 
 
 def headers_table(result: Dict[str, Any]) -> str:
-    """Each measure's commit, date, command and machine (`provenance`)."""
+    """Each measure's commit, date, command and machine (`provenance`); the date of a measure
+    completed from a stopped run's journal spans its first run to its end."""
     rows = []
     for name, h in result.get("headers", {}).items():
         m = h.get("machine") or {}
         commit = h.get("commit")
         rows.append([name, f"`{commit[:12]}{'+dirty' * commit.endswith('+dirty')}`"
-                     if commit else "not recorded", h.get("date"),
+                     if commit else "not recorded",
+                     f"{h['first_run']} to {h.get('date')}" if h.get("first_run") else h.get("date"),
                      f"`{h['command']}`" if h.get("command") else "not recorded",
                      f"{m.get('cpus')} CPUs ({m.get('cpu_model')}), {m.get('memory_gib')} GiB"
                      if m else ""])

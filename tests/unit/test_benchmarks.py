@@ -393,7 +393,7 @@ def test_the_peer_tables_are_generated_from_results_json(tmp_path):
     targets as median and range (a crossing spread not met), and the pairs' figures."""
     from benchmarks import peer_report, report
     from benchmarks.common import REPO_ROOT
-    from benchmarks.peer_distributed import PAIRS, figures, pair_result
+    from benchmarks.peer_distributed import CONTROLLED, PAIRS, figures, pair_result, with_control
 
     measure = {"train_examples": 6400, "epochs": 2, "target_accuracy": 0.8,
                "batch_per_replica": 64, "rounds": 3}
@@ -405,6 +405,9 @@ def test_the_peer_tables_are_generated_from_results_json(tmp_path):
             measure[strategy][pair] = pair_result(
                 50, 128, ours, plain, [figures(_run(v, 0.9), 50, 128, 0.8) for v in speeds[0]],
                 [figures(_run(v, 0.9), 50, 128, 0.8) for v in speeds[1]])
+            if pair in CONTROLLED:
+                measure[strategy][pair] = with_control(measure[strategy][pair], [
+                    figures(_run(v, 0.9), 50, 128, 0.8) for v in (11.0, 10.0, 9.0)])
     header = {"commit": "0123456789abcdef" * 2 + "01234567", "command": "python -m benchmarks "
               "--peers", "date": "2026-11-27 01:00 UTC", "machine": {"cpus": 2, "cpu_model": "x",
                                                                      "memory_gib": 8}}
@@ -431,6 +434,8 @@ def test_the_peer_tables_are_generated_from_results_json(tmp_path):
     assert "| parameter_server | defaults | plain | 10 | TFRecords, parsed per batch |" in text
     assert "| 10.0 (9.6 to 10.4) | 10.0 | 3.0 |" in text  # steps/s, start-up, exit
     assert report.markdown(result).count("## Distributed") == 1
+    noise = [line for line in text.splitlines() if "| plain / plain again" in line]
+    assert len(noise) == 2 and all("| 1.0 (0.91 to 1.11) |" in line for line in noise)
 
 
 def test_a_measure_that_does_not_exist_is_refused_in_one_line(tmp_path, capsys):
@@ -456,3 +461,101 @@ def test_a_run_whose_output_lacks_rows_is_run_again_and_not_counted():
     assert lines == ["tfx wrote 1029696 of 1122068 rows: not counted, run again"]
     with pytest.raises(RuntimeError, match="fewer than the table's 10 rows in 2 runs: \\[9, 9\\]"):
         complete_run("tfx", lambda: {"examples": 9}, 10, lines.append, attempts=2)
+
+
+def test_a_stopped_run_resumes_with_the_runs_its_journal_kept(tmp_path):
+    """Each run is journaled as it ends; `--resume` makes only the runs that are missing."""
+    from benchmarks import journal, repeats
+
+    made = []
+
+    def side(name, fail_at=None):
+        def run(index):
+            if (name, index) == fail_at:
+                raise KeyboardInterrupt  # stopped midway, as by Ctrl-C
+            made.append((name, index))
+            return {"side": name, "round": index}
+        return run
+
+    key = {"code": "c" * 40, "mode": "full", "machine": {"cpus": 2}}  # committed code
+    first = journal.open_journal(str(tmp_path), "full", resume=False, key=key)
+    with pytest.raises(KeyboardInterrupt), journal.recording(first, "peers_at_size"):
+        repeats.run_alternating([side("kfdist"), side("tfx", fail_at=("tfx", 1))], 3,
+                                pair="at-size")
+    assert made == [("kfdist", 0), ("tfx", 0)]
+    saved = json.loads((tmp_path / "journal-full.json").read_text())
+    assert sorted(saved["runs"]) == ["peers_at_size/at-size/1/1", "peers_at_size/at-size/1/2"]
+
+    made.clear()
+    lines = []
+    again = journal.open_journal(str(tmp_path), "full", resume=True, key=key)
+    dirty = dict(key, code=key["code"] + "+dirty")  # runs of uncommitted code never resume
+    (tmp_path / "dirty").mkdir()
+    journal.Journal(str(tmp_path / "dirty" / "journal-full.json"), dirty).add("m/p/1/1", {})
+    with pytest.raises(journal.JournalError, match="the measured code has uncommitted changes"):
+        journal.open_journal(str(tmp_path / "dirty"), "full", resume=True, key=dirty)
+    with journal.recording(again, "peers_at_size"):
+        runs = repeats.run_alternating([side("kfdist"), side("tfx")], 3, lines.append,
+                                       pair="at-size")
+    assert made == [("tfx", 1), ("kfdist", 1), ("kfdist", 2), ("tfx", 2)]  # the rest, in order
+    assert runs[1] == [{"side": "tfx", "round": i} for i in range(3)]
+    assert lines[0].startswith("round 1/3, side 1/2: from the journal (made ")
+    assert again.earliest("peers_at_size") == saved["runs"]["peers_at_size/at-size/1/1"]["ended"]
+    assert again.earliest("peers_sharding") is None
+    # Outside a recording (or without a pair name) nothing is journaled.
+    repeats.run_alternating([side("a"), side("b")], 1, pair="other")
+    assert "peers_at_size/other/1/1" not in json.loads(
+        (tmp_path / "journal-full.json").read_text())["runs"]
+
+
+def test_a_journal_is_never_thrown_away_unasked_nor_mixed_with_other_code(tmp_path, capsys):
+    from benchmarks import journal
+    from benchmarks.__main__ import main
+
+    kept = journal.Journal(str(tmp_path / "journal-full.json"), journal.key_for("full"))
+    kept.add("peers_penguins/penguins/1/1", {"total_seconds": 20.0})
+    before = (tmp_path / "journal-full.json").read_text()
+    assert main(["--peers", "--out-dir", str(tmp_path)]) == 2
+    other = journal.Journal(str(tmp_path / "journal-full.json"),
+                            dict(journal.key_for("full"), code="0" * 40))
+    other.add("peers_penguins/penguins/1/1", {"total_seconds": 20.0})
+    assert main(["--peers", "--resume", "--out-dir", str(tmp_path)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"python -m benchmarks: {tmp_path}/journal-full.json holds 1 "
+                               "run(s) of an unfinished run (code ")
+    assert lines[0].endswith(": --resume continues it; delete the file to start over")
+    assert "made with code '" + "0" * 40 + "' here " in lines[1]
+    assert lines[1].endswith("they are not mixed: delete the file to start over")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["journal-full.json"]  # nothing else
+    assert before != (tmp_path / "journal-full.json").read_text()  # (the second journal's)
+    (tmp_path / "journal-full.json").write_text('{"key": ')
+    with pytest.raises(journal.JournalError, match="journal-full.json is not a journal \\("):
+        journal.open_journal(str(tmp_path), "full", resume=True)
+    # A quick run has its own journal and does not trip over a full run's.
+    assert journal.open_journal(str(tmp_path), "quick", resume=False).runs == {}
+
+
+def test_the_journals_key_is_the_last_commit_of_the_measured_code(tmp_path):
+    from benchmarks import journal
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    (tmp_path / "kfdist").mkdir()
+    (tmp_path / "kfdist" / "a.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "code")
+    code = git("rev-parse", "HEAD")
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "results.json").write_text("{}")
+    (tmp_path / "README.md").write_text("words\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "results and words")
+    assert journal.code_version(str(tmp_path)) == code  # results and docs are not code
+    (tmp_path / "kfdist" / "a.py").write_text("x = 2\n")
+    assert journal.code_version(str(tmp_path)) == code + "+dirty"
