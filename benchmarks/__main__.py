@@ -245,8 +245,7 @@ def main(argv=None) -> int:
         f.write(text)
     with open(os.path.join(args.out_dir, peer_report.SNIPPET), "w") as f:
         f.write(peer_report.snippet(result))
-    if os.path.exists(runs.path):  # its runs are in results.json now
-        os.remove(runs.path)
+    runs.forget(measures)  # their runs are in results.json now
     print(text)
     return 0
 

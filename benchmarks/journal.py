@@ -9,7 +9,8 @@ Runs are only ever combined with runs of the same code on the same machine: the 
 the last commit that changed what is measured (`MEASURED_PATHS`: kfdist's code, the benchmarks
 and the peers' programs, not the results files), the mode and the machine. A checkout with
 uncommitted changes there cannot resume, and a journal of other code is refused, never mixed in.
-The journal is removed when the run it belongs to ends.
+A measure's runs leave the journal when its figures are written to results.json; the journal
+goes with its last run.
 """
 
 from __future__ import annotations
@@ -70,10 +71,23 @@ class Journal:
         """Keeps a run's figures, with the time it ended, and writes the journal."""
         self.runs[name] = {"figures": figures,
                            "ended": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        self._write()
+
+    def _write(self) -> None:
         staging = self.path + ".tmp"
         with open(staging, "w") as f:
             json.dump({"key": self.key, "runs": self.runs}, f, indent=1)
         os.replace(staging, self.path)
+
+    def forget(self, measures) -> None:
+        """Drops the runs of `measures` (written to results.json now); removes the journal when
+        no run is left, else writes it."""
+        self.runs = {name: run for name, run in self.runs.items()
+                     if name.split("/", 1)[0] not in set(measures)}
+        if self.runs:
+            self._write()
+        elif os.path.exists(self.path):
+            os.remove(self.path)
 
     def earliest(self, measure: str) -> Optional[str]:
         """When the first run of `measure` the journal holds ended, or None."""

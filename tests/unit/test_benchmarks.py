@@ -502,10 +502,16 @@ def test_a_stopped_run_resumes_with_the_runs_its_journal_kept(tmp_path):
     assert lines[0].startswith("round 1/3, side 1/2: from the journal (made ")
     assert again.earliest("peers_at_size") == saved["runs"]["peers_at_size/at-size/1/1"]["ended"]
     assert again.earliest("peers_sharding") is None
+    # Written to results.json, a measure's runs leave the journal; the others stay.
+    again.add("peers_sharding/1gb-csv/1/1", {"pipeline_seconds": 60.0})
+    again.forget(["peers_at_size"])
+    assert list(json.loads((tmp_path / "journal-full.json").read_text())["runs"]) == [
+        "peers_sharding/1gb-csv/1/1"]
+    again.forget(["peers_sharding"])
+    assert not (tmp_path / "journal-full.json").exists()
     # Outside a recording (or without a pair name) nothing is journaled.
     repeats.run_alternating([side("a"), side("b")], 1, pair="other")
-    assert "peers_at_size/other/1/1" not in json.loads(
-        (tmp_path / "journal-full.json").read_text())["runs"]
+    assert not (tmp_path / "journal-full.json").exists()
 
 
 def test_a_journal_is_never_thrown_away_unasked_nor_mixed_with_other_code(tmp_path, capsys):
