@@ -4,8 +4,8 @@ Runs in the peer environment (`benchmarks/peers/requirements.txt`), not kfdist's
 
     python tfx_examplegen.py --csv-glob 'DIR/*.csv' --out DIR --workers 2 [--label label]
 
-ExampleGen, as `tfx.components.example_gen.csv_example_gen` does it: each file's lines (header
-skipped) parsed by tfx_bsl's `csv_decoder.ParseCSVLine`, the column types inferred by its
+ExampleGen, as `tfx.components.example_gen.csv_example_gen` does it: each file's lines read with
+Beam's `ReadFromText` (header skipped), parsed by tfx_bsl's `csv_decoder.ParseCSVLine`, the column types inferred by its
 `ColumnTypeInferrer` over the whole input, one `tf.train.Example` per row, the rows hashed into
 `train` and `eval` buckets (2:1, ExampleGen's default) and written as GZIP TFRecords
 (`Split-<name>/data_tfrecord-*.gz`). Transform's analysis then reads the train split with
@@ -43,13 +43,6 @@ def beam_options(workers: int) -> PipelineOptions:
                            direct_running_mode="multi_processing")
 
 
-def _lines(path: str):
-    with open(path, encoding="utf-8") as f:
-        f.readline()  # the header
-        for line in f:
-            yield line
-
-
 def _to_example(cells, column_infos):
     feature = {}
     for cell, info in zip(cells, column_infos):
@@ -77,8 +70,10 @@ def example_gen(files, out_dir: str, workers: int) -> dict:
         names = next(csv.reader(f))  # as TFX's io_utils.load_csv_column_names
     types_out = os.path.join(out_dir, "column_types.json")
     with beam.Pipeline(options=beam_options(workers)) as pipeline:
-        parsed = {name: (pipeline | f"Files{name}" >> beam.Create(paths)
-                         | f"Lines{name}" >> beam.FlatMap(_lines)
+        # Each file's lines, its header skipped, as CsvExampleGen reads them (ReadFromText).
+        parsed = {name: ([pipeline | f"Read{name}{i}" >> beam.io.ReadFromText(
+                              path, skip_header_lines=1) for i, path in enumerate(paths)]
+                         | f"Lines{name}" >> beam.Flatten()
                          | f"Parse{name}" >> beam.ParDo(csv_decoder.ParseCSVLine(delimiter=","))
                          | f"Cells{name}" >> beam.Keys())
                   for name, paths in splits.items()}
