@@ -179,7 +179,8 @@ def _load(path: str) -> Optional[Dict[str, Any]]:
         return json.load(f)
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command's arguments."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help=f"small sizes, measures {', '.join(QUICK_MEASURES)} (under 2 minutes)")
@@ -202,7 +203,11 @@ def main(argv=None) -> int:
                         help="cluster of the launcher measure (the Training Operator installed, "
                              "kfdist's runtime image pullable, jobs go to `default`); default: "
                              "the project's test bed (tests/cluster), started for the run")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     mode = "quick" if args.quick else "full"
     chosen = args.only or ",".join(PEER_MEASURES if args.peers
                                    else QUICK_MEASURES if args.quick else MEASURES)

@@ -19,10 +19,10 @@ import contextlib
 import contextvars
 import json
 import os
-import subprocess
 import time
 from typing import Any, Dict, Iterator, Optional
 
+from benchmarks import provenance
 from benchmarks.common import REPO_ROOT, machine
 
 #: The journal's file in the results' directory, by mode (a quick run does not touch a full one's).
@@ -39,15 +39,7 @@ class JournalError(Exception):
 def code_version(root: str = REPO_ROOT) -> Optional[str]:
     """The last commit that changed `MEASURED_PATHS`, with `+dirty` when they have uncommitted
     changes; None outside git."""
-    try:
-        commit = subprocess.run(["git", "log", "-1", "--format=%H", "--", *MEASURED_PATHS],
-                                cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
-                                  *MEASURED_PATHS], cwd=root, capture_output=True, text=True,
-                                 check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return (commit or None) and commit + ("+dirty" if changed.strip() else "")
+    return provenance.git_commit(root, MEASURED_PATHS)
 
 
 class Journal:
@@ -82,8 +74,9 @@ class Journal:
     def forget(self, measures) -> None:
         """Drops the runs of `measures` (written to results.json now); removes the journal when
         no run is left, else writes it."""
+        written = set(measures)
         self.runs = {name: run for name, run in self.runs.items()
-                     if name.split("/", 1)[0] not in set(measures)}
+                     if name.split("/", 1)[0] not in written}
         if self.runs:
             self._write()
         elif os.path.exists(self.path):

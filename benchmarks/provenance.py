@@ -10,21 +10,28 @@ from __future__ import annotations
 
 import subprocess
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from benchmarks.common import REPO_ROOT, machine
 
 
-def git_commit(root: str = REPO_ROOT) -> Optional[str]:
-    """The checkout's commit, with `+dirty` when tracked files differ from it; None outside git."""
+def git_commit(root: str = REPO_ROOT, paths: Sequence[str] = ()) -> Optional[str]:
+    """The checkout's commit, with `+dirty` when tracked files differ from it; None outside git.
+
+    Args:
+      root: The checkout.
+      paths: Git pathspecs: then the last commit that changed them, `+dirty` when they have
+        uncommitted changes.
+    """
+    where = ["--", *paths] if paths else []
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                text=True, check=True).stdout.strip()
-        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        commit = subprocess.run(["git", "log", "-1", "--format=%H", *where], cwd=root,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", *where],
                                  cwd=root, capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
-    return commit + ("+dirty" if changed.strip() else "")
+    return (commit + ("+dirty" if changed.strip() else "")) if commit else None
 
 
 def header(command: str) -> Dict[str, Any]:

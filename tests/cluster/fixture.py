@@ -98,7 +98,7 @@ def bed_gcs_emulator(kube_bed, monkeypatch):
     server, log = gcs_emulator.start_server("0.0.0.0", port)
     node_env = kube_bed.root / NODE_ENV
     try:
-        gcs_emulator._wait_until_serving(server, endpoint, log)
+        gcs_emulator.wait_until_serving(server, endpoint, log)
         node_env.write_text(json.dumps({"STORAGE_EMULATOR_HOST": f"http://{gateway}:{port}",
                                         "GOOGLE_CLOUD_PROJECT": gcs_emulator.PROJECT}))
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)

@@ -36,7 +36,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_until_serving(proc: subprocess.Popen, endpoint: str, log: IO[str]) -> None:
+def wait_until_serving(proc: subprocess.Popen, endpoint: str, log: IO[str]) -> None:
+    """Waits until the emulator started as `proc` answers on `endpoint`; fails with its log."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -120,7 +121,7 @@ class _EmulatorProcess:
             endpoint = f"http://127.0.0.1:{port}"
             proc, log = start_server("127.0.0.1", port)
             config.add_cleanup(lambda: cls._stop(proc, log))
-            _wait_until_serving(proc, endpoint, log)
+            wait_until_serving(proc, endpoint, log)
             cls.endpoint = endpoint
         return cls.endpoint
 

@@ -25,11 +25,10 @@ from kfdist.components.train_distributed.kubernetes.client import kube_errors as
 from kfdist.components.train_distributed.kubernetes.client.api_types import (  # noqa: F401  (re-exported)
     OwnerRef, WatchEvent)
 from kfdist.components.train_distributed.kubernetes.client.pod_identity import (
-    POD_NAME_ENV, POD_UID_ENV, own_namespace)
+    POD_NAME_ENV, POD_UID_ENV, kubeconfig_location, own_namespace)
 
 _CALL_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for one ordinary call
 _WATCH_IDLE_MARGIN = 10.0  # read timeout beyond a watch's own server-side timeout
-DEFAULT_KUBECONFIG = "~/.kube/config"  # read when `KUBECONFIG` is unset, as kubectl does
 
 
 class KubeApi:
@@ -55,8 +54,7 @@ class KubeApi:
             k8s_config.load_incluster_config(client_configuration=configuration)
         except k8s_config.ConfigException:
             k8s_config.load_kube_config(
-                config_file=os.environ.get("KUBECONFIG") or os.path.expanduser(DEFAULT_KUBECONFIG),
-                client_configuration=configuration)
+                config_file=kubeconfig_location(), client_configuration=configuration)
         return cls(k8s.ApiClient(configuration))
 
     @classmethod

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+#: The kubeconfig read when `KUBECONFIG` is unset, as kubectl does.
+DEFAULT_KUBECONFIG = "~/.kube/config"
 #: Where a pod finds its own namespace.
 SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 #: The step pod's own identity, as the pipeline exposes it (Downward API) to the training step.
@@ -28,15 +30,19 @@ def own_namespace() -> Optional[str]:
         return None
 
 
+def kubeconfig_location() -> str:
+    """The kubeconfig kfdist reads: `KUBECONFIG` as it is now (a `:`-separated list of files),
+    else `~/.kube/config`."""
+    return os.environ.get("KUBECONFIG") or os.path.expanduser(DEFAULT_KUBECONFIG)
+
+
 def context_namespace() -> Optional[str]:
-    """The namespace of the kubeconfig's current context (`KUBECONFIG`'s first file, else
-    ~/.kube/config), as kubectl takes it; None without one."""
+    """The namespace of the kubeconfig's current context (the first file of
+    `kubeconfig_location`), as kubectl takes it; None without one."""
     import yaml
 
-    path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser(
-        "~/.kube/config")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(kubeconfig_location().split(os.pathsep)[0], encoding="utf-8") as f:
             config = yaml.safe_load(f) or {}
         contexts = {c.get("name"): c.get("context") or {} for c in config.get("contexts") or []}
         return contexts.get(config.get("current-context"), {}).get("namespace") or None
