@@ -567,3 +567,12 @@ def test_the_journals_key_is_the_last_commit_of_the_measured_code(tmp_path):
     assert journal.code_version(str(tmp_path)) == code  # results and docs are not code
     (tmp_path / "kfdist" / "a.py").write_text("x = 2\n")
     assert journal.code_version(str(tmp_path)) == code + "+dirty"
+
+
+def test_one_held_out_row_is_shown_in_as_many_decimals_as_it_takes():
+    """At a million rows one held-out row weighs 0.000005, not the 0.0 four decimals give."""
+    from benchmarks.peer_report import one_row
+
+    assert one_row(69) == "0.0145"
+    assert one_row(200_000) == "0.000005"
+    assert one_row(800) == "0.00125"
