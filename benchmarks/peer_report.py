@@ -55,7 +55,7 @@ def sharding_lines(m: Dict[str, Any]) -> List[str]:
 
 def one_row(rows: int) -> str:
     """What one of `rows` held-out rows weighs in an accuracy, in as many decimals as it takes
-    (0.0145 for the penguins' 69, 0.000005 for 200,000; `one_eval_row` is rounded to 4)."""
+    (0.0145 for the penguins' 69, 0.000005 for 200,000)."""
     return f"{1 / rows:.6f}".rstrip("0") if rows > 100 else f"{1 / rows:.4f}"
 
 
@@ -74,9 +74,9 @@ def _end_to_end_lines(m: Dict[str, Any], title: str, tfx_name: str) -> List[str]
             markdown_table(["step (median)", "seconds"], steps), "",
             f"{_rounds(m)}. kfdist is {show(m['kfdist_speedup_over_tfx'])}x faster; the "
             f"accuracies differ by {show(m['accuracy_difference'])} (one held-out row is "
-            f"{one_row(m['rows']['eval'])}). Both clocks run from the program's start to the pipeline's "
-            "end (kfdist: its run; TFX: its Pusher); each side's raw-row check runs after. TFX "
-            f"runs on {RUNNER}; it writes GZIP TFRecords of `tf.Example`s between its "
+            f"{one_row(m['rows']['eval'])}). Both clocks run from the program's start to the "
+            "pipeline's end (kfdist: its run; TFX: its Pusher); each side's raw-row check runs "
+            f"after. TFX runs on {RUNNER}; it writes GZIP TFRecords of `tf.Example`s between its "
             "components and exports a SavedModel that takes serialized raw `tf.Example`s; "
             "kfdist writes uncompressed TFRecord shards and exports a SavedModel that takes the "
             "raw columns."]
