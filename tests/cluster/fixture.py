@@ -281,6 +281,22 @@ def bare_namespace(bare_api, tmp_path, monkeypatch):
     namespace = runner_namespace(bare_api, tmp_path, monkeypatch)
     yield namespace
     bare_api.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
-    bare_api.kubectl_run("delete", "crd", "--all", "--wait=true", check=False)
+    remove_crds(bare_api)
     bare_api.kubectl_run("delete", "clusterrole,clusterrolebinding", "kfdist-trainer-reader",
                          "--ignore-not-found", check=False)
+
+
+def remove_crds(bed: test_bed.Bed) -> None:
+    """Every CRD of `bed` gone, and its objects first, so that the API server's cleanup finalizer
+    has nothing left to wait for; a CRD still there after 100 s fails the test with the conditions
+    the API server gave it and the end of its log (the next test would install it again)."""
+    for crd in bed.kubectl_run("get", "crd", "--output=name").stdout.split():
+        bed.kubectl_run("delete", crd.split("/", 1)[1], "--all", "--all-namespaces",
+                        "--wait=true", "--timeout=60s", check=False)
+    done = bed.kubectl_run("delete", "crd", "--all", "--wait=true", "--timeout=100s", check=False)
+    if done.returncode != 0:
+        left = json.loads(bed.kubectl_run("get", "crd", "--output=json").stdout)["items"]
+        conditions = "\n".join(f"{crd['metadata']['name']}: {crd['status'].get('conditions')}"
+                               for crd in left)
+        log = processes.log_tail(bed.root / "logs" / "kube-apiserver.log")
+        raise AssertionError(f"CRDs not deleted: {done.stderr.strip()}\n{conditions}\n{log}")

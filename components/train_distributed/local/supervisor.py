@@ -18,25 +18,21 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import re
 import signal
 import subprocess
 import threading
 import time
-from typing import Callable, Deque, Dict, List, Optional, Sequence
+from typing import Callable, Deque, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from kfdist.components.common import parent_death
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed.job import config, exit_codes, strategy_rules, tf_config
+from kfdist.components.train_distributed.local import mpi_output
 from kfdist.components.train_distributed.kubernetes.lifecycle import step_signals
 
 LAUNCHER = "launcher"
 #: A PyTorchJob's leader: the job succeeds when it does.
 MASTER = "master"
-#: `mpirun --tag-output` prefix of a rank's line: `[<job>,<rank>]<stdout>:`.
-MPI_TAG = re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?")
-#: A tag `mpirun` leaves at the end of a line when a rank's output arrives split.
-MPI_TAG_AT_END = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:$")
 TAIL_LINES = 30
 POLL_SECONDS = 0.1
 TERMINATE_GRACE_SECONDS = 5.0
@@ -149,14 +145,12 @@ class Supervisor:
 
     def _stream(self, replica: _Replica, process: subprocess.Popen) -> None:
         prefix = f"[{replica.task.label}] "
-        for line in process.stdout:
-            line = MPI_TAG_AT_END.sub("", line.rstrip("\n"))
+        for rank, line in _lines(process.stdout, tagged=replica.task.type == LAUNCHER):
             replica.tail.append(line)
             if self._log_error is not None:
                 continue  # keep draining the pipe so the replica never blocks on it
             try:
-                match = MPI_TAG.match(line)
-                self.log(f"[rank-{match.group(1)}] {line[match.end():]}" if match else prefix + line)
+                self.log(f"[rank-{rank}] {line}" if rank is not None else prefix + line)
             except BaseException as e:  # noqa: B902 -- re-raised by wait()
                 self._log_error = e
 
@@ -254,3 +248,14 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
         os.killpg(process.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _lines(stream: Iterable[str], tagged: bool) -> Iterator[mpi_output.Line]:
+    """A replica's output lines with the rank that wrote each, whole lines per rank for `mpirun`."""
+    if not tagged:
+        yield from ((None, raw.rstrip("\n")) for raw in stream)
+        return
+    ranks = mpi_output.TaggedOutput()
+    for raw in stream:
+        yield from ranks.feed(raw)
+    yield from ranks.rest()
