@@ -1,6 +1,6 @@
 """The runs of a benchmark kept as each ends, so that a run stopped midway can be resumed.
 
-A full `python -m benchmarks --peers` takes about 100 minutes on 2 cores (TFX's pipeline on the
+A full `python -m benchmarks --peers` takes about 110 minutes on 2 cores (TFX's pipeline on the
 1,000,000-row table runs 13-14 minutes a round), long enough to be stopped midway. Every run
 of a pair, one side of one round (`repeats.run_alternating`), is written to the journal as it
 ends. `--resume` takes the runs the journal holds instead of making them again, and makes only

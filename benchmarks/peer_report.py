@@ -50,7 +50,18 @@ def sharding_lines(m: Dict[str, Any]) -> List[str]:
             f"contenders run on {RUNNER}. Outputs: kfdist's dataset (uncompressed TFRecord shards "
             "of `tf.Example`s, a `metadata.json` with the statistics); TFX's GZIP TFRecords of "
             "`tf.Example`s and Transform's graph. Every clock stops at the pipeline's end: the "
-            "peer counts its output records after it."]
+            "peer counts its output records after it." + rejected_runs(m)]
+
+
+def rejected_runs(m: Dict[str, Any]) -> str:
+    """The runs not counted because their output lacked rows of the table, by contender."""
+    said = []
+    for name in ("kfdist_local", "kfdist_beam", "tfx"):
+        short = [r["examples"] for run in m[name]["runs"] for r in run.get("rejected_runs", ())]
+        if short:
+            said.append(f"{name} {len(short)} (" + ", ".join(f"{n:,}" for n in short) + " rows)")
+    return (" Runs not counted because their output lacked rows of the table, each run again: "
+            + "; ".join(said) + "." if said else "")
 
 
 def one_row(rows: int) -> str:

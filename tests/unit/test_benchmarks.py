@@ -576,3 +576,15 @@ def test_one_held_out_row_is_shown_in_as_many_decimals_as_it_takes():
     assert one_row(69) == "0.0145"
     assert one_row(200_000) == "0.000005"
     assert one_row(800) == "0.00125"
+
+
+def test_the_sharding_report_names_the_runs_it_did_not_count():
+    from benchmarks.peer_report import rejected_runs
+
+    counted = {"runs": [{"examples": 10}]}
+    measure = {"kfdist_local": counted, "kfdist_beam": counted,
+               "tfx": {"runs": [{"examples": 10, "rejected_runs": [{"examples": 1_109_103},
+                                                                   {"examples": 9}]}]}}
+    assert rejected_runs(measure) == (" Runs not counted because their output lacked rows of the "
+                                      "table, each run again: tfx 2 (1,109,103, 9 rows).")
+    assert rejected_runs(dict(measure, tfx=counted)) == ""
