@@ -141,6 +141,15 @@ def test_horovod_jobs_end_with_their_launcher():
     assert "[rank-0] hello from rank 0" in log and "[rank-1] rank 1 here" in log
 
 
+def test_a_failed_launcher_names_the_rank_of_each_last_line():
+    replicas = [(tf_config.Task("launcher", 0),
+                 _program("import sys; print('[1,1]<stderr>:out of memory'); sys.exit(3)"),
+                 dict(os.environ))]
+    with pytest.raises(TrainingFailedError, match=r"\[rank-1\] out of memory"):
+        run_processes(replicas, _spec(workers=2, restart_policy="Never"), strategy_rules.HOROVOD,
+                      Log())
+
+
 def test_port_reservations_of_two_jobs_never_overlap():
     same = lambda n: [40123, 40124, 40125][:n]  # noqa: E731 -- both "jobs" are offered the same ports
     first = PortReservation(2, candidates=same)

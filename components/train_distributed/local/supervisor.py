@@ -146,11 +146,13 @@ class Supervisor:
     def _stream(self, replica: _Replica, process: subprocess.Popen) -> None:
         prefix = f"[{replica.task.label}] "
         for rank, line in _lines(process.stdout, tagged=replica.task.type == LAUNCHER):
+            if rank is not None:
+                line = f"[rank-{rank}] {line}"
             replica.tail.append(line)
             if self._log_error is not None:
                 continue  # keep draining the pipe so the replica never blocks on it
             try:
-                self.log(f"[rank-{rank}] {line}" if rank is not None else prefix + line)
+                self.log(line if rank is not None else prefix + line)
             except BaseException as e:  # noqa: B902 -- re-raised by wait()
                 self._log_error = e
 
