@@ -290,8 +290,9 @@ def remove_crds(bed: test_bed.Bed) -> None:
     """Every CRD of `bed` gone, and its objects first, so that the API server's cleanup finalizer
     has nothing left to wait for; a CRD still there after 100 s fails the test with the conditions
     the API server gave it and the end of its log (the next test would install it again)."""
-    for crd in bed.kubectl_run("get", "crd", "--output=name").stdout.split():
-        bed.kubectl_run("delete", crd.split("/", 1)[1], "--all", "--all-namespaces",
+    crds = bed.kubectl_run("get", "crd", "--output=jsonpath={.items[*].metadata.name}").stdout
+    if crds.split():
+        bed.kubectl_run("delete", ",".join(crds.split()), "--all", "--all-namespaces",
                         "--wait=true", "--timeout=60s", check=False)
     done = bed.kubectl_run("delete", "crd", "--all", "--wait=true", "--timeout=100s", check=False)
     if done.returncode != 0:

@@ -1,12 +1,10 @@
 """`mpirun --tag-output` comes back as whole lines per rank however the ranks' writes arrive."""
 
-from kfdist.components.train_distributed.local.mpi_output import TaggedOutput
+from kfdist.components.train_distributed.local.mpi_output import rank_lines
 
 
 def _read(stream):
-    ranks = TaggedOutput()
-    lines = [line for raw in stream.splitlines(keepends=True) for line in ranks.feed(raw)]
-    return lines + ranks.rest()
+    return list(rank_lines(stream.splitlines(keepends=True)))
 
 
 def test_whole_lines_keep_their_rank():

@@ -8,7 +8,7 @@ this rank"; a rank's line ends at the newline that follows its own chunk.
 """
 
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, Optional, Tuple
 
 #: A chunk's tag: `[<job>,<rank>]<stdout>:` (Open MPI 5 adds a space after the colon).
 TAG = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>: ?")
@@ -17,39 +17,30 @@ TAG = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>: ?")
 Line = Tuple[Optional[int], str]
 
 
-class TaggedOutput:
-    """Reassembles ranks' lines from the launcher's output, one output line at a time."""
+def rank_lines(stream: Iterable[str]) -> Iterator[Line]:
+    """The launcher's output as whole lines, each with the rank that wrote it.
 
-    def __init__(self) -> None:
-        self._partial: Dict[int, str] = {}
+    Args:
+        stream: The launcher's output, a line at a time, with or without newlines.
 
-    def feed(self, line: str) -> List[Line]:
-        """Takes one line of the launcher's output and returns the lines it completes.
-
-        Args:
-            line: One line as read from the launcher's pipe, with or without its newline.
-
-        Returns:
-            The completed lines in order: text before the first tag is the launcher's own,
-            and the last tagged rank's line ends here; other ranks' chunks wait for theirs.
-        """
-        line = line.rstrip("\n")
+    Yields:
+        Each line as it completes: text before a line's first tag is `mpirun`'s own, and the last
+        tagged rank's line ends with the stream's line; other ranks' chunks wait for their own
+        newline. Chunks still waiting when the stream ends come last, by rank.
+    """
+    partial: Dict[int, str] = {}
+    for raw in stream:
+        line = raw.rstrip("\n")
         tags = list(TAG.finditer(line))
         if not tags:
-            return [(None, line)]
-        done: List[Line] = []
+            yield None, line
+            continue
         if tags[0].start() > 0:
-            done.append((None, line[:tags[0].start()]))
+            yield None, line[:tags[0].start()]
         for tag, following in zip(tags, tags[1:] + [None]):
             rank = int(tag.group(1))
             end = following.start() if following else len(line)
-            self._partial[rank] = self._partial.get(rank, "") + line[tag.end():end]
+            partial[rank] = partial.get(rank, "") + line[tag.end():end]
         last = int(tags[-1].group(1))
-        done.append((last, self._partial.pop(last)))
-        return done
-
-    def rest(self) -> List[Line]:
-        """The chunks still waiting for a newline when the output ended, by rank."""
-        rest = sorted(self._partial.items())
-        self._partial.clear()
-        return rest
+        yield last, partial.pop(last)
+    yield from sorted(partial.items())

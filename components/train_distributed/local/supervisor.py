@@ -22,13 +22,13 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Callable, Deque, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Callable, Deque, Dict, List, Optional, Sequence
 
 from kfdist.components.common import parent_death
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed.job import config, exit_codes, strategy_rules, tf_config
-from kfdist.components.train_distributed.local import mpi_output
 from kfdist.components.train_distributed.kubernetes.lifecycle import step_signals
+from kfdist.components.train_distributed.local import mpi_output
 
 LAUNCHER = "launcher"
 #: A PyTorchJob's leader: the job succeeds when it does.
@@ -145,14 +145,15 @@ class Supervisor:
 
     def _stream(self, replica: _Replica, process: subprocess.Popen) -> None:
         prefix = f"[{replica.task.label}] "
-        for rank, line in _lines(process.stdout, tagged=replica.task.type == LAUNCHER):
-            if rank is not None:
-                line = f"[rank-{rank}] {line}"
-            replica.tail.append(line)
+        lines = (mpi_output.rank_lines(process.stdout) if replica.task.type == LAUNCHER
+                 else ((None, raw.rstrip("\n")) for raw in process.stdout))
+        for rank, line in lines:
+            rank_label = f"[rank-{rank}] " if rank is not None else ""
+            replica.tail.append(rank_label + line)
             if self._log_error is not None:
                 continue  # keep draining the pipe so the replica never blocks on it
             try:
-                self.log(line if rank is not None else prefix + line)
+                self.log((rank_label or prefix) + line)
             except BaseException as e:  # noqa: B902 -- re-raised by wait()
                 self._log_error = e
 
@@ -251,13 +252,3 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
     except (ProcessLookupError, PermissionError):
         pass
 
-
-def _lines(stream: Iterable[str], tagged: bool) -> Iterator[mpi_output.Line]:
-    """A replica's output lines with the rank that wrote each, whole lines per rank for `mpirun`."""
-    if not tagged:
-        yield from ((None, raw.rstrip("\n")) for raw in stream)
-        return
-    ranks = mpi_output.TaggedOutput()
-    for raw in stream:
-        yield from ranks.feed(raw)
-    yield from ranks.rest()
