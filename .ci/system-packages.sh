@@ -3,11 +3,13 @@
 # sudo): headless Chromium renders the evaluation report in a test; sshd checks the Horovod image's
 # SSH configuration; OpenMPI, CMake and g++ build Horovod, whose `horovod` strategy runs under
 # mpirun; podman (with buildah, runc, uidmap) builds and runs kfdist's images, and debootstrap
-# builds their Debian base where no registry is reachable (containers/build.sh).
+# builds their Debian base where no registry is reachable (containers/build.sh); the cluster test
+# bed's genuine node runs pods with runc, gives kube-proxy iptables and conntrack, and builds its
+# volume helpers' image from busybox-static (tests/cluster/node_images.py).
 set -euo pipefail
 
 PACKAGES=(chromium openssh-server openmpi-bin libopenmpi-dev cmake g++ make
-          podman buildah runc uidmap debootstrap curl)
+          podman buildah runc uidmap debootstrap curl iptables conntrack busybox-static)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -63,13 +64,16 @@ def api_server(kubeconfig: Optional[str]) -> Iterator[str]:
     subprocess.run(["bash", str(Path(REPO_ROOT) / "containers" / "build.sh"), "--engine",
                     "podman", "runtime"], check=True, stdout=subprocess.DEVNULL)
     cluster = Path(REPO_ROOT) / "tests" / "cluster"
+    # up.sh and down.sh run in this interpreter's environment, activated or not.
+    env = {**os.environ, "PYTHON": sys.executable}
     with tempfile.TemporaryDirectory(prefix="kfdist-bench-bed-") as root:
         try:  # the bed as a person starts it (the benchmarks never import the tests)
             subprocess.run(["bash", str(cluster / "up.sh"), root], check=True,
-                           stdout=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, env=env)
             yield os.path.join(root, "kubeconfig")
         finally:
-            subprocess.run(["bash", str(cluster / "down.sh"), root], stdout=subprocess.DEVNULL)
+            subprocess.run(["bash", str(cluster / "down.sh"), root], stdout=subprocess.DEVNULL,
+                           env=env)
 
 
 def rendered_tfjob(run_id: str, namespace: str) -> RenderedJob:

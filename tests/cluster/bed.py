@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
-from cluster import certs, control_plane, node_runtime, operators, processes, trainer_v2_1
+from cluster import (certs, control_plane, node, node_config, node_runtime, operators, owners,
+                     processes, trainer_v2_1)
 
 HERE = Path(__file__).resolve().parent
 BED_RECORD = "bed.json"
@@ -80,9 +81,10 @@ def _kubectl() -> str:
     return "kubectl"
 
 
-def _certificates(pki: Path) -> None:
+def _certificates(pki: Path, node_layout: Optional[node_config.NodeLayout]) -> None:
     authority = certs.Authority(pki)
-    authority.issue("apiserver", "kube-apiserver", hosts=API_HOSTS)
+    node_hosts = (node_layout.node_ip,) if node_layout else ()
+    authority.issue("apiserver", "kube-apiserver", hosts=API_HOSTS + node_hosts)
     authority.issue("admin", ADMIN, organization="system:masters")
     authority.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
                     organization="system:masters")
@@ -90,6 +92,8 @@ def _certificates(pki: Path) -> None:
     authority.issue("serving", "kfdist-test-bed-serving", hosts=(
         "127.0.0.1", "localhost", *map(operators.service_host, operators.HOST_SERVICES)))
     certs.service_account_keys(pki)
+    if node_layout:
+        node.certificates(authority, node_layout)
 
 
 #: The datastores the bed can run on: etcd (the default, what clusters run) or kine.
@@ -97,20 +101,24 @@ DATASTORES = ("etcd", "kine")
 #: What a bed runs: `all` (the control plane, the node agent and every operator);
 #: `control-plane` (etcd, the API server and the controller manager alone: a cluster where
 #: nothing of Kubeflow is installed, and no pod runs); `trainer-v2.1` (the control plane, the
-#: node agent, Trainer v2.1 and JobSet v0.10).
-STACKS = ("all", "control-plane", "trainer-v2.1")
+#: node agent, Trainer v2.1 and JobSet v0.10); `node` (the control plane, kube-scheduler and the
+#: genuine node: containerd, the kubelet, kube-proxy, CoreDNS and the volume provisioner).
+STACKS = ("all", "control-plane", "trainer-v2.1", "node")
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager")
 OPERATORS = ("training-operator", "mpi-operator", "jobset", "trainer-controller-manager", "kueue")
+GENUINE_NODE = ("kube-scheduler", "kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2",
+                "ctr", "crictl", *node.CNI_PLUGINS, "coredns", "local-path-provisioner")
 
 
 def _binaries_of(stack: str, datastore: str) -> tuple:
     names = {"all": CONTROL_PLANE + OPERATORS, "control-plane": CONTROL_PLANE,
-             "trainer-v2.1": CONTROL_PLANE + trainer_v2_1.BINARIES}[stack]
+             "trainer-v2.1": CONTROL_PLANE + trainer_v2_1.BINARIES,
+             "node": CONTROL_PLANE + GENUINE_NODE}[stack]
     return tuple(datastore if name == "etcd" else name for name in names)
 
 
 def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str = "etcd",
-          stack: str = "all") -> Bed:
+          stack: str = "all", pod_images=(), owned: bool = False) -> Bed:
     """Starts a test bed in `root` (created; must hold no running bed) and waits until it is ready.
 
     On any failure everything started so far is stopped again and `StartFailed` says why.
@@ -120,6 +128,9 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
       binaries: {name: path} of its binaries; None: `build()` them.
       datastore: `etcd`, or `kine` (SQLite; built only on request: `build.sh kine`).
       stack: What runs besides the datastore and the API server (`STACKS`).
+      pod_images: podman images the genuine node's pods run (imported into its containerd).
+      owned: Whether the bed belongs to this process (a test session): should it die, the next
+        bed started on the machine stops this one (`owners`).
     """
     if datastore not in DATASTORES:
         raise processes.StartFailed(f"datastore {datastore!r}: expected one of {DATASTORES}")
@@ -127,28 +138,36 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
         raise processes.StartFailed(f"stack {stack!r}: expected one of {STACKS}")
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
+    owners.stop_orphans(stop)
     if processes.running(root):
         raise processes.StartFailed(f"a test bed is already running in {root}: "
                                     f"bash tests/cluster/down.sh {root}")
-    node_runtime.remove_all(root)  # what a bed that crashed here left
+    _remove_node(root)  # what a bed that crashed here left
     binaries = binaries or build(_binaries_of(stack, datastore))
+    node_layout = node.plan(root) if stack == "node" else None
     layout = control_plane.Layout(root, processes.free_port(), processes.free_port(),
-                                  processes.free_port())
+                                  processes.free_port(),
+                                  node_layout.node_ip if node_layout else "127.0.0.1")
     bed = Bed(layout, binaries, _kubectl())
     (root / BED_RECORD).write_text(json.dumps({"layout": layout.to_json(), "binaries": binaries,
                                                "kubectl": bed.kubectl}, indent=1))
+    if owned:
+        owners.register(root)
     try:
-        _start(bed, datastore, stack)
+        if node_layout:
+            node.create_bridge(node_layout)  # the API server listens on its address
+        _start(bed, datastore, stack, node_layout, pod_images)
     except BaseException:
         stop(root)
         raise
     return bed
 
 
-def _start(bed: Bed, datastore: str, stack: str) -> None:
+def _start(bed: Bed, datastore: str, stack: str,
+           node_layout: Optional[node_config.NodeLayout], pod_images) -> None:
     layout, binaries = bed.layout, bed.binaries
     pki = layout.pki
-    _certificates(pki)
+    _certificates(pki, node_layout)
     procs = processes.Processes(layout.root)
 
     argv = (control_plane.etcd_argv(binaries["etcd"], layout) if datastore == "etcd"
@@ -180,6 +199,12 @@ def _start(bed: Bed, datastore: str, stack: str) -> None:
 
     if stack == "control-plane":
         return
+    if node_layout:
+        scheduler = node.write_kubeconfig(bed, "kube-scheduler", "kube-scheduler",
+                                          "system:kube-scheduler")
+        procs.start("kube-scheduler", node.scheduler_argv(binaries["kube-scheduler"], scheduler))
+        node.start(bed, procs, node_layout, binaries, pod_images)
+        return
     node_runtime.start_node_agent(bed, procs)
     if stack == "all":
         operators.start_operators(bed, procs)
@@ -201,18 +226,33 @@ def stop(root: Path) -> Dict[str, list]:
       {"killed": processes that ignored SIGTERM, "containers": the containers removed}.
     """
     root = Path(root).resolve()
-    killed = processes.stop_all(root)
-    containers = node_runtime.remove_all(root)
+    # containerd outlives the kubelet until the node's pods are gone (through its CRI).
+    killed = processes.stop_all(root, keep=("containerd",))
+    node.stop_pods(root)
+    killed += processes.stop_all(root)
+    containers = _remove_node(root)
+    owners.unregister(root)
     return {"killed": killed, "containers": containers}
 
 
+def _remove_node(root: Path) -> list:
+    """Removes what either node leaves once its processes have ended; returns the agent's
+    containers."""
+    node.clean(root)
+    return node_runtime.remove_all(root)
+
+
 def main(argv=None) -> int:
-    """`python -m cluster.bed up|down DIR` (what up.sh and down.sh run)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) != 2 or argv[0] not in ("up", "down"):
-        print("usage: python -m cluster.bed up|down DIR", file=sys.stderr)
-        return 2
-    command, root = argv[0], Path(argv[1])
+    """`python -m cluster.bed up|down DIR [--stack STACK]` (what up.sh and down.sh run)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m cluster.bed")
+    parser.add_argument("command", choices=("up", "down"))
+    parser.add_argument("root", type=Path, metavar="DIR")
+    parser.add_argument("--stack", choices=STACKS, default="all",
+                        help="what runs (up only; default: all)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    command, root = args.command, args.root
     if command == "down":
         if not (root / BED_RECORD).exists() and not (root / processes.RECORD).exists():
             print(f"down: no test bed in {root} (no {BED_RECORD})", file=sys.stderr)
@@ -223,7 +263,7 @@ def main(argv=None) -> int:
         return 0
     started = time.monotonic()
     try:
-        bed = start(root)
+        bed = start(root, stack=args.stack)
     except processes.StartFailed as error:
         print(f"up: the test bed did not start: {error}", file=sys.stderr)
         return 1

@@ -33,10 +33,26 @@ kube_ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
 kube_ldflags+=" -X k8s.io/component-base/version.gitMinor=$kube_minor"
 kube_ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
 
-# NAME MODULE-DIR PACKAGE VERSION-OF (the module whose version names the build)
+# NAME MODULE-DIR PACKAGE VERSION-OF (the module whose version names the build) [static: built
+# without cgo, for an image with nothing else in it or a plugin any host can run]
 BINARIES=(
   "kube-apiserver kubernetes k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes"
   "kube-controller-manager kubernetes k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes"
+  "kube-scheduler kubernetes k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes"
+  # The node: the kubelet on containerd and runc (Debian's), CNI's plugins, kube-proxy; CoreDNS
+  # and the volume provisioner run as pods, from images of their static binaries.
+  "kubelet kubernetes k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes"
+  "kube-proxy kubernetes k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes"
+  "containerd containerd github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2 static"
+  "containerd-shim-runc-v2 containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2 static"
+  "ctr containerd github.com/containerd/containerd/v2/cmd/ctr github.com/containerd/containerd/v2 static"
+  "bridge cni-plugins github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins static"
+  "host-local cni-plugins github.com/containernetworking/plugins/plugins/ipam/host-local github.com/containernetworking/plugins static"
+  "loopback cni-plugins github.com/containernetworking/plugins/plugins/main/loopback github.com/containernetworking/plugins static"
+  "portmap cni-plugins github.com/containernetworking/plugins/plugins/meta/portmap github.com/containernetworking/plugins static"
+  "coredns coredns github.com/coredns/coredns github.com/coredns/coredns static"
+  "local-path-provisioner local-path-provisioner github.com/rancher/local-path-provisioner github.com/rancher/local-path-provisioner static"
+  "crictl cri-tools sigs.k8s.io/cri-tools/cmd/crictl sigs.k8s.io/cri-tools static"
   "etcd etcd . go.etcd.io/etcd/server/v3"
   "training-operator training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1 github.com/kubeflow/training-operator"
   "mpi-operator mpi-operator github.com/kubeflow/mpi-operator/cmd/mpi-operator github.com/kubeflow/mpi-operator"
@@ -70,11 +86,13 @@ fi
 
 go_version=$("$go" env GOVERSION)
 for entry in "${selected[@]}"; do
-  read -r name dir package version_of <<<"$entry"
+  read -r name dir package version_of static <<<"$entry"
+  cgo=1
+  [ "$static" = static ] && cgo=0
   ldflags="-s -w"
   [ "$dir" = kubernetes ] && ldflags+=" $kube_ldflags"
   version=$(required_version "$dir" "$version_of")
-  key=$( { echo "$go_version $package $ldflags"; cat "$modules/$dir"/go.mod "$modules/$dir"/go.sum;
+  key=$( { echo "$go_version $package $ldflags cgo=$cgo"; cat "$modules/$dir"/go.mod "$modules/$dir"/go.sum;
            cat "$modules/$dir"/*.go 2>/dev/null || true; } | sha256sum | cut -c1-16)
   target=$cache/$name/$version-$key
   if [ ! -x "$target/$name" ]; then
@@ -83,7 +101,7 @@ for entry in "${selected[@]}"; do
     mkdir -p "$cache/$name"
     staging=$(mktemp -d "$cache/$name/.building.XXXXXX")
     trap 'rm -rf "$staging"' EXIT
-    (cd "$modules/$dir" && "$go" build -mod=readonly -trimpath -ldflags "$ldflags" \
+    (cd "$modules/$dir" && CGO_ENABLED=$cgo "$go" build -mod=readonly -trimpath -ldflags "$ldflags" \
        -o "$staging/$name" "$package")
     rm -rf "$target"
     mv "$staging" "$target"

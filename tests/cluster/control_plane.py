@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Dict, List
 
-#: The range the API server hands Services' cluster IPs from (no traffic is ever sent there: the
-#: node agent resolves Services to pod addresses itself).
+#: The range the API server hands Services' cluster IPs from (on the genuine node kube-proxy
+#: routes them; the node agent resolves Services to pod addresses itself).
 SERVICE_RANGE = "10.96.0.0/24"
 #: What the API server and the controller manager log (`-v`): warnings and start-up.
 VERBOSITY = "1"
@@ -38,6 +38,9 @@ class Layout:
     etcd_port: int
     etcd_peer_port: int
     api_port: int
+    #: Where the API server listens: loopback, or the genuine node's address (the pods reach
+    #: it there through the `kubernetes` Service).
+    api_host: str = "127.0.0.1"
 
     @property
     def pki(self) -> Path:
@@ -45,7 +48,7 @@ class Layout:
 
     @property
     def api_url(self) -> str:
-        return f"https://127.0.0.1:{self.api_port}"
+        return f"https://{self.api_host}:{self.api_port}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -67,11 +70,13 @@ class Layout:
 
     def to_json(self) -> Dict:
         return {"root": str(self.root), "etcd_port": self.etcd_port,
-                "etcd_peer_port": self.etcd_peer_port, "api_port": self.api_port}
+                "etcd_peer_port": self.etcd_peer_port, "api_port": self.api_port,
+                "api_host": self.api_host}
 
     @classmethod
     def from_json(cls, data: Dict) -> "Layout":
-        return cls(Path(data["root"]), data["etcd_port"], data["etcd_peer_port"], data["api_port"])
+        return cls(Path(data["root"]), data["etcd_port"], data["etcd_peer_port"], data["api_port"],
+                   data.get("api_host", "127.0.0.1"))
 
 
 def etcd_argv(etcd: str, layout: Layout) -> List[str]:
@@ -97,11 +102,13 @@ def apiserver_argv(apiserver: str, layout: Layout) -> List[str]:
     pki = layout.pki
     return [apiserver,
             f"--etcd-servers=http://127.0.0.1:{layout.etcd_port}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--bind-address={layout.api_host}", f"--advertise-address={layout.api_host}",
             f"--secure-port={layout.api_port}",
             f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
-            "--authorization-mode=RBAC",
+            # The Node authorizer and NodeRestriction: a kubelet reads and writes only what its
+            # own node's pods need.
+            "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
             # The issuer is the API server itself: a process that verifies the pods' projected
             # tokens (Trainer's status server) finds its discovery document and keys there.
             f"--service-account-issuer={layout.api_url}",

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cluster import bed as test_bed
-from cluster import control_plane, node_runtime, processes
+from cluster import control_plane, node, node_config, node_runtime, processes
 from cluster.node_agent.podspec import BED_LABEL
 from cluster.node_agent.runtime import network_name
 
@@ -52,11 +52,27 @@ def bare_api(tmp_path_factory):
         yield bed
 
 
+@pytest.fixture(scope="session")
+def node_bed(tmp_path_factory, kfdist_images):
+    """A bed on the genuine node (kubelet, containerd, kube-proxy, CoreDNS, the provisioner),
+    kfdist's runtime image in its containerd; at the end, stopped and checked that nothing of it is
+    left: no process, shim, mount, bridge or kube-proxy rule."""
+    root = tmp_path_factory.mktemp("node-bed")
+    bed = test_bed.start(root, stack="node", pod_images=(kfdist_images["runtime"],), owned=True)
+    yield bed
+    layout = node_config.NodeLayout.from_json(
+        json.loads((root / node.NODE_RECORD).read_text())["layout"])
+    forced = test_bed.stop(root)
+    assert processes.running(root) == [], "test bed processes outlived down"
+    assert not forced["killed"], f"did not stop on SIGTERM: {forced['killed']}"
+    assert node.leftovers(root, layout) == {}, "the genuine node left these behind"
+
+
 @contextlib.contextmanager
 def _running_bed(root: Path, stack: str):
     """A bed of `stack` in `root`, with kfdist's runtimes where Trainer runs; at the end, stopped
     and checked that no process, container or network of it is left."""
-    bed = test_bed.start(root, stack=stack)
+    bed = test_bed.start(root, stack=stack, owned=True)
     try:
         if stack != "control-plane":
             # kfdist's runtimes, as the README installs them (through Trainer's validating webhook).

@@ -67,7 +67,7 @@ class Processes:
                                        cwd=str(cwd) if cwd else None)
         self.started[name] = process
         record = _read_record(self.root)
-        record.append({"name": name, "pid": process.pid,
+        record.append({"name": name, "pid": process.pid, "start_time": start_time(process.pid),
                        "second_sigterm_after_s": second_sigterm_after_s})
         (self.root / RECORD).write_text(json.dumps(record, indent=1))
         return process
@@ -97,6 +97,28 @@ def _read_record(root: Path) -> List[dict]:
         return []
 
 
+def start_time(pid: int) -> Optional[int]:
+    """When process `pid` started (clock ticks since boot, `/proc/PID/stat`), or None if it is
+    gone: with the pid, what tells the process apart from a later one given the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _ours(entry: dict) -> bool:
+    """Whether the recorded process still runs, and is the one recorded (not a reused pid)."""
+    return _alive(entry["pid"]) and start_time(entry["pid"]) == entry.get("start_time")
+
+
+def _reused(entry: dict) -> bool:
+    """Whether another process now has the recorded pid. (A process group outlives its leader
+    only while a member runs, and Linux never hands out a pid that names a live group: a
+    recorded group whose leader is gone is still the bed's to signal.)"""
+    return _alive(entry["pid"]) and start_time(entry["pid"]) != entry.get("start_time")
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -111,15 +133,22 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def stop_all(root: Path) -> List[str]:
+def stop_all(root: Path, keep: Sequence[str] = ()) -> List[str]:
     """Ends every recorded process group, newest first (clients before the servers they use):
     SIGTERM (twice for a process recorded so), then SIGKILL after `STOP_GRACE_S`.
+
+    Args:
+      root: The bed's directory.
+      keep: Names of processes left running (and recorded), to be stopped by a later call.
 
     Returns:
       The names of processes that had to be killed.
     """
     killed = []
+    kept = [entry for entry in _read_record(root) if entry["name"] in keep]
     for entry in reversed(_read_record(root)):
+        if entry["name"] in keep or _reused(entry):
+            continue
         pid = entry["pid"]
         try:
             os.killpg(pid, signal.SIGTERM)
@@ -143,7 +172,10 @@ def stop_all(root: Path) -> List[str]:
         except (ProcessLookupError, PermissionError):
             pass
         _reap(pid)
-    (Path(root) / RECORD).unlink(missing_ok=True)
+    if kept:
+        (Path(root) / RECORD).write_text(json.dumps(kept, indent=1))
+    else:
+        (Path(root) / RECORD).unlink(missing_ok=True)
     return killed
 
 
@@ -157,7 +189,7 @@ def _reap(pid: int) -> None:
 
 def running(root: Path) -> List[str]:
     """Names of recorded processes still alive."""
-    return [e["name"] for e in _read_record(root) if _alive(e["pid"])]
+    return [e["name"] for e in _read_record(root) if _ours(e)]
 
 
 def https_ok(url: str, ca: Path, cert: Optional[Path] = None, key: Optional[Path] = None) -> bool:

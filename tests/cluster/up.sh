@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Starts a test bed (etcd, kube-apiserver, kube-controller-manager, the operators, the node
-# agent) in DIR and returns once it is ready; DIR/kubeconfig is the administrator's.
+# Starts a test bed in DIR and returns once it is ready; DIR/kubeconfig is the administrator's.
 #
-#   bash tests/cluster/up.sh DIR && kubectl --kubeconfig DIR/kubeconfig get nodes
+#   bash tests/cluster/up.sh DIR [--stack all|control-plane|trainer-v2.1|node]
+#   kubectl --kubeconfig DIR/kubeconfig get nodes -o wide
 #
-# Builds the binaries first when the cache lacks them (tests/cluster/build.sh). Run in the
-# project's environment (. .venv/bin/activate). Stop it with `bash tests/cluster/down.sh DIR`.
+# `all` (the default): etcd, kube-apiserver, kube-controller-manager, the operators and the node
+# agent; `node`: the control plane, kube-scheduler and the genuine node (containerd, the kubelet,
+# kube-proxy, CoreDNS, the volume provisioner). Builds the binaries first when the cache lacks
+# them (tests/cluster/build.sh). Runs with $PYTHON, else the project's .venv, else `python`: an
+# interpreter with the project's test packages. Stop it with `bash tests/cluster/down.sh DIR`.
 set -euo pipefail
-[ $# -eq 1 ] || { echo "usage: bash tests/cluster/up.sh DIR" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: bash tests/cluster/up.sh DIR [--stack STACK]" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
-PYTHONPATH="$here/..${PYTHONPATH:+:$PYTHONPATH}" exec python -m cluster.bed up "$1"
+. "$here/python.sh"
+PYTHONPATH="$here/..${PYTHONPATH:+:$PYTHONPATH}" exec "$python" -m cluster.bed up "$@"

@@ -1,0 +1,338 @@
+"""The genuine node: containerd (with Debian's runc), the kubelet, kube-proxy and CNI's bridge on
+this machine, CoreDNS and local-path-provisioner as pods in the cluster, each with credentials of
+its own; and what `stop` removes after them (pods, mounts, the bridge, kube-proxy's rules).
+
+    layout = plan(root)                      # before the API server: it listens on the node's
+    create_bridge(layout)                    # address, the bridge's
+    start(bed, procs, layout, binaries)      # returns once the Node is Ready and DNS answers
+    stop_pods(root); clean(root)             # from any process (down.sh), after the kubelet
+
+The configuration files are `node_config.py`'s; the images no registry gives are
+`node_images.py`'s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import yaml
+
+from cluster import certs, control_plane, node_addons, node_config, node_images, processes
+
+NODE_DIR = "node"
+NODE_RECORD = "node.json"
+RUNC = "/usr/sbin/runc"
+#: Where the kubelet links each container's log (fixed in its code).
+CONTAINER_LOG_LINKS = Path("/var/log/containers")
+#: Where libcni caches each attachment's result (its default; containerd sets no other).
+CNI_CACHE = Path("/var/lib/cni/results")
+#: The subnets a node's pods may take: the first /24 here that no interface or route uses.
+SUBNET_POOL = ipaddress.ip_network("10.240.0.0/16")
+READY_TIMEOUT_S = 180.0
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
+
+
+def cache_dir() -> Path:
+    """The bed's build cache (as `build.sh` finds it)."""
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(os.environ.get("KFDIST_CLUSTER_CACHE") or Path(xdg) / "kfdist" / "cluster")
+
+
+def _used_networks() -> List[ipaddress.IPv4Network]:
+    routes = subprocess.run(["ip", "-4", "-o", "route", "show", "table", "all"],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    found = []
+    for line in routes:
+        word = line.split()[0] if line.split() else ""
+        if word in ("local", "broadcast") and len(line.split()) > 1:
+            word = line.split()[1]
+        try:
+            found.append(ipaddress.ip_network(word, strict=False))
+        except ValueError:
+            continue
+    return found
+
+
+def plan(root: Path) -> node_config.NodeLayout:
+    """The node's layout in bed directory `root`: a /24 no interface uses, free ports."""
+    used = _used_networks()
+    subnet = next((net for net in SUBNET_POOL.subnets(new_prefix=24)
+                   if not any(net.overlaps(other) for other in used)), None)
+    if subnet is None:
+        raise processes.StartFailed(f"no free /24 left in {SUBNET_POOL} for the node's pods")
+    bridge = "kfd" + hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:10]
+    return node_config.NodeLayout(
+        root=Path(root).resolve() / NODE_DIR, subnet=str(subnet), bridge=bridge,
+        kubelet_port=processes.free_port(),
+        healthz_ports=(processes.free_port(), processes.free_port(), processes.free_port()),
+        containerd_root=cache_dir() / "containerd-root")
+
+
+def create_bridge(layout: node_config.NodeLayout) -> None:
+    """The pods' bridge, with the node's address (the API server listens there for the pods)."""
+    prefix = ipaddress.ip_network(layout.subnet).prefixlen
+    for argv in (["ip", "link", "add", "name", layout.bridge, "type", "bridge"],
+                 ["ip", "addr", "add", f"{layout.node_ip}/{prefix}", "dev", layout.bridge],
+                 ["ip", "link", "set", layout.bridge, "up"]):
+        result = subprocess.run(argv, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise processes.StartFailed(f"{' '.join(argv)}: {result.stderr.strip()}")
+
+
+def certificates(authority: certs.Authority, layout: node_config.NodeLayout) -> None:
+    """The node's identities: the kubelet's client and serving certificates, kube-proxy's and
+    kube-scheduler's (the users the API server's bootstrap RBAC already knows)."""
+    authority.issue("kubelet", f"system:node:{node_config.NODE_NAME}", organization="system:nodes")
+    authority.issue("kubelet-serving", f"system:node:{node_config.NODE_NAME}",
+                    hosts=(layout.node_ip, node_config.NODE_NAME))
+    authority.issue("kube-proxy", "system:kube-proxy")
+    authority.issue("kube-scheduler", "system:kube-scheduler")
+
+
+def write_kubeconfig(bed, name: str, stem: str, user: str) -> Path:
+    """A kubeconfig for component `name` with the client certificate `pki/STEM.crt`."""
+    path = bed.layout.component_kubeconfig(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pki = bed.layout.pki
+    path.write_text(control_plane.kubeconfig(
+        bed.layout.api_url, pki / "ca.crt",
+        control_plane.client_certificate(pki / f"{stem}.crt", pki / f"{stem}.key"), user))
+    return path
+
+
+def scheduler_argv(binary: str, kubeconfig: Path) -> List[str]:
+    """kube-scheduler with its own identity; serving nothing (no port on the host)."""
+    return [binary, f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}", "--leader-elect=false",
+            "--bind-address=127.0.0.1", "--secure-port=0", f"-v={control_plane.VERBOSITY}"]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _link_binaries(layout: node_config.NodeLayout, binaries: Dict[str, str]) -> Path:
+    """containerd finds its shim on its PATH, and CNI its plugins in one directory."""
+    bin_dir = layout.root / "bin"
+    for directory, names in ((bin_dir, ("containerd-shim-runc-v2",)),
+                             (layout.cni_bin_dir, CNI_PLUGINS)):
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            link = directory / name
+            link.unlink(missing_ok=True)
+            link.symlink_to(binaries[name])
+    return bin_dir
+
+
+def _socket_answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(str(path)) == 0
+
+
+def start_containerd(procs: processes.Processes, layout: node_config.NodeLayout,
+                     binaries: Dict[str, str], sandbox_image: str) -> None:
+    """containerd with the node's configuration; returns once its socket answers."""
+    bin_dir = _link_binaries(layout, binaries)
+    layout.containerd_root.mkdir(parents=True, exist_ok=True)
+    config = _write(layout.config("containerd.toml"),
+                    node_config.containerd_config(layout, RUNC, sandbox_image))
+    procs.start("containerd", [binaries["containerd"], "--config", str(config)],
+                env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    procs.wait_until("containerd", lambda: _socket_answers(layout.containerd_socket),
+                     READY_TIMEOUT_S)
+
+
+def _node_ready(bed) -> bool:
+    found = bed.kubectl_run("get", "node", node_config.NODE_NAME, "-o", "json", check=False)
+    if found.returncode != 0:
+        return False
+    conditions = json.loads(found.stdout)["status"].get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _deployments_ready(bed) -> bool:
+    for namespace, name in (("kube-system", "coredns"),
+                            (node_addons.PROVISIONER_NAMESPACE, "local-path-provisioner")):
+        found = bed.kubectl_run("get", "deployment", name, "-n", namespace, "-o", "json",
+                                check=False)
+        if found.returncode != 0 or not json.loads(found.stdout)["status"].get("readyReplicas"):
+            return False
+    return True
+
+
+def start(bed, procs: processes.Processes, layout: node_config.NodeLayout,
+          binaries: Dict[str, str], extra_images=()) -> None:
+    """Starts containerd, the kubelet and kube-proxy, then CoreDNS and the provisioner as pods;
+    returns once the Node is Ready and both Deployments are.
+
+    Args:
+      bed: The bed (its API server runs, listening on `layout.node_ip`).
+      procs: The bed's processes.
+      layout: The node's layout (`plan`), its bridge made (`create_bridge`).
+      binaries: {name: path} of the bed's binaries.
+      extra_images: podman images the pods run (kfdist's), imported into containerd too.
+    """
+    pki = bed.layout.pki
+    (bed.root / NODE_RECORD).write_text(json.dumps({
+        "layout": layout.to_json(), "crictl": binaries["crictl"],
+        "kube-proxy": binaries["kube-proxy"], "containerd": binaries["containerd"]}, indent=1))
+    kube_version = Path(binaries["kubelet"]).parent.name.split("-")[0]
+    images = node_images.build_images(binaries, cache_dir(), kube_version)
+    for directory in (layout.cni_conf_dir, layout.cni_ipam_dir, layout.kubelet_dir,
+                      layout.pod_logs, layout.volumes):
+        directory.mkdir(parents=True, exist_ok=True)
+    (layout.cni_conf_dir / f"10-{node_config.CNI_NETWORK}.conflist").write_text(
+        json.dumps(node_config.cni_conflist(layout), indent=1))
+    _write(layout.resolv_conf, node_config.resolv_conf())
+
+    start_containerd(procs, layout, binaries, images["pause"])
+    node_images.import_images(binaries["ctr"], layout.containerd_socket, layout.containerd_root,
+                              [*images.values(), *extra_images])
+
+    kubelet_config = _write(layout.config("kubelet.yaml"),
+                            json.dumps(node_config.kubelet_config(layout, pki), indent=1))
+    kubeconfig = write_kubeconfig(bed, "kubelet", "kubelet",
+                                  f"system:node:{node_config.NODE_NAME}")
+    procs.start("kubelet", [binaries["kubelet"], f"--config={kubelet_config}",
+                            f"--kubeconfig={kubeconfig}",
+                            f"--hostname-override={node_config.NODE_NAME}",
+                            f"--node-ip={layout.node_ip}", f"--root-dir={layout.kubelet_dir}",
+                            f"--cert-dir={layout.root / 'kubelet-pki'}"])
+    procs.wait_until("kubelet", lambda: _node_ready(bed), READY_TIMEOUT_S)
+
+    proxy_kubeconfig = write_kubeconfig(bed, "kube-proxy", "kube-proxy", "system:kube-proxy")
+    proxy_config = _write(layout.config("kube-proxy.yaml"), json.dumps(
+        node_config.kube_proxy_config(layout, proxy_kubeconfig), indent=1))
+    procs.start("kube-proxy", [binaries["kube-proxy"], f"--config={proxy_config}"])
+
+    objects = (node_addons.coredns_objects(images["coredns"])
+               + node_addons.provisioner_objects(images["local-path-provisioner"],
+                                                 images["busybox"], layout.volumes))
+    bed.kubectl_run("apply", "--server-side", "-f", "-",
+                    stdin=yaml.safe_dump_all(objects, sort_keys=False))
+    procs.wait_until("kubelet", lambda: _deployments_ready(bed), READY_TIMEOUT_S)
+
+
+def _record(root: Path) -> Optional[dict]:
+    try:
+        return json.loads((Path(root) / NODE_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def stop_pods(root: Path) -> None:
+    """Stops and removes every pod sandbox and container on the node (their network namespaces
+    and addresses released by CNI), through containerd's CRI; run after the kubelet has stopped
+    and before containerd does. A containerd that is no longer running is started for it."""
+    record = _record(root)
+    if record is None:
+        return
+    layout = node_config.NodeLayout.from_json(record["layout"])
+    if not layout.config("containerd.toml").exists():
+        return
+    temporary = None
+    if not _socket_answers(layout.containerd_socket):
+        temporary = subprocess.Popen(
+            [record["containerd"], "--config", str(layout.config("containerd.toml"))],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            env={**os.environ, "PATH": f"{layout.root / 'bin'}:{os.environ['PATH']}"})
+        deadline = time.monotonic() + 30
+        while not _socket_answers(layout.containerd_socket) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    endpoint = f"unix://{layout.containerd_socket}"
+    try:
+        for argv in (["rmp", "--all", "--force"], ["rm", "--all", "--force"]):
+            subprocess.run([record["crictl"], "--runtime-endpoint", endpoint,
+                            "--image-endpoint", endpoint, "--timeout", "60s", *argv],
+                           capture_output=True, timeout=180)
+    finally:
+        if temporary is not None:
+            temporary.terminate()
+            try:
+                temporary.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                temporary.kill()
+                temporary.wait()
+
+
+def _mounts_under(root: Path) -> List[str]:
+    prefix = str(Path(root).resolve()) + "/"
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    return sorted({p for p in points if p.startswith(prefix)}, key=len, reverse=True)
+
+
+def _shim_pids(socket_path: Path) -> List[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"containerd-shim-runc-v2") and str(socket_path).encode() in argv:
+            pids.append(int(entry))
+    return pids
+
+
+def clean(root: Path) -> Dict[str, list]:
+    """Removes what the node leaves on the host once its processes have ended: shims still
+    running, mounts under the bed's directory, the bridge, kube-proxy's iptables rules, the
+    kubelet's log links and CNI's cached results. Returns what it found, by kind."""
+    record = _record(root)
+    if record is None:
+        return {}
+    layout = node_config.NodeLayout.from_json(record["layout"])
+    found: Dict[str, list] = {"shims": _shim_pids(layout.containerd_socket)}
+    for pid in found["shims"]:
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    found["mounts"] = _mounts_under(Path(root))
+    for point in found["mounts"]:
+        subprocess.run(["umount", "--lazy", point], capture_output=True)
+    gone = subprocess.run(["ip", "link", "del", layout.bridge], capture_output=True)
+    found["bridge"] = [layout.bridge] if gone.returncode == 0 else []
+    subprocess.run([record["kube-proxy"], "--cleanup"], capture_output=True, timeout=120)
+    found["log links"] = []
+    if CONTAINER_LOG_LINKS.is_dir():
+        for link in CONTAINER_LOG_LINKS.iterdir():
+            if link.is_symlink() and os.readlink(link).startswith(str(layout.pod_logs)):
+                link.unlink()
+                found["log links"].append(link.name)
+    if CNI_CACHE.is_dir():
+        for cached in CNI_CACHE.glob(f"{node_config.CNI_NETWORK}-*"):
+            cached.unlink()
+    return found
+
+
+def leftovers(root: Path, layout: node_config.NodeLayout) -> Dict[str, list]:
+    """What of the node in `root` is still on the host after `stop` (nothing, by kind, when
+    empty): shims, mounts under the bed, its bridge, kube-proxy's chains, log links."""
+    found = {"shims": _shim_pids(layout.containerd_socket),
+             "mounts": _mounts_under(Path(root)),
+             "bridge": [layout.bridge] if Path(f"/sys/class/net/{layout.bridge}").exists()
+             else [],
+             "kube-proxy chains": [line for line in subprocess.run(
+                 ["iptables-save"], capture_output=True, text=True).stdout.splitlines()
+                 if line.startswith(":KUBE-")],
+             "log links": [link.name for link in (CONTAINER_LOG_LINKS.iterdir()
+                                                  if CONTAINER_LOG_LINKS.is_dir() else ())
+                           if link.is_symlink()
+                           and os.readlink(link).startswith(str(layout.pod_logs))]}
+    return {kind: items for kind, items in found.items() if items}
