@@ -22,16 +22,16 @@ NAMED_CLASSES = 10
 TRAIN, HELD_OUT = "train", "eval"
 
 
-def _warnings(classes: Mapping[str, Mapping[str, int]]) -> List[str]:
-    total = sum(c[TRAIN] + c[HELD_OUT] for c in classes.values())
+def _warnings(classes: List[Dict[str, Any]]) -> List[str]:
+    total = sum(c[TRAIN] + c[HELD_OUT] for c in classes)
     out = []
-    for name, counts in classes.items():
-        examples = counts[TRAIN] + counts[HELD_OUT]
+    for counts in classes:
+        name, examples = counts["name"], counts[TRAIN] + counts[HELD_OUT]
         if total and examples / total < RARE_CLASS_SHARE:
             out.append(f"class {name!r} has {examples:,} of the {total:,} examples "
                        f"({examples / total:.1%}, under {RARE_CLASS_SHARE:.0%}): accuracy barely "
                        "shows how it is predicted; read its row of the confusion matrix")
-    missing = {split: [n for n, c in classes.items() if not c[split]] for split in (TRAIN, HELD_OUT)}
+    missing = {split: [c["name"] for c in classes if not c[split]] for split in (TRAIN, HELD_OUT)}
     if missing[TRAIN]:
         out.append(f"the train split has no example of class(es) {_names(missing[TRAIN])}: the "
                    "model cannot learn them")
@@ -48,15 +48,15 @@ def _names(names: List[str]) -> str:
 
 def label_record(meta: DatasetMetadata) -> Optional[Dict[str, Any]]:
     """What a dataset's label holds: `column` (None: the source's folders name the classes),
-    `classes` (per class name, its `train` and `eval` examples, in class id order) and
+    `classes` (per class, in class id order: its `name`, its `train` and `eval` examples) and
     `warnings` (one line each); None for a dataset written before classes were counted."""
     if meta.class_counts is None:
         return None
     names = display_class_names(meta)
     counts = {split: list(meta.class_counts.get(split, ())) for split in (TRAIN, HELD_OUT)}
-    classes = {name: {split: int(counts[split][i]) if i < len(counts[split]) else 0
-                      for split in (TRAIN, HELD_OUT)}
-               for i, name in enumerate(names)}
+    classes = [{"name": name, **{split: int(counts[split][i]) if i < len(counts[split]) else 0
+                                 for split in (TRAIN, HELD_OUT)}}
+               for i, name in enumerate(names)]
     return {"column": meta.label_column, "classes": classes, "warnings": _warnings(classes)}
 
 
@@ -65,11 +65,10 @@ def label_lines(record: Optional[Mapping[str, Any]]) -> List[str]:
     each warning (`warning: ...`); none without a record."""
     if not record:
         return []
-    classes = {name: int(c[TRAIN] + c[HELD_OUT])  # KFP keeps numeric metadata as floats
-               for name, c in record["classes"].items()}
-    total = sum(classes.values()) or 1
-    shown = [f"{name!r} {n:,} ({n / total:.0%})"
-             for name, n in list(classes.items())[:NAMED_CLASSES]]
+    classes = [(c["name"], int(c[TRAIN] + c[HELD_OUT]))  # KFP keeps numbers as floats
+               for c in record["classes"]]
+    total = sum(n for _, n in classes) or 1
+    shown = [f"{name!r} {n:,} ({n / total:.0%})" for name, n in classes[:NAMED_CLASSES]]
     more = (f" and {len(classes) - NAMED_CLASSES} more" if len(classes) > NAMED_CLASSES else "")
     column = f"label {record['column']!r}" if record.get("column") else "label"
     return ([f"{column}: {len(classes)} classes: {', '.join(shown)}{more}"]

@@ -56,7 +56,8 @@ def scan_unit(unit: int, source, split_mask) -> Iterator[dict]:
     """Scans one unit of the source: per batch, its split and its train statistics.
 
     Yields `{"key": (unit, batch), "counts": {split: int}, "eval_mask": packed bits,
-    "checksum": int, "max_label": int, "class_counts": {split: [int]}, "moments": (count, mean, m2) or None,
+    "checksum": int, "max_label": int, "class_counts": {split: [int]},
+    "moments": (count, mean, m2) or None,
     "values": [Counter per string column] or None, "reader": pid}`, or, when the
     unit holds invalid input, one `{"key": (unit, -1), "error": message}`.
     """

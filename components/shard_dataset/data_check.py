@@ -3,11 +3,12 @@
 `DataCheck` rides along the shard step's passes (`observe_scan`,
 `observe_write`), or reads the source itself after a Beam run (`read`).
 After the scan, `judge` compares the data with the reference
-(`validation.compare`, and the label's classes: `label_check`): each anomaly is logged on a line of its own and fails
-the step (`DataAnomalyError`, before a shard is written) unless
-`allow_anomalies`; drift is logged as a warning. `write` puts
-`statistics.json`, `validation.json` (the comparison) and the HTML page
-(`validation_report`) into the dataset directory.
+(`validation.compare`, and the label's classes: `label_check`): each
+anomaly is logged on a line of its own and fails the step
+(`DataAnomalyError`, before a shard is written) unless `allow_anomalies`;
+drift is logged as a warning. `write` puts `statistics.json`,
+`validation.json` (the comparison) and the HTML page (`validation_report`)
+into the dataset directory.
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ class DataCheck:
                 json.dump(dataclasses.asdict(self.result), f, indent=2)
         with open(os.path.join(root, REPORT_FILE), "w") as f:
             f.write(render_validation_html(explain_columns(meta, keep_columns=keep_columns),
-                                           statistics, self.result))
+                                           statistics, self.result, label_record(meta)))
         return statistics
 
 
