@@ -91,20 +91,20 @@ def _refuse_mixed(labels: Sequence[str], numbers: Dict[str, float], label_column
         f"label column {label_column!r} mixes numbers and text: {number!r} at {n_where} is a "
         f"number but {text!r} at {t_where} is not (text labels: {named}){missing}; a label "
         "column holds class numbers or class names, not both: fix those rows, or name "
-        "another column with label_column (--label-column)")
+        "another column with label_column")
 
 
 def _numeric_classes(numbers: Dict[str, float], label_column: str) -> LabelClasses:
     distinct = sorted(set(numbers.values()))
-    whole = all(v.is_integer() for v in distinct)
-    if len(distinct) > MAX_NUMBER_CLASSES or not whole:
-        odd = next((v for v in distinct if not v.is_integer()), None)
+    odd = next((v for v in distinct if not v.is_integer()), None)
+    if len(distinct) > MAX_NUMBER_CLASSES or odd is not None:
         why = (f"numbers that are not whole (e.g. {odd!r})" if odd is not None else
                f"{len(distinct):,} distinct numbers (classes are at most {MAX_NUMBER_CLASSES})")
+        ids = "" if odd is not None else " (more class ids than that: write them as names)"
         raise InvalidInputError(
             f"label column {label_column!r} holds {why}: a quantity to predict, not classes; "
-            "kfdist trains classifiers: bin the values into classes in a column of their own, "
-            "or name another column with label_column (--label-column)")
+            "kfdist trains classifiers: bin the values into classes in a column of their own"
+            f"{ids}, or name another column with label_column")
     if distinct == [float(i) for i in range(len(distinct))]:
         return LabelClasses(names=None, ids={t: int(v) for t, v in numbers.items()})
     index = {v: i for i, v in enumerate(distinct)}

@@ -10,6 +10,9 @@ is an anomaly of the data check.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import sklearn.datasets
 
@@ -60,7 +63,23 @@ def test_a_label_mixing_numbers_and_text_is_refused_in_one_line(tmp_path):
     assert "\n" not in message
     assert message.startswith("label column 'target' mixes numbers and text: '0' at line 2 of "
                               "'bc.csv' is a number but 'benign' at line 8 of 'bc.csv' is not")
-    assert "--label-column" in message
+    assert message.endswith("fix those rows, or name another column with label_column")
+    assert not out.exists()
+
+
+def test_kfdist_run_refuses_it_in_one_line_naming_its_flag(tmp_path):
+    frame = sklearn.datasets.load_breast_cancer(as_frame=True).frame
+    frame["target"] = frame["target"].astype(object)
+    frame.loc[6, "target"] = "benign"
+    frame.to_csv(tmp_path / "bc.csv", index=False)
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "kfdist", "run", "tabular", "--data",
+                           str(tmp_path / "bc.csv"), "--label-column", "target", "--output",
+                           str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    [line] = [l for l in proc.stderr.splitlines() if l.startswith("kfdist:")]
+    assert line.startswith("kfdist: invalid input: label column 'target' mixes numbers and text")
+    assert line.endswith("fix those rows, or name another column with --label-column")
     assert not out.exists()
 
 
