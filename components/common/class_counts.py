@@ -3,10 +3,12 @@
 The shard step counts each class's examples in each split
 (`DatasetMetadata.class_counts`); `label_record` turns them into the record the
 Dataset artifact's metadata and the run's `summary.json` carry, and
-`label_lines` into the lines the shard log and the console print. A class with
-under `RARE_CLASS_SHARE` of the examples is warned of (accuracy barely sees how
-it is predicted), and so is a class missing from a split: one the train split
-lacks cannot be learnt, one the held-out split lacks is never scored.
+`label_lines` into the lines the shard log and the console print. Classes
+under `RARE_CLASS_SHARE` of the examples (and under half an even share, so
+that a hundred even classes are not all rare) are warned of in one line
+(accuracy barely shows how they are predicted), and so is a class missing from
+a split: one the train split lacks cannot be learnt, one the held-out split
+lacks is never scored.
 """
 
 from __future__ import annotations
@@ -24,13 +26,17 @@ TRAIN, HELD_OUT = "train", "eval"
 
 def _warnings(classes: List[Dict[str, Any]]) -> List[str]:
     total = sum(c[TRAIN] + c[HELD_OUT] for c in classes)
+    # Rare: under RARE_CLASS_SHARE, and under half an even share (100 even classes are not rare).
+    bound = min(RARE_CLASS_SHARE, 0.5 / max(len(classes), 1))
+    rare = [(c["name"], c[TRAIN] + c[HELD_OUT]) for c in classes
+            if total and (c[TRAIN] + c[HELD_OUT]) / total < bound]
     out = []
-    for counts in classes:
-        name, examples = counts["name"], counts[TRAIN] + counts[HELD_OUT]
-        if total and examples / total < RARE_CLASS_SHARE:
-            out.append(f"class {name!r} has {examples:,} of the {total:,} examples "
-                       f"({examples / total:.1%}, under {RARE_CLASS_SHARE:.0%}): accuracy barely "
-                       "shows how it is predicted; read its row of the confusion matrix")
+    if rare:
+        each = ", ".join(f"{name!r} {n:,} ({n / total:.1%})" for name, n in rare[:NAMED_CLASSES])
+        more = f" and {len(rare) - NAMED_CLASSES} more" if len(rare) > NAMED_CLASSES else ""
+        out.append(f"{len(rare)} class(es) under {bound:.1%} of the {total:,} examples: {each}"
+                   f"{more}; accuracy barely shows how they are predicted: read their rows of "
+                   "the confusion matrix")
     missing = {split: [c["name"] for c in classes if not c[split]] for split in (TRAIN, HELD_OUT)}
     if missing[TRAIN]:
         out.append(f"the train split has no example of class(es) {_names(missing[TRAIN])}: the "

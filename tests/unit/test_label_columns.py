@@ -127,8 +127,8 @@ def test_a_rare_class_and_a_class_the_held_out_split_lacks_are_warned_of(tmp_pat
     assert meta.split == "predefined"
     warnings = label_record(meta)["warnings"]
     assert warnings == [
-        "class 'barbera' has 3 of the 133 examples (2.3%, under 5%): accuracy barely shows how "
-        "it is predicted; read its row of the confusion matrix",
+        "1 class(es) under 5.0% of the 133 examples: 'barbera' 3 (2.3%); accuracy barely shows "
+        "how they are predicted: read their rows of the confusion matrix",
         "the held-out split has no example of class(es) 'barbera': the evaluation never scores "
         "them (more data, or a larger eval_fraction)"]
     assert [f"warning: {w}" for w in warnings] == label_lines(label_record(meta))[1:]
