@@ -47,6 +47,8 @@ def test_whole_numbers_other_than_0_to_k_are_classes_named_by_them(tmp_path):
     assert counts == [71, 48, 59]  # grignolino (3), barbera (5), barolo (9)
     one_to_three = shard(wine(tmp_path / "w123.csv", {0: 1, 1: 2, 2: 3}), tmp_path / "out123")
     assert one_to_three.class_names == ("1", "2", "3")
+    signed = shard(wine(tmp_path / "signed.csv", {0: 10, 1: 9, 2: -1}), tmp_path / "signed")
+    assert signed.class_names == ("-1", "9", "10")  # in numeric order, not as text
     ids = shard(wine(tmp_path / "w012.csv"), tmp_path / "out012")
     assert ids.num_classes == 3 and ids.class_names is None  # 0..k-1: their own ids
 
