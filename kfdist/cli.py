@@ -66,7 +66,8 @@ def _add_run(sub) -> None:
     p.add_argument("--export-base", default=None, help="serving export base (default: OUTPUT/serving)")
     _add_shard_flags(p)
     for name in ("reference_dataset", "allow_anomalies", "categorical_drift_threshold",
-                 "numeric_drift_threshold", "accuracy_threshold", "min_improvement"):
+                 "numeric_drift_threshold", "accuracy_threshold", "min_improvement",
+                 "allow_class_change"):
         _add_pipeline_flag(p, name)
     p.add_argument("--slice-columns", type=_column_list, default=(), metavar="A,B",
                    help="table columns to slice the held-out split by: the evaluation reports "
@@ -205,7 +206,8 @@ def run_options(args):
         categorical_drift_threshold=args.categorical_drift_threshold,
         numeric_drift_threshold=args.numeric_drift_threshold,
         accuracy_threshold=args.accuracy_threshold, min_improvement=args.min_improvement,
-        slice_columns=args.slice_columns, serving_model_name=args.serving_model_name,
+        allow_class_change=args.allow_class_change, slice_columns=args.slice_columns,
+        serving_model_name=args.serving_model_name,
         cache=args.cache, verbose=args.verbose, runner=args.runner, images=image_target(args))
 
 

@@ -55,6 +55,7 @@ class RunOptions:
       numeric_drift_threshold: Jensen-Shannon divergence above which a numeric column drifted.
       min_improvement: How much more held-out accuracy than the served model's (the latest
         version under the export base and serving model name) the new model needs.
+      allow_class_change: Export a model that predicts other classes than the served one.
       runner: `subprocess` (each step a process of this Python) or `docker` (each step in the
         runtime image, as Kubeflow Pipelines runs it; see `kfdist.docker_run`).
       images: `(registry, tag)` of kfdist's images (tag None: kfdist's version), as `kfdist
@@ -83,6 +84,7 @@ class RunOptions:
     numeric_drift_threshold: float = NUMERIC_DRIFT_THRESHOLD
     accuracy_threshold: float = 0.9
     min_improvement: float = MIN_IMPROVEMENT
+    allow_class_change: bool = False
     slice_columns: Tuple[str, ...] = ()
     serving_model_name: Optional[str] = None
     cache: bool = True
@@ -210,6 +212,7 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
                 categorical_drift_threshold=opts.categorical_drift_threshold,
                 numeric_drift_threshold=opts.numeric_drift_threshold,
                 accuracy_threshold=opts.accuracy_threshold, min_improvement=opts.min_improvement,
+                allow_class_change=opts.allow_class_change,
                 slice_columns=list(opts.slice_columns),
                 serving_model_name=opts.serving_name,
                 source_version=storage.content_version(source_uri), **opts.source_args,

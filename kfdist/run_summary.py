@@ -82,6 +82,21 @@ def _trained_model_name(outputs) -> Optional[str]:
     return None
 
 
+def _label(outputs) -> Optional[Dict[str, Any]]:
+    """The label's classes and their examples per split, and warnings
+    (`class_counts.label_record`), from the metadata of the dataset the model was trained on."""
+    from kfdist.components.common.class_counts import label_record
+    from kfdist.components.common.dataset_spec import DatasetMetadata
+    from kfdist.components.common.model_artifact import DATASET_METADATA_FILE
+
+    for task in TRAIN_TASKS:
+        path = os.path.join(_run_dir(outputs), task, MODEL_OUTPUT, DATASET_METADATA_FILE)
+        if os.path.isfile(path):
+            with open(path) as f:
+                return label_record(DatasetMetadata.from_json(f.read()))
+    return None
+
+
 def _export_record(outputs, blessing: Dict[str, Any]) -> Dict[str, Any]:
     """The export step's record; the export task runs under `dsl.If(blessed)`, so it is no
     pipeline output, and a skipped one says why the model is not blessed."""
@@ -119,7 +134,7 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
                output_dir: str, wall_seconds: float, *, steps: Optional[Dict[str, str]] = None,
                report: Optional[str] = None) -> Dict[str, Any]:
     """`summary.json` of a finished run: its id, the model's name, every step's outcome, data,
-    training, evaluation, the report, export and wall time.
+    its label's classes, training, evaluation, the report, export and wall time.
 
     Args:
       outputs: The pipeline task's outputs (kfp.local).
@@ -166,6 +181,7 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
         "report": report,
         "data": source_uri,
         "data_validation": _task_record(outputs, SHARD_TASK, VALIDATION_RECORD) or None,
+        "label": _label(outputs),
         "output_dir": output_dir,
         "logs_dir": os.path.join(output_dir, LOGS_DIR),
         "train": trained,
@@ -209,7 +225,10 @@ def format_summary(summary: Dict[str, Any]) -> str:
     gap = accuracy_gap(summary.get("train", {}).get("final_accuracy"), evaluation["accuracy"])
     if gap:
         lines.append(f"warning: {gap}")
-    if served.get("not_compared"):
+    if served.get("class_change"):
+        lines.append(f"warning: the served model {served['path']} predicts other classes: "
+                     f"{served['not_compared']}")
+    elif served.get("not_compared"):
         lines.append(f"warning: the served model {served['path']} could not be compared, so "
                      f"the threshold alone decided: {served['not_compared']}")
     lines += _lowest_slice(evaluation.get("slices") or {})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Mapping
 
+from kfdist.components.common.class_counts import label_lines
+
 
 def _shard(outputs: Mapping[str, Any], epochs: int) -> str:
     meta = outputs.get("dataset") or {}
@@ -23,8 +25,9 @@ SHARD_DETAIL_INDENT = " " * 12
 
 
 def _data_lines(meta: Mapping[str, Any]) -> List[str]:
-    """What became of each column of a table, and its check against the reference."""
-    lines = list(meta.get("columns") or ())
+    """What became of each column of a table, its label's classes, and its check against the
+    reference."""
+    lines = list(meta.get("columns") or ()) + label_lines(meta.get("label"))
     checked = meta.get("data_validation")
     if checked:
         anomalies, drifted = checked.get("anomalies") or [], checked.get("drifted_columns") or {}

@@ -84,8 +84,9 @@ def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
          "model name) was trained on, when there is one."),
         ("allow_anomalies", bool, False,
          "Train on a table that breaks its reference's schema (a column missing or new, a kind "
-         "changed, a string value the reference never had, a jump in a column's missing cells); "
-         "by default the shard step fails on it, one line per anomaly."),
+         "changed, a string value the reference never had, a jump in a column's missing cells, "
+         "a label class gained or lost); by default the shard step fails on it, one line per "
+         "anomaly."),
         ("categorical_drift_threshold", float, CATEGORICAL_DRIFT_THRESHOLD,
          "L-infinity distance between a string column's value distributions and the "
          "reference's (as TFDV measures it) above which the shard step warns of drift."),
@@ -98,6 +99,10 @@ def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
          "under the same export base and serving model name, scored on the same examples) the "
          "new model needs to be exported, in [-1, 1]: 0 not worse, 0.01 a point better, -0.01 up to a point "
          "worse, -1 the threshold alone. Without a served model the threshold alone decides."),
+        ("allow_class_change", bool, False,
+         "Export a model that predicts other classes than the served one (a class gained, "
+         "lost or spelled another way), on the threshold alone; by default such a model is not "
+         "exported and the evaluation names both models' classes."),
         ("slice_columns", List[str], [],
          "Table columns to slice the held-out split by: each value of a string column, or of "
          "a numeric one with few values (else quantile bins), gets its examples, accuracy and "
@@ -217,7 +222,8 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
                               slice_columns=values["slice_columns"],
                               export_base=values["export_base"],
                               serving_model_name=values["serving_model_name"],
-                              min_improvement=values["min_improvement"])
+                              min_improvement=values["min_improvement"],
+                              allow_class_change=values["allow_class_change"])
     with dsl.If(evaluate.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a DSL condition)
         export = export_saved_model(model=train.outputs["model"],
                                     blessing=evaluate.outputs["blessing"],

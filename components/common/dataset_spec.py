@@ -176,6 +176,10 @@ class DatasetMetadata:
         source) of each split.
       excluded_columns: Source columns left out of the dataset, and why
         (None: none).
+      label_column: The source's label column or feature (None: the source's
+        folders or files name the classes).
+      class_counts: Per split, its examples of each class id (index = label; None:
+        written before datasets counted them).
     """
 
     source_uri: str
@@ -191,6 +195,8 @@ class DatasetMetadata:
     split: str = HASH_SPLIT
     split_files: Optional[Dict[str, Tuple[str, ...]]] = None
     excluded_columns: Optional[Tuple[ExcludedColumn, ...]] = None
+    label_column: Optional[str] = None
+    class_counts: Optional[Dict[str, Tuple[int, ...]]] = None
     format_version: str = FORMAT_VERSION
 
     def shard_paths(self, root: str, split: str) -> List[str]:
@@ -224,6 +230,7 @@ class DatasetMetadata:
             pre["vocabularies"] = tuple(tuple(v) for v in pre["vocabularies"])
         split_files = d.get("split_files")
         excluded = d.get("excluded_columns")
+        class_counts = d.get("class_counts")
         splits = {
             name: SplitInfo(num_examples=s["num_examples"],
                             shards=tuple(ShardInfo(**sh) for sh in s["shards"]))
@@ -238,6 +245,9 @@ class DatasetMetadata:
             split=d.get("split", HASH_SPLIT),
             split_files={k: tuple(v) for k, v in split_files.items()} if split_files else None,
             excluded_columns=tuple(ExcludedColumn(**e) for e in excluded) if excluded else None,
+            label_column=d.get("label_column"),
+            class_counts=({k: tuple(v) for k, v in class_counts.items()}
+                          if class_counts is not None else None),
             format_version=d["format_version"])
 
 

@@ -21,6 +21,7 @@ def evaluate_model(
     export_base: str = "",
     serving_model_name: str = "",
     min_improvement: float = 0.0,  # verdict.MIN_IMPROVEMENT (KFP embeds this source)
+    allow_class_change: bool = False,
 ) -> bool:
     """Evaluates a trained model on the held-out split and decides its blessing.
 
@@ -52,12 +53,17 @@ def evaluate_model(
             latest version of `serving_model_name` under it is the served model,
             scored on the same held-out split and slices. Empty: no comparison.
             A served model whose serving signature does not fit the dataset is
-            named and not compared (the threshold alone decides).
+            named and not compared (the threshold alone decides); one that
+            predicts other classes is not replaced (see `allow_class_change`).
         serving_model_name: The model's name in the serving layout.
         min_improvement: In [-1, 1]: how much more held-out accuracy than the
             served model's the new one needs to be blessed. 0: not worse;
             negative: a tolerance (-0.01: up to a point worse); -1: the
             threshold alone. Without a served model the threshold alone decides.
+        allow_class_change: Let a model that predicts other classes than the
+            served model (a class gained, lost or spelled another way) replace
+            it, on the threshold alone. By default such a model is not blessed,
+            and the reason names both models' classes.
 
     Returns:
         Whether the model is blessed: its held-out accuracy reached the threshold
@@ -72,7 +78,8 @@ def evaluate_model(
     result = runtime.evaluate(model.path, dataset.path, accuracy_threshold=accuracy_threshold,
                               slice_columns=slice_columns or [], export_base=export_base,
                               serving_model_name=serving_model_name,
-                              min_improvement=min_improvement)
+                              min_improvement=min_improvement,
+                              allow_class_change=allow_class_change)
     for name, value in served_outputs.metric_values(result).items():
         metrics.log_metric(name, value)
     classification_metrics.log_confusion_matrix(result.class_names, result.confusion_matrix)

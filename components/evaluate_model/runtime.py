@@ -70,6 +70,8 @@ class EvaluationResult:
       served_root: Where a served model was looked for, `<export_base>/<name>`
         (empty: no export base given).
       min_improvement: How much more accuracy than the served model's was needed.
+      allow_class_change: Whether a model with other classes than the served one's
+        could replace it.
     """
 
     accuracy: float
@@ -86,6 +88,7 @@ class EvaluationResult:
     served: Optional[vd.ServedModel] = None
     served_root: str = ""
     min_improvement: float = vd.MIN_IMPROVEMENT
+    allow_class_change: bool = False
 
     @property
     def accuracy_change(self) -> Optional[float]:
@@ -177,7 +180,7 @@ def validate_evaluation_args(*, accuracy_threshold: float = 0.9, slice_columns: 
 def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.9,
              slice_columns: Sequence[str] = (), batch_size: int = ep.EVAL_BATCH,
              export_base: str = "", serving_model_name: str = "",
-             min_improvement: float = vd.MIN_IMPROVEMENT,
+             min_improvement: float = vd.MIN_IMPROVEMENT, allow_class_change: bool = False,
              log: Callable[[str], None] = print) -> EvaluationResult:
     """Evaluates a model artifact on a dataset's eval split and decides its blessing.
 
@@ -195,6 +198,8 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
       serving_model_name: The model's name in the serving layout.
       min_improvement: In [-1, 1]: how much more held-out accuracy than the served
         model's the new one needs (0: not worse; negative: a tolerance).
+      allow_class_change: Let a model that predicts other classes than the served one
+        replace it (on the threshold alone); by default it is not blessed.
       log: Receives progress lines.
 
     Returns:
@@ -223,7 +228,8 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
                                            dataset_dir, slice_columns, work,
                                            batch_size=batch_size, log=log)
     result = _result(scored, model_meta, data_meta, threshold, log, served=served,
-                     served_root=served_root, min_improvement=float(min_improvement))
+                     served_root=served_root, min_improvement=float(min_improvement),
+                     allow_class_change=bool(allow_class_change))
     for column in slice_columns:
         log(f"slices by {column}: " + ", ".join(
             f"{s.value} {s.accuracy:.4f} ({s.examples})" for s in slices if s.column == column))
@@ -233,8 +239,8 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
 def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
             data_meta: ds.DatasetMetadata, threshold: float,
             log: Callable[[str], None], *, served: Optional[vd.ServedModel] = None,
-            served_root: str = "", min_improvement: float = vd.MIN_IMPROVEMENT
-            ) -> EvaluationResult:
+            served_root: str = "", min_improvement: float = vd.MIN_IMPROVEMENT,
+            allow_class_change: bool = False) -> EvaluationResult:
     """The metrics and the verdict from the eval split's predictions."""
     num_classes = model_meta.num_classes
     labels = scored.labels
@@ -253,7 +259,8 @@ def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
             precision=float(cm[i, i]) / predicted if predicted else None,
             recall=float(cm[i, i]) / support if support else None))
     blessed, reason = vd.decide(accuracy, threshold, served=served, served_root=served_root,
-                                min_improvement=min_improvement)
+                                min_improvement=min_improvement,
+                                allow_class_change=allow_class_change)
     log(f"accuracy={accuracy:.4f} loss={loss:.4f} over {n} examples; "
         f"{'blessed' if blessed else 'not blessed'}: {reason}")
     return EvaluationResult(
@@ -261,7 +268,8 @@ def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
         class_names=names, blessed=blessed, reason=reason, threshold=threshold,
         per_class=per_class,
         excluded_columns=[c.describe() for c in data_meta.excluded_columns or ()],
-        served=served, served_root=served_root, min_improvement=min_improvement)
+        served=served, served_root=served_root, min_improvement=min_improvement,
+        allow_class_change=allow_class_change)
 
 
 # The report renderers are part of this runtime's interface (component.py calls them here).

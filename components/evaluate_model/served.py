@@ -9,8 +9,11 @@ datasets as PNG, which decodes to the very pixels the shards hold). Its
 predictions go through the same metrics and slices as the new model's.
 
 A version that TF Serving could not serve on this dataset (no SavedModel,
-no `serving_default`, other inputs, other classes) is named with what it
-takes and what the dataset holds, and not scored (`verdict.ServedModel.mismatch`).
+no `serving_default`, other inputs) is named with what it takes and what the
+dataset holds, and not scored (`verdict.ServedModel.mismatch`); so is one
+that predicts other classes than the new model (its export record's class
+names, or its number of outputs), which the verdict then never replaces
+unasked (`verdict.ServedModel.class_change`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from kfdist.components.common import eval_predictions as ep
 from kfdist.components.common import serving_inputs as si
 from kfdist.components.common import serving_versions, signature_check, storage
 from kfdist.components.evaluate_model import slices as sl
+from kfdist.components.evaluate_model import verdict as vd
 from kfdist.components.evaluate_model.verdict import ServedModel
 from kfdist.components.export_saved_model.runtime import EXPORT_INFO_FILE
 
@@ -34,26 +38,33 @@ from kfdist.components.export_saved_model.runtime import EXPORT_INFO_FILE
 _EXPORT_INFO = os.path.join("assets.extra", EXPORT_INFO_FILE)
 
 
-def _output_mismatch(loaded, meta: ds.DatasetMetadata, local: str) -> Optional[str]:
-    """Why the loaded serving model's outputs do not fit the dataset's classes, or None.
-    (Its inputs were checked before it was loaded: `signature_check.mismatch`.)"""
+def _served_class_names(local: str) -> Optional[List[str]]:
+    """The classes an exported version predicts, as its export record names them (None:
+    exported without one)."""
+    info_path = os.path.join(local, _EXPORT_INFO)
+    if not os.path.isfile(info_path):
+        return None
+    with open(info_path) as f:
+        names = json.load(f).get("class_names")
+    return None if names is None else [str(n) for n in names]
+
+
+def _output_mismatch(loaded, meta: ds.DatasetMetadata) -> Tuple[Optional[str], bool]:
+    """Why the loaded serving model's outputs do not fit the dataset's classes (None: they
+    do), and whether it is that it predicts another number of classes. (Its inputs were
+    checked before it was loaded: `signature_check.mismatch`.)"""
     signature = loaded.signatures.get(si.SIGNATURE_NAME)
     if signature is None:
-        return f"it has no {si.SIGNATURE_NAME!r} signature (it has {sorted(loaded.signatures)})"
+        return (f"it has no {si.SIGNATURE_NAME!r} signature (it has "
+                f"{sorted(loaded.signatures)})"), False
     outputs = signature.structured_outputs
     if "probabilities" not in outputs:
-        return f"its signature returns {sorted(outputs)}, not 'probabilities'"
+        return f"its signature returns {sorted(outputs)}, not 'probabilities'", False
     classes = outputs["probabilities"].shape[-1]
     if classes is not None and classes != meta.num_classes:
-        return f"it predicts {classes} classes; the dataset's labels have {meta.num_classes}"
-    info_path = os.path.join(local, _EXPORT_INFO)
-    names = list(ds.display_class_names(meta))
-    if os.path.isfile(info_path):
-        with open(info_path) as f:
-            served_names = json.load(f).get("class_names")
-        if served_names is not None and list(served_names) != names:
-            return f"it predicts the classes {served_names}; the dataset's labels are {names}"
-    return None
+        return (f"it predicts {classes} classes; the new model predicts {meta.num_classes}",
+                True)
+    return None, False
 
 
 def _serving_feed(meta: ds.DatasetMetadata) -> Callable:
@@ -135,6 +146,9 @@ def score_served(export_base: str, serving_model_name: str, meta: ds.DatasetMeta
         log(f"no served model under {root}: the threshold alone decides")
         return None, root
     local = _stage(found, work)
+    change = vd.class_change(_served_class_names(local), list(ds.display_class_names(meta)))
+    if change is not None:
+        return _not_compared(found, change, log, class_change=True), root
     if not os.path.isfile(os.path.join(local, "saved_model.pb")):
         return _not_compared(found, "it holds no saved_model.pb, so TF Serving cannot load it",
                              log), root
@@ -153,9 +167,9 @@ def score_served(export_base: str, serving_model_name: str, meta: ds.DatasetMeta
     except (OSError, ValueError, tf.errors.OpError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         return _not_compared(found, f"it could not be loaded: {first}", log), root
-    mismatch = _output_mismatch(loaded, meta, local)
+    mismatch, other_classes = _output_mismatch(loaded, meta)
     if mismatch is not None:
-        return _not_compared(found, mismatch, log), root
+        return _not_compared(found, mismatch, log, class_change=other_classes), root
     log(f"scoring the served model {found.path} on the same {ep.EVAL_SPLIT} split")
     scored = _predict(loaded, meta, dataset_dir, batch_size)
     expected = meta.splits[ep.EVAL_SPLIT].num_examples
@@ -171,6 +185,7 @@ def score_served(export_base: str, serving_model_name: str, meta: ds.DatasetMeta
 
 
 def _not_compared(found: serving_versions.ServedVersion, why: str,
-                  log: Callable[[str], None]) -> ServedModel:
+                  log: Callable[[str], None], class_change: bool = False) -> ServedModel:
     log(f"WARNING: the served model {found.path} cannot be compared with the new one: {why}")
-    return ServedModel(path=found.path, version=found.version, mismatch=why)
+    return ServedModel(path=found.path, version=found.version, mismatch=why,
+                       class_change=class_change)

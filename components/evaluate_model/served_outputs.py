@@ -44,7 +44,8 @@ def served_verdict(result: EvaluationResult) -> Dict[str, object]:
     if served is None:
         return {}
     if not served.compared:
-        return {"served_path": served.path, "served_not_compared": served.mismatch}
+        return {"served_path": served.path, "served_not_compared": served.mismatch,
+                **({"served_class_change": True} if served.class_change else {})}
     return {"served_path": served.path, "served_version": served.version,
             "served_accuracy": served.accuracy, "accuracy_change": result.accuracy_change,
             "min_improvement": result.min_improvement}
@@ -74,6 +75,14 @@ def served_cards(result: EvaluationResult) -> List[str]:
             card("change", f"{100 * result.accuracy_change:+.1f} pp")]
 
 
+def _class_change_words(result: EvaluationResult) -> str:
+    """What became of a served model with other classes."""
+    if result.allow_class_change:
+        return "allow_class_change lets the new model replace it: the threshold alone decided."
+    return ("A model with other classes replaces it only with allow_class_change "
+            "(--allow-class-change): the new model is not blessed.")
+
+
 def served_html(result: EvaluationResult) -> List[str]:
     """The new model beside the served one, or why none was compared."""
     served = result.served
@@ -83,6 +92,10 @@ def served_html(result: EvaluationResult) -> List[str]:
                  else "(no export base given)")
         return parts + [f"<p class='muted'>No served model {where}: the threshold alone "
                         "decided.</p>"]
+    if served.class_change:
+        return parts + [f"<div class='warn'>The served model {html.escape(served.path)} predicts "
+                        f"other classes: {html.escape(served.mismatch or '')}. "
+                        f"{html.escape(_class_change_words(result))}</div>"]
     if not served.compared:
         return parts + [f"<div class='warn'>The served model {html.escape(served.path)} could not "
                         f"be compared: {html.escape(served.mismatch or '')}. The threshold alone "
@@ -103,6 +116,9 @@ def served_markdown(result: EvaluationResult) -> List[str]:
     if served is None:
         where = f"under `{result.served_root}`" if result.served_root else "(no export base given)"
         return ["", f"No served model {where}: the threshold alone decided."]
+    if served.class_change:
+        return ["", f"⚠️ The served model `{served.path}` predicts other classes: "
+                    f"{served.mismatch}. {_class_change_words(result)}"]
     if not served.compared:
         return ["", f"⚠️ The served model `{served.path}` could not be compared: "
                     f"{served.mismatch}. The threshold alone decided."]

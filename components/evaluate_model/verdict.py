@@ -14,17 +14,23 @@ rule, pure and in one place:
   still reported);
 * no served model: the threshold alone, and the reason says so;
 * a served model that cannot be scored on this dataset (its serving
-  signature takes other inputs, other classes) is named with what it takes
-  and what the dataset holds, and not compared: the threshold alone decides,
-  and the reason says the served model could not be compared. Refusing every
-  model after a deliberate change of features would stop a pipeline for
-  good; blessing on the threshold keeps it running and says so loudly.
+  signature takes other inputs) is named with what it takes and what the
+  dataset holds, and not compared: the threshold alone decides, and the
+  reason says the served model could not be compared. Refusing every model
+  after a deliberate change of features would stop a pipeline for good;
+  blessing on the threshold keeps it running and says so loudly;
+* a served model that predicts other classes than the new one (a class
+  gained, lost or spelled another way) is never replaced unasked: the new
+  model is not blessed unless `allow_class_change` says a model with other
+  classes may replace it, and then the threshold alone decides. Its clients
+  read class ids and names; other classes under the same name would break
+  them silently.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 from kfdist.components.common.errors import require
 
@@ -33,6 +39,8 @@ if TYPE_CHECKING:  # the rule itself needs neither numpy nor the dataset's modul
 
 #: The default of `min_improvement`: the new model may not be worse than the served one.
 MIN_IMPROVEMENT = 0.0
+#: Classes a verdict names (the rest are counted).
+NAMED_CLASSES = 10
 #: Accuracies are fractions of one split's examples; a change within this of the bound meets it.
 _TOLERANCE = 1e-9
 
@@ -49,6 +57,8 @@ class ServedModel:
       slices: Its metrics on the same slices as the new model's.
       mismatch: Why it could not be compared (what it takes and what the
         dataset holds); None when it was.
+      class_change: Whether the mismatch is that it predicts other classes than
+        the new model (`class_change`).
     """
 
     path: str
@@ -57,6 +67,7 @@ class ServedModel:
     loss: Optional[float] = None
     slices: List[SliceMetrics] = dataclasses.field(default_factory=list)
     mismatch: Optional[str] = None
+    class_change: bool = False
 
     @property
     def compared(self) -> bool:
@@ -77,6 +88,31 @@ def check_min_improvement(min_improvement) -> None:
             "worse; negative: a tolerance; -1: the threshold alone)")
 
 
+def _listed(names: Sequence[str]) -> str:
+    shown = ", ".join(repr(n) for n in names[:NAMED_CLASSES])
+    return f"[{shown}" + (f", and {len(names) - NAMED_CLASSES} more]"
+                          if len(names) > NAMED_CLASSES else "]")
+
+
+def class_change(served: Optional[Sequence[str]], new: Sequence[str]) -> Optional[str]:
+    """How the served model's classes differ from the new model's, in one line; None when
+    they are the same (or the served model's are not known).
+
+    Args:
+      served: The served model's class names, index = class id (None: not recorded).
+      new: The new model's.
+    """
+    if served is None or list(served) == list(new):
+        return None
+    gained = [n for n in new if n not in served]
+    lost = [n for n in served if n not in new]
+    diff = "; ".join(part for part in (
+        f"new: {_listed(gained)}" if gained else "", f"gone: {_listed(lost)}" if lost else "",
+        "the same names in another order" if not gained and not lost else "") if part)
+    return (f"it predicts {len(served)} classes {_listed(list(served))}; the new model "
+            f"predicts {len(new)} ({diff})")
+
+
 def fmt_pair(a: float, b: float) -> Tuple[str, str]:
     """Formats two numbers with 3 decimals, or more when 3 would make them look equal."""
     for digits in (3, 6, 9):
@@ -87,7 +123,8 @@ def fmt_pair(a: float, b: float) -> Tuple[str, str]:
 
 
 def decide(accuracy: float, threshold: float, *, served: Optional[ServedModel] = None,
-           served_root: str = "", min_improvement: float = MIN_IMPROVEMENT) -> Tuple[bool, str]:
+           served_root: str = "", min_improvement: float = MIN_IMPROVEMENT,
+           allow_class_change: bool = False) -> Tuple[bool, str]:
     """The blessing and its reason.
 
     Args:
@@ -97,6 +134,8 @@ def decide(accuracy: float, threshold: float, *, served: Optional[ServedModel] =
       served_root: Where a served model was looked for (`<export_base>/<name>`);
         empty when no export base was given.
       min_improvement: How much more accuracy than the served model's is needed.
+      allow_class_change: Whether a model with other classes than the served one's may
+        replace it (on the threshold alone).
 
     Returns:
       `(blessed, reason)`, the reason one line a person reads.
@@ -107,6 +146,13 @@ def decide(accuracy: float, threshold: float, *, served: Optional[ServedModel] =
     if served is None:
         where = f"under {served_root}" if served_root else "(no export base given)"
         return passes, f"{reason}; no served model {where} to compare with"
+    if served.class_change and not allow_class_change:
+        return False, (f"{reason}; the served model {served.path} predicts other classes: "
+                       f"{served.mismatch}; a model with other classes replaces it only when "
+                       "allow_class_change is set (kfdist run --allow-class-change)")
+    if served.class_change:
+        return passes, (f"{reason}; the served model {served.path} predicts other classes "
+                        f"({served.mismatch}), which allow_class_change allows")
     if not served.compared:
         return passes, (f"{reason}; the served model {served.path} could not be compared: "
                         f"{served.mismatch}")

@@ -35,7 +35,7 @@ from kfdist.components.shard_dataset import beam_remote
 from kfdist.components.shard_dataset import beam_transforms as bt
 from kfdist.components.common.dataset_spec import IDENTIFIER, ExcludedColumn
 from kfdist.components.shard_dataset.categorical import VocabularyCounter
-from kfdist.components.shard_dataset.scan import RunningMoments, ScanResult
+from kfdist.components.shard_dataset.scan import RunningMoments, ScanResult, sum_counts
 
 #: Beam on this machine: FnApiRunner (not DirectRunner, which first tries to download Prism),
 #: one worker process per core.
@@ -65,10 +65,13 @@ def _summarize(_, written, scans, run_errors, plan, num_columns, num_strings) ->
     errors = [e["error"] for e in sorted((s for s in scans if "error" in s), key=lambda s: s["key"])]
     infos = sorted((s for s in scans if "error" not in s), key=lambda s: s["key"])
     counts = collections.Counter()
+    per_class = {split: [] for split in bt.SPLIT_NAMES}
     moments = RunningMoments(num_columns) if num_columns is not None else None
     vocabulary = VocabularyCounter(num_strings)
     for info in infos:
         counts.update(info["counts"])
+        for split in bt.SPLIT_NAMES:
+            per_class[split] = sum_counts(per_class[split], info["class_counts"][split])
         if moments is not None and info["moments"] is not None:
             moments.merge(*info["moments"])
         for column, counter in enumerate(info["values"] or ()):
@@ -78,6 +81,7 @@ def _summarize(_, written, scans, run_errors, plan, num_columns, num_strings) ->
         "shards": sorted(written, key=lambda s: s["path"]),
         "num_train": counts["train"], "num_eval": counts["eval"],
         "num_classes": max([i["max_label"] for i in infos], default=-1) + 1,
+        "class_counts": per_class,
         "mean": moments.mean.tolist() if moments is not None else None,
         "std": moments.std().tolist() if moments is not None else None,
         "value_counts": [sorted(c.items()) for c in vocabulary.counts],
@@ -192,6 +196,7 @@ def _scan_result(summary: dict, source, log: Callable[[str], None]) -> ScanResul
     as_tuple = (lambda v: tuple(float(x) for x in v) if v is not None else None)
     return ScanResult(num_train=summary["num_train"], num_eval=summary["num_eval"],
                       num_classes=summary["num_classes"], mean=as_tuple(summary["mean"]),
+                      class_counts={k: tuple(v) for k, v in summary["class_counts"].items()},
                       std=as_tuple(summary["std"]), vocabularies=vocabularies,
                       identifiers=identifiers)
 

@@ -36,6 +36,7 @@ from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.shard_dataset.categorical import VocabularyCounter, drop_strings
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
 from kfdist.components.shard_dataset.scan import (RunningMoments, SourceChangedError,
+                                                  add_class_counts,
                                                   batch_checksum, scanned_eval_mask)
 from kfdist.components.shard_dataset.source import check_labels
 from kfdist.components.common.tfrecord_framing import frame_all, gzip_bytes
@@ -55,7 +56,8 @@ def scan_unit(unit: int, source, split_mask) -> Iterator[dict]:
     """Scans one unit of the source: per batch, its split and its train statistics.
 
     Yields `{"key": (unit, batch), "counts": {split: int}, "eval_mask": packed bits,
-    "checksum": int, "max_label": int, "moments": (count, mean, m2) or None,
+    "checksum": int, "max_label": int, "class_counts": {split: [int]},
+    "moments": (count, mean, m2) or None,
     "values": [Counter per string column] or None, "reader": pid}`, or, when the
     unit holds invalid input, one `{"key": (unit, -1), "error": message}`.
     """
@@ -84,6 +86,8 @@ def _batch_scan(key: BatchKey, batch, in_eval: np.ndarray, vector: bool) -> dict
             "eval_mask": np.packbits(in_eval), "checksum": batch_checksum(batch),
             "moments": moments, "values": values,
             "max_label": int(batch.labels.max()) if len(batch.labels) else -1,
+            "class_counts": {"train": add_class_counts([], batch.labels[~in_eval]),
+                             "eval": add_class_counts([], batch.labels[in_eval])},
             "reader": os.getpid()}
 
 

@@ -46,13 +46,17 @@ def shard_dataset(
             (the sub-folders' names, in alphabetical order, are the classes).
         dataset: Output dataset: `train/` and `eval/` TFRecord shards of
             tf.train.Example plus `metadata.json` (feature spec, the split used,
-            recorded preprocessing: pixel scaling, or the train split's column
-            means, deviations and string vocabularies; counts and SHA-256 per
-            shard).
+            the label's classes and their examples per split, recorded
+            preprocessing: pixel scaling, or the train split's column means,
+            deviations and string vocabularies; counts and SHA-256 per shard).
         source_format: `auto` (detected from file names), `mnist_idx`, `csv`,
             `tfrecord`, `image_folder`, or `images` (`tfrecord` or
             `image_folder`, whichever the files are; anything else is refused).
-        label_column: Name of the label column (CSV) or feature (TFRecord).
+        label_column: Name of the label column (CSV) or feature (TFRecord). A
+            table's label holds class names, or whole numbers (not 0..k-1:
+            classes named by the numbers); one mixing numbers and text, or
+            holding a quantity (numbers not whole, or over 100 of them), is
+            refused.
         num_shards: Number of train shards (at least 1; at least the number of
             training workers for per-file sharding).
         num_eval_shards: Number of eval shards; 0 (the default) means in
@@ -103,7 +107,9 @@ def shard_dataset(
         allow_anomalies: Go on when the table breaks the reference's schema (a
             column missing or new, a kind changed, a string value the
             reference never had, a rise of a column's missing share above 10
-            points). By default that fails the step, one log line per anomaly.
+            points, a label class the reference never had or one it had and
+            the table lacks). By default that fails the step, one log line
+            per anomaly.
         categorical_drift_threshold: L-infinity distance between a string
             column's value distributions (as TFDV measures it) above which it
             drifted: a warning.

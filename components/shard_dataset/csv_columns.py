@@ -59,13 +59,13 @@ class ColumnProfile:
     Attributes:
       numeric: Numeric feature columns, in file order.
       categorical: String feature columns, in file order.
-      class_names: None when every label is an integer class id, else the
-        sorted distinct label values (index = class id).
+      labels: The label column's distinct (stripped) values, sorted (their classes:
+        `label_values`).
     """
 
     numeric: Tuple[str, ...]
     categorical: Tuple[str, ...]
-    class_names: Optional[Tuple[str, ...]]
+    labels: Tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,21 +108,6 @@ def _observe(seen: List[_ColumnSeen], feature_index: Sequence[int], path: str, f
             if found and getattr(column, attr) is None:
                 first = min(k for k, c in enumerate(cells) if c in found)
                 setattr(column, attr, (where(path, first_line + first), cells[first]))
-
-
-def _label_classes(names: Set[str], label_column: str) -> Optional[Tuple[str, ...]]:
-    ids: Dict[str, Optional[int]] = {}
-    for name in names:
-        try:
-            ids[name] = int(name)
-        except ValueError:
-            ids[name] = None
-    if all(i is not None for i in ids.values()):
-        low = min(i for i in ids.values() if i is not None)
-        require(low >= 0, f"label {low} in column {label_column!r} is negative; "
-                          "class ids must be 0 or more")
-        return None
-    return tuple(sorted(names))
 
 
 def where(path: str, line: int) -> str:
@@ -188,7 +173,7 @@ class ProfileState:
 
         Raises:
           InvalidInputError: On a column with both numbers and strings, a column without any
-            value, a negative label or no rows.
+            value or no rows.
         """
         require(self.num_rows > 0, f"CSV files {list(paths)} have a header but no rows")
         kinds = [_kind(self.columns[i], column, paths)
@@ -197,13 +182,13 @@ class ProfileState:
         return ColumnProfile(
             numeric=tuple(c for c, k in zip(names, kinds) if k == NUMERIC),
             categorical=tuple(c for c, k in zip(names, kinds) if k == CATEGORICAL),
-            class_names=_label_classes(self.labels, self.label_column))
+            labels=tuple(sorted(self.labels)))
 
 
 def profile_columns(paths: Sequence[str], columns: Tuple[str, ...], label_column: str,
                     row_blocks, read_file=None, exclude_columns: Sequence[str] = ()
                     ) -> ColumnProfile:
-    """Reads every row once: the kind of every feature column and the label classes.
+    """Reads every row once: the kind of every feature column and the label values.
 
     Args:
       paths: The CSV files.
@@ -217,7 +202,7 @@ def profile_columns(paths: Sequence[str], columns: Tuple[str, ...], label_column
 
     Raises:
       InvalidInputError: On a column with both numbers and strings, a column
-        without any value, a missing or negative label, too many classes or no rows.
+        without any value, a missing label, too many classes or no rows.
     """
     state = ProfileState(columns, label_column, exclude_columns)
     for path in paths:

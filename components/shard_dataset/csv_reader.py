@@ -1,7 +1,8 @@
 """CSV sources: a header row, one label column, numeric and string (categorical) columns.
 
-Labels are integer class ids, or class names that are mapped to ids in
-sorted order (the names become the dataset's `class_names`). The numeric
+Labels are class numbers or class names, mapped to ids as `label_values`
+says (names, and numbers other than 0..k-1, become the dataset's
+`class_names`); a label column mixing them is refused. The numeric
 columns, in file order, become the canonical float32 `features` vector
 (missing values as NaN); the string columns are kept as raw values in the
 `categorical` feature. Opening a source reads every file once to learn each
@@ -31,6 +32,7 @@ from kfdist.components.shard_dataset import csv_arrow
 from kfdist.components.shard_dataset.scan import SourceChangedError
 from kfdist.components.shard_dataset.csv_columns import (
     MISSING_VALUES, ColumnLayout, profile_columns)
+from kfdist.components.shard_dataset.label_values import label_classes
 from kfdist.components.shard_dataset.source import (
     BATCH_SIZE, ExampleBatch, ReaderOptions, Source, is_gzip_file)
 
@@ -215,7 +217,8 @@ def open_csv_source(files: Sequence[str], options: ReaderOptions, columnar: bool
 
     Raises:
       InvalidInputError: If headers differ between files or are invalid, a
-        column mixes numbers and strings, or `options.image_shape` is set
+        column mixes numbers and strings, the label is no class (`label_values`), or
+        `options.image_shape` is set
         (CSV holds tables, not images).
     """
     require(options.image_shape is None,
@@ -232,13 +235,15 @@ def open_csv_source(files: Sequence[str], options: ReaderOptions, columnar: bool
         files, columns, options.label_column, _iter_row_blocks,
         (lambda state, path: csv_arrow.profile_file(state, path, locate_rows)) if columnar
         else None, options.exclude_columns)
-    class_names = profile.class_names
+    label_index = columns.index(options.label_column)
+    classes = label_classes(profile.labels, options.label_column, paths=files,
+                            num_columns=len(columns), label_index=label_index,
+                            row_blocks=_iter_row_blocks)
     layout = ColumnLayout(
-        columns=columns, label_index=columns.index(options.label_column),
+        columns=columns, label_index=label_index,
         numeric_index=[columns.index(c) for c in profile.numeric],
         categorical_index=[columns.index(c) for c in profile.categorical],
-        label_to_id=int if class_names is None else
-        {name: i for i, name in enumerate(class_names)}.__getitem__)
+        label_to_id=classes.ids.__getitem__)
 
     def read_unit(index: int) -> Iterator[ExampleBatch]:
         read = _arrow_batches if columnar else _python_batches
@@ -249,4 +254,4 @@ def open_csv_source(files: Sequence[str], options: ReaderOptions, columnar: bool
         feature=FeatureSpec(key=FEATURES_KEY, dtype="float32", shape=(len(profile.numeric),),
                             columns=profile.numeric,
                             categorical_columns=profile.categorical or None),
-        class_names=class_names, units=tuple(files), read_unit=read_unit)
+        class_names=classes.names, units=tuple(files), read_unit=read_unit)

@@ -3,11 +3,12 @@
 `DataCheck` rides along the shard step's passes (`observe_scan`,
 `observe_write`), or reads the source itself after a Beam run (`read`).
 After the scan, `judge` compares the data with the reference
-(`validation.compare`): each anomaly is logged on a line of its own and fails
-the step (`DataAnomalyError`, before a shard is written) unless
-`allow_anomalies`; drift is logged as a warning. `write` puts
-`statistics.json`, `validation.json` (the comparison) and the HTML page
-(`validation_report`) into the dataset directory.
+(`validation.compare`, and the label's classes: `label_check`): each
+anomaly is logged on a line of its own and fails the step
+(`DataAnomalyError`, before a shard is written) unless `allow_anomalies`;
+drift is logged as a warning. `write` puts `statistics.json`,
+`validation.json` (the comparison) and the HTML page (`validation_report`)
+into the dataset directory.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ import dataclasses
 import json
 import os
 import shutil
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
+from kfdist.components.common.class_counts import label_record
 from kfdist.components.common.dataset_spec import DatasetMetadata
 from kfdist.components.common.dataset_statistics import (
     NUMERIC, DatasetStatistics, load_statistics, write_statistics)
 from kfdist.components.shard_dataset import validation
 from kfdist.components.shard_dataset.column_report import explain_columns
+from kfdist.components.shard_dataset.label_check import label_anomalies
 from kfdist.components.shard_dataset.reference import Reference
 from kfdist.components.shard_dataset.source import ExampleBatch, Source
 from kfdist.components.shard_dataset.statistics import StatisticsCollector, describes
@@ -58,11 +61,13 @@ class DataCheck:
       reference: What to compare with; None: describe only.
       options: The thresholds and whether anomalies fail the step.
       excluded: Columns the user left out of this dataset.
+      label_column: The label's column, in messages.
     """
 
     def __init__(self, source: Source, reference: Optional[Reference], options: CheckOptions,
-                 excluded: Sequence[str] = ()):
+                 excluded: Sequence[str] = (), label_column: Optional[str] = None):
         self.reference = reference
+        self.label_column = label_column
         self.options = options
         self.excluded = tuple(excluded)
         self.result: Optional[validation.ValidationResult] = None
@@ -91,22 +96,32 @@ class DataCheck:
         for batch in source.batches():
             self.collector.observe_histograms(batch)
 
-    def judge(self, identifiers: Sequence[str], log: Callable[[str], None]) -> None:
+    def judge(self, identifiers: Sequence[str], log: Callable[[str], None],
+              classes: Optional[Mapping[str, int]] = None) -> None:
         """Compares the scanned data with the reference, logging every anomaly and drift.
+
+        Args:
+          identifiers: The string columns that identify rows.
+          log: Receives the verdict's lines.
+          classes: The label's classes and their examples (`label_check.scanned_classes`);
+            None: the label is not compared.
 
         Raises:
           DataAnomalyError: If there is an anomaly and anomalies are not allowed.
         """
         if self.collector is None or self.reference is None:
             return
-        self.result = validation.compare(
+        result = validation.compare(
             self.reference.statistics, self.collector.finish(identifiers),
             reference_name=self.reference.name,
             binned_at_reference=self.collector.binned_at_reference(), excluded=self.excluded,
             reference_excluded=self.reference.excluded,
             categorical_threshold=self.options.categorical_drift_threshold,
             numeric_threshold=self.options.numeric_drift_threshold)
-        result = self.result
+        if classes is not None and self.reference.classes is not None:
+            labels = label_anomalies(self.reference.classes, classes, self.label_column)
+            result = dataclasses.replace(result, anomalies=tuple(labels) + result.anomalies)
+        self.result = result
         log(f"data validation against {result.reference}: {_count(result.anomalies, 'anomaly')}"
             f", {len(result.drifted)} of {len(result.drifts)} compared columns drifted")
         for anomaly in result.anomalies:
@@ -138,7 +153,7 @@ class DataCheck:
                 json.dump(dataclasses.asdict(self.result), f, indent=2)
         with open(os.path.join(root, REPORT_FILE), "w") as f:
             f.write(render_validation_html(explain_columns(meta, keep_columns=keep_columns),
-                                           statistics, self.result))
+                                           statistics, self.result, label_record(meta)))
         return statistics
 
 
@@ -148,7 +163,8 @@ def artifact_summary(dataset_dir: str, meta: DatasetMetadata, report_path: str,
     into `dataset_dir`; the HTML page is copied to `report_path` (the step's HTML output).
 
     Returns:
-      `columns` (what became of each column); for tables `statistics` (rows; per column
+      `columns` (what became of each column); `label` (`class_counts.label_record`: its
+      classes' examples per split, and warnings); for tables `statistics` (rows; per column
       its kind and missing share); with a reference `data_validation` (the reference, the
       anomalies, each drifted column's distance).
     """
@@ -167,6 +183,9 @@ def artifact_summary(dataset_dir: str, meta: DatasetMetadata, report_path: str,
                      "drifted_columns": {d["column"]: round(d["value"], 4)
                                          for d in result["drifts"] if d["value"] > d["threshold"]}}
     summary = {"columns": explain_columns(meta, keep_columns=keep_columns)}
+    label = label_record(meta)
+    if label is not None:
+        summary["label"] = label
     if statistics is not None:
         summary["statistics"] = {
             "rows": statistics.rows,

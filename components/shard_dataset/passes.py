@@ -18,6 +18,7 @@ from kfdist.components.shard_dataset.categorical import (
     drop_strings, kept_positions, report_identifiers)
 from kfdist.components.shard_dataset.data_check import DataCheck
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
+from kfdist.components.shard_dataset.label_check import scanned_classes
 from kfdist.components.shard_dataset.options import ShardOptions
 from kfdist.components.shard_dataset.scan import (ScanResult, SourceChangedError, scan_source,
                                                   scanned_eval_mask)
@@ -101,7 +102,8 @@ def shard_locally(source: Source, plan: SplitPlan, options: ShardOptions, build_
                        observe=check.observe_scan)
     check_split_sizes(scan, options, plan)
     report_identifiers(source.feature, scan.identifiers, log)
-    check.judge([c.name for c in scan.identifiers], log)
+    check.judge([c.name for c in scan.identifiers], log,
+                scanned_classes(source.class_names, scan.class_counts))
     _log_counts(scan, options, log)
     splits = write_splits(source, options, build_dir, log, scan, plan, observe=check.observe_write)
     for split, count in (("train", scan.num_train), ("eval", scan.num_eval)):
@@ -129,7 +131,8 @@ def shard_with_beam(source: Source, plan: SplitPlan, options: ShardOptions, buil
     check_split_sizes(scan, options, plan)
     report_identifiers(source.feature, scan.identifiers, log)
     check.read(source)  # the data's statistics: read here
-    check.judge([c.name for c in scan.identifiers], log)
+    check.judge([c.name for c in scan.identifiers], log,
+                scanned_classes(source.class_names, scan.class_counts))
     _log_counts(scan, options, log)
     if shared is not None:
         shared.collect(build_dir, log)

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from kfdist.components.common import serving_versions, storage
 from kfdist.components.common.dataset_spec import METADATA_FILE, REQUESTED, load_metadata
 from kfdist.components.common.dataset_statistics import (
     EXPORTED_DATASET_DIR, STATISTICS_FILE, DatasetStatistics, load_statistics)
 from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.components.shard_dataset.label_check import dataset_classes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,11 +33,13 @@ class Reference:
       name: What it is, for messages (`the served version 3 (path)`, a dataset path).
       statistics: Its statistics.
       excluded: The columns its user left out (`exclude_columns`).
+      classes: Its label's classes and their examples (`label_check.dataset_classes`).
     """
 
     name: str
     statistics: DatasetStatistics
     excluded: Tuple[str, ...] = ()
+    classes: Optional[Dict[str, Optional[int]]] = None
 
 
 def _stage(uri: str, workdir: str) -> str:
@@ -50,11 +53,12 @@ def _stage(uri: str, workdir: str) -> str:
     return local
 
 
-def _read(uri: str, workdir: str) -> Tuple[Optional[DatasetStatistics], Tuple[str, ...]]:
+def _read(uri: str, workdir: str, name: str) -> Reference:
+    """The reference at `uri` (its `statistics` None when it has none)."""
     local = _stage(uri, workdir)
     meta = load_metadata(local)
     excluded = tuple(c.name for c in meta.excluded_columns or () if c.reason == REQUESTED)
-    return load_statistics(local), excluded
+    return Reference(name, load_statistics(local), excluded, dataset_classes(meta))
 
 
 def find_reference(reference_dataset: str, export_base: str, serving_model_name: str,
@@ -72,13 +76,13 @@ def find_reference(reference_dataset: str, export_base: str, serving_model_name:
                 f"reference_dataset {reference_dataset!r} is not a kfdist dataset: it has no "
                 f"{METADATA_FILE}; {valid}")
         try:
-            statistics, excluded = _read(reference_dataset, workdir)
+            reference = _read(reference_dataset, workdir, f"the dataset {reference_dataset}")
         except InvalidInputError as e:
             raise InvalidInputError(f"reference_dataset {reference_dataset!r}: {e}") from None
-        require(statistics is not None,
+        require(reference.statistics is not None,
                 f"reference_dataset {reference_dataset!r} has no {STATISTICS_FILE} (a dataset of "
                 f"images, or sharded before datasets kept statistics); {valid}")
-        return Reference(f"the dataset {reference_dataset}", statistics, excluded)
+        return reference
     if not export_base or not serving_model_name:
         log("data validation: no reference (neither --reference-dataset nor an export base)")
         return None
@@ -94,5 +98,4 @@ def find_reference(reference_dataset: str, export_base: str, serving_model_name:
             "dataset statistics (exported before they travelled with the model, or trained on "
             "images); nothing to compare with")
         return None
-    statistics, excluded = _read(where, workdir)
-    return Reference(f"the served version {served.version} ({served.path})", statistics, excluded)
+    return _read(where, workdir, f"the served version {served.version} ({served.path})")

@@ -26,8 +26,10 @@ import uuid
 from typing import Callable, Dict, Optional, Sequence, TypeVar
 
 from kfdist.components.common import storage
+from kfdist.components.common.class_counts import label_lines, label_record
 from kfdist.components.common.dataset_spec import (
-    IMAGE_KEY, PREDEFINED_SPLIT, DatasetMetadata, Preprocessing, SplitInfo, write_metadata)
+    IMAGE_KEY, PREDEFINED_SPLIT, SPLITS, DatasetMetadata, Preprocessing, SplitInfo,
+    write_metadata)
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.shard_dataset import beam_remote, readers
 from kfdist.components.shard_dataset.categorical import check_kept, requested, without_columns
@@ -39,11 +41,13 @@ from kfdist.components.shard_dataset.validation import (
 from kfdist.components.shard_dataset.options import (
     BEAM_RUNNER, LOCAL_RUNNER, ShardOptions, validate_options)
 from kfdist.components.shard_dataset.passes import shard_locally, shard_with_beam
-from kfdist.components.shard_dataset.scan import ScanResult
+from kfdist.components.shard_dataset.scan import ScanResult, sum_counts
 from kfdist.components.shard_dataset.splits import SplitPlan, plan_split, source_root
 from kfdist.components.shard_dataset.source import ReaderOptions, Source
 
 DEFAULT_SHUFFLE_BUFFER = 10_000
+#: Sources whose label is a column or feature the user names (`label_column`).
+LABEL_COLUMN_FORMATS = ("csv", "tfrecord")
 T = TypeVar("T")
 
 
@@ -86,13 +90,17 @@ def build_metadata(source_uri: str, source: Source, scan: ScanResult, options: S
         preprocessing = Preprocessing(kind="standardize", mean=scan.mean, std=scan.std,
                                       vocabularies=scan.vocabularies)
     num_classes = len(source.class_names) if source.class_names else scan.num_classes
+    counts = {split: tuple(sum_counts(scan.class_counts.get(split, ()), [0] * num_classes))
+              for split in SPLITS}
     return DatasetMetadata(
         source_uri=source_uri, source_format=source.source_format,
         feature=without_columns(source.feature, [c.name for c in scan.identifiers]),
         num_classes=num_classes, preprocessing=preprocessing, compression=options.compression,
         seed=options.seed, splits=splits, class_names=source.class_names, split=plan.method,
         eval_fraction=None if plan.method == PREDEFINED_SPLIT else options.eval_fraction,
-        split_files=plan.split_files(root), excluded_columns=excluded or None)
+        split_files=plan.split_files(root), excluded_columns=excluded or None,
+        label_column=(options.label_column if source.source_format in LABEL_COLUMN_FORMATS
+                      else None), class_counts=counts)
 
 
 def publish(build_dir: str, output_dir: str, metadata: DatasetMetadata, workdir: str) -> None:
@@ -217,7 +225,7 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
             source, find_reference(reference_dataset, export_base, serving_model_name, workdir,
                                    log),
             CheckOptions(allow_anomalies, categorical_drift_threshold, numeric_drift_threshold),
-            excluded=options.exclude_columns)
+            excluded=options.exclude_columns, label_column=options.label_column)
         build_dir = _build_dir(output_dir, workdir)
         try:
             if options.runner == BEAM_RUNNER:
@@ -228,6 +236,8 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
             metadata = build_metadata(source_uri, source, scan, options, splits, plan, root)
             for line in explain_columns(metadata, left_out=False,  # those are said above
                                         keep_columns=options.keep_columns):
+                log(line)
+            for line in label_lines(label_record(metadata)):
                 log(line)
             check.write(build_dir, metadata, [c.name for c in scan.identifiers],
                         options.keep_columns)

@@ -23,7 +23,7 @@ import dataclasses
 import os
 import zlib
 from hashlib import blake2b
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -132,6 +132,19 @@ def eval_mask(batch: ExampleBatch, threshold: int) -> np.ndarray:
     return hashes % SPLIT_BUCKETS < threshold
 
 
+def sum_counts(a: Sequence[int], b: Sequence[int]) -> List[int]:
+    """Two lists of examples per class id added up (as long as the longer)."""
+    merged = np.zeros(max(len(a), len(b)), np.int64)
+    merged[:len(a)] += np.asarray(a, np.int64)
+    merged[:len(b)] += np.asarray(b, np.int64)
+    return merged.tolist()
+
+
+def add_class_counts(total: Sequence[int], labels: np.ndarray) -> List[int]:
+    """`total` (examples per class id) plus the examples of `labels`."""
+    return sum_counts(total, np.bincount(labels) if len(labels) else ())
+
+
 class RunningMoments:
     """Per-column mean and variance over a stream of row blocks (Chan et al.).
 
@@ -180,6 +193,8 @@ class ScanResult:
       num_train: Examples put into `train`.
       num_eval: Examples put into `eval`.
       num_classes: Largest label + 1.
+      class_counts: Per split (`train`, `eval`), its examples of each class id (as long
+        as the largest id of the split needs).
       mean: Per-column means of the train split (feature vectors only).
       std: Per-column standard deviations of the train split (0 → 1).
       batch_splits: Per source batch, in order: `(crc32 of its bytes, its eval
@@ -194,6 +209,7 @@ class ScanResult:
     num_train: int
     num_eval: int
     num_classes: int
+    class_counts: Dict[str, Tuple[int, ...]] = dataclasses.field(default_factory=dict)
     mean: Optional[Tuple[float, ...]] = None
     std: Optional[Tuple[float, ...]] = None
     batch_splits: Tuple[Tuple[int, np.ndarray], ...] = ()
@@ -232,6 +248,7 @@ def scan_source(source: Source, split_mask: Callable[[ExampleBatch], np.ndarray]
     categorical = feature.categorical_columns or ()
     vocabulary = VocabularyCounter(len(categorical)) if categorical else None
     counts = np.zeros(2, np.int64)  # train, eval
+    per_class: Dict[str, List[int]] = {"train": [], "eval": []}
     max_label = -1
     next_report = PROGRESS_EVERY
     batch_splits = []
@@ -244,6 +261,8 @@ def scan_source(source: Source, split_mask: Callable[[ExampleBatch], np.ndarray]
         counts += (int(len(in_eval) - in_eval.sum()), int(in_eval.sum()))
         if len(batch.labels):
             max_label = max(max_label, int(batch.labels.max()))
+        for split, mask in (("train", ~in_eval), ("eval", in_eval)):
+            per_class[split] = add_class_counts(per_class[split], batch.labels[mask])
         if moments is not None:
             moments.update(batch.inputs[~in_eval])
         if vocabulary is not None:
@@ -254,6 +273,7 @@ def scan_source(source: Source, split_mask: Callable[[ExampleBatch], np.ndarray]
     identifiers = vocabulary.identifiers(categorical, keep_columns) if vocabulary else ()
     return ScanResult(
         num_train=int(counts[0]), num_eval=int(counts[1]), num_classes=max_label + 1,
+        class_counts={split: tuple(c) for split, c in per_class.items()},
         mean=tuple(float(v) for v in moments.mean) if moments is not None else None,
         std=tuple(float(v) for v in moments.std()) if moments is not None else None,
         batch_splits=tuple(batch_splits),

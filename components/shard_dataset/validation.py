@@ -10,6 +10,8 @@ Anomalies (the shard step fails on them unless `allow_anomalies`):
 * a string column holds a value the reference never had (columns that
   identify rows aside);
 * the share of missing cells of a column rose by more than `MISSING_SHARE_JUMP`.
+* the label holds a class the reference never had, or lacks one it had
+  (`label_check`).
 
 Drift (a warning): the L-infinity distance between a string column's value
 distributions (the largest difference of a value's share, as TensorFlow Data

@@ -1,5 +1,6 @@
-"""The shard step's HTML section (KFP shows an HTML artifact in an iframe): the columns, the
-data's statistics and, with a reference, the anomalies and each column's drift.
+"""The shard step's HTML section (KFP shows an HTML artifact in an iframe): the label's
+classes, the columns, the data's statistics and, with a reference, the anomalies and each
+column's drift.
 
 Self-contained (inline styles, the evaluation report's: `common.html_page`).
 """
@@ -7,7 +8,7 @@ Self-contained (inline styles, the evaluation report's: `common.html_page`).
 from __future__ import annotations
 
 import html
-from typing import Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from kfdist.components.common.dataset_statistics import NUMERIC, DatasetStatistics
 from kfdist.components.common.html_page import list_items, page, table_rows
@@ -51,20 +52,36 @@ def _validation_html(result: Optional[ValidationResult]) -> Sequence[str]:
     return parts
 
 
+def _label_html(label: Optional[Mapping[str, Any]]) -> Sequence[str]:
+    """The label's classes with their examples per split, and its warnings."""
+    if not label:
+        return []
+    column = f" ({html.escape(label['column'])})" if label.get("column") else ""
+    total = sum(c["train"] + c["eval"] for c in label["classes"]) or 1
+    parts = [f"<h2>Label{column}: {len(label['classes'])} classes</h2>"]
+    parts += [f'<div class="warn">{html.escape(w)}</div>' for w in label.get("warnings") or ()]
+    return parts + ["<table><tr><th>class</th><th>train</th><th>held out</th><th>share</th></tr>",
+                    table_rows((c["name"], f"{c['train']:,}", f"{c['eval']:,}",
+                                f"{(c['train'] + c['eval']) / total:.1%}")
+                               for c in label["classes"]), "</table>"]
+
+
 def render_validation_html(columns: Sequence[str], statistics: Optional[DatasetStatistics],
-                           result: Optional[ValidationResult]) -> str:
+                           result: Optional[ValidationResult],
+                           label: Optional[Mapping[str, Any]] = None) -> str:
     """The shard step's page.
 
     Args:
       columns: What became of each column (`column_report.explain_columns`).
       statistics: The data's statistics (None: images).
       result: The comparison with the reference (None: no reference).
+      label: The label's classes (`class_counts.label_record`; None: not counted).
     """
     if statistics is None:
         parts = ['<p class="muted">Statistics and validation describe tables; this dataset '
                  "holds images.</p>"]
     else:
-        parts = [*_validation_html(result),
+        parts = [*_validation_html(result), *_label_html(label),
                  "<h2>Columns</h2><ul>", list_items(columns), "</ul>",
                  f"<h2>Statistics ({statistics.rows:,} rows)</h2><table><tr><th>column</th>"
                  "<th>kind</th><th>missing</th><th>values</th></tr>",

@@ -98,8 +98,8 @@ def test_a_served_model_of_other_inputs_is_named_not_compared(trained_model, dig
     assert "could not be compared" in render_report_html(result, {}, None)
 
 
-def test_a_served_model_of_other_classes_is_named_not_compared(trained_model, digits_dataset,
-                                                              served_base, tmp_path):
+def test_a_served_model_of_other_classes_is_not_replaced_unasked(trained_model, digits_dataset,
+                                                                served_base, tmp_path):
     import json
     import shutil
 
@@ -112,6 +112,11 @@ def test_a_served_model_of_other_classes_is_named_not_compared(trained_model, di
     info_path.write_text(json.dumps(info))
     result = evaluate(trained_model, digits_dataset, accuracy_threshold=0.5,
                       export_base=str(tmp_path), serving_model_name="digits", **QUIET)
-    assert not result.served.compared
-    assert result.served.mismatch.startswith("it predicts the classes ['9', '8',")
-    assert result.blessed and "could not be compared" in result.reason
+    assert not result.served.compared and result.served.class_change
+    assert result.served.mismatch.startswith("it predicts 10 classes ['9', '8',")
+    assert "(the same names in another order)" in result.served.mismatch
+    assert not result.blessed and "allow_class_change" in result.reason
+    allowed = evaluate(trained_model, digits_dataset, accuracy_threshold=0.5,
+                       export_base=str(tmp_path), serving_model_name="digits",
+                       allow_class_change=True, **QUIET)
+    assert allowed.blessed and "which allow_class_change allows" in allowed.reason

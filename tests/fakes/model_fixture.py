@@ -3,7 +3,8 @@
 `build_model_artifact` writes the `Model` artifact layout of
 `components/common/model_artifact.py` from a kfdist dataset: a tf_keras
 Flatten → Dense(64) → Dense(softmax) classifier trained for a few epochs on the
-preprocessed `train` split, its serving SavedModel, plus dataset_metadata.json, history.json and
+preprocessed `train` split, its serving SavedModel, plus dataset_metadata.json (and a table's
+dataset_statistics.json), history.json and
 training_report.json, as the `trained_model` fixture (registered by tests/conftest.py).
 """
 
@@ -34,6 +35,7 @@ def build_model_artifact(dataset_dir: str, model_dir: str, *, epochs: int = 3, s
     import tensorflow as tf
 
     from kfdist.components.common import dataset_spec as ds
+    from kfdist.components.common import dataset_statistics
     from kfdist.components.common import model_artifact as ma
     from kfdist.components.common import serving_model, tf_features
 
@@ -62,6 +64,8 @@ def build_model_artifact(dataset_dir: str, model_dir: str, *, epochs: int = 3, s
                                      os.path.join(model_dir, ma.SERVING_MODEL_DIR))
     shutil.copyfile(os.path.join(dataset_dir, ds.METADATA_FILE),
                     os.path.join(model_dir, ma.DATASET_METADATA_FILE))
+    dataset_statistics.copy_statistics(  # a table's, as the trainer copies them
+        dataset_dir, os.path.join(model_dir, ma.DATASET_STATISTICS_FILE))
     losses, accs = hist.history["loss"], hist.history["accuracy"]
     epochs_list = [{"epoch": i + 1, "loss": float(l), "accuracy": float(a)}
                    for i, (l, a) in enumerate(zip(losses, accs))]

@@ -75,6 +75,7 @@ def test_beam_and_local_build_the_same_dataset(kind, tmp_path):
     assert (beam.split, beam.split_files, beam.eval_fraction) == \
         (local.split, local.split_files, local.eval_fraction)
     assert beam.feature == local.feature and beam.num_classes == local.num_classes
+    assert beam.class_counts == local.class_counts and sum(local.class_counts["eval"]) > 0
     assert beam.preprocessing == local.preprocessing  # statistics, vocabularies: to the bit
     for split in ("train", "eval"):
         assert beam.splits[split].num_examples == local.splits[split].num_examples

@@ -10,7 +10,7 @@ from kfdist.components.common import serving_versions
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.evaluate_model.component import evaluate_model
 from kfdist.components.evaluate_model.verdict import (
-    MIN_IMPROVEMENT, ServedModel, check_min_improvement, decide)
+    MIN_IMPROVEMENT, ServedModel, check_min_improvement, class_change, decide)
 from kfdist.pipelines.pipeline_factory import common_params
 
 SERVED = ServedModel(path="/srv/models/penguins/1700000000", version=1700000000, accuracy=0.94,
@@ -57,6 +57,28 @@ def test_a_served_model_that_cannot_be_compared_is_named_and_the_threshold_decid
     assert ("the served model gs://b/models/penguins/7 could not be compared: it takes 'image' "
             "uint8 [batch, 28, 28]") in reason
     assert not decide(0.85, 0.9, served=odd)[0]
+
+
+def test_a_served_model_of_other_classes_is_replaced_only_when_allowed():
+    change = class_change(["Adelie", "Chinstrap", "Gentoo"], ["Adelie", "Gentoo", "adelie"])
+    assert change == ("it predicts 3 classes ['Adelie', 'Chinstrap', 'Gentoo']; the new model "
+                      "predicts 3 (new: ['adelie']; gone: ['Chinstrap'])")
+    assert class_change(["a", "b"], ["a", "b"]) is None and class_change(None, ["a"]) is None
+    other = ServedModel(path="/srv/models/penguins/7", version=7, mismatch=change,
+                        class_change=True)
+    blessed, reason = decide(0.99, 0.9, served=other)
+    assert not blessed
+    assert reason == (f"accuracy 0.990 ≥ threshold 0.900; the served model /srv/models/penguins/7 "
+                      f"predicts other classes: {change}; a model with other classes replaces it "
+                      "only when allow_class_change is set (kfdist run --allow-class-change)")
+    assert decide(0.99, 0.9, served=other, allow_class_change=True)[0]
+    assert not decide(0.85, 0.9, served=other, allow_class_change=True)[0]  # the threshold still
+
+
+def test_allow_class_change_has_one_default_everywhere():
+    component = inspect.signature(evaluate_model.python_func).parameters["allow_class_change"]
+    pipeline = next(p for p in common_params("m") if p[0] == "allow_class_change")
+    assert component.default is pipeline[2] is False
 
 
 @pytest.mark.parametrize("value", [-1.5, 1.01, "0.1", True, float("nan")])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from kfdist.components.common.class_counts import label_lines, label_record
 from kfdist.components.shard_dataset import data_check, runtime
 from kfdist.components.shard_dataset.column_report import (
     NEAR_IDENTIFIER_MIN_VALUES, NEAR_IDENTIFIER_SHARE, explain_columns, is_near_identifier)
@@ -73,4 +74,6 @@ def test_the_console_shows_the_columns_under_the_shard_step(tmp_path):
                     eval_examples=meta.splits["eval"].num_examples, train_shards=2, split="hash")
     shown = step_figure("shard", {"dataset": metadata}).split("\n")
     assert shown[0].startswith(f"{ROWS:,} examples written")
-    assert shown[1:] == [SHARD_DETAIL_INDENT + line for line in explain_columns(meta)]
+    label = label_lines(label_record(meta))
+    assert label[0].startswith("label 'label': ") and len(label) == 1  # no warning
+    assert shown[1:] == [SHARD_DETAIL_INDENT + line for line in explain_columns(meta) + label]

@@ -97,6 +97,7 @@ TRICKY = {
         "x,s,label\n1_000,a,0\n\u0661\u0662,b,1\n-nan,c,01\n+nan,d,1_0\n",
     "strings only": "s,t,label\nred,S,0\nblue,,1\nNA,M,0\n",
     "non-ASCII": "x,s,label\n1,café,0\n2,日本,1\n3,\U0001f600,0\n",
+    "class numbers not 0..k-1": "x,s,label\n1,a,-1\n2,b,3\n3,c,3.0\n4,d,99999999999999999999\n",
 }
 
 
@@ -239,8 +240,8 @@ ERRORS = {
     "not a number after whitespace": _table("\x1c7,a,0"),
     "missing label": _table("1,a,"),
     "missing label after whitespace": _table("1,a,  "),
-    "negative label": _table("1,a,-1"),
-    "label beyond int64": _table("1,a,99999999999999999999"),
+    "label mixing numbers and text": _table("1,a,benign"),
+    "label not a whole number": _table("1,a,0.5"),
     "only missing values": "x,s,label\nNA,a,0\n,b,1\n",
     "no rows": "x,s,label\n\n",
     "not UTF-8": "x,s,label\n1,a,0\n2,\udcff,1\n",

@@ -215,11 +215,18 @@ def test_csv_class_names_and_standardisation_match_numpy(tmp_path):
     assert got["train"] + got["eval"] == multiset(source, source_labels)
 
 
-def test_csv_integer_labels_set_num_classes(tmp_path):
-    rows = [[str(i % 4 * 2), f"{i * 0.5}"] for i in range(60)]  # labels 0, 2, 4, 6
+def test_csv_integer_labels_are_classes_by_their_numbers(tmp_path):
+    """Labels 0, 2, 4, 6 are 4 classes named by their numbers (not 7 outputs, 3 never seen);
+    labels 0..k-1 are their own ids."""
+    rows = [[str(i % 4 * 2), f"{i * 0.5}"] for i in range(60)]
     write_csv(str(tmp_path / "d.csv"), ["label", "v"], rows)
     meta = runtime.shard(str(tmp_path), str(tmp_path / "out"), num_shards=2, log=quiet)
-    assert meta.num_classes == 7 and meta.class_names is None
+    assert meta.num_classes == 4 and meta.class_names == ("0", "2", "4", "6")
+    os.makedirs(tmp_path / "ids")
+    write_csv(str(tmp_path / "ids" / "d.csv"), ["label", "v"],
+              [[str(int(r[0]) // 2), r[1]] for r in rows])
+    meta = runtime.shard(str(tmp_path / "ids"), str(tmp_path / "out-ids"), num_shards=2, log=quiet)
+    assert meta.num_classes == 4 and meta.class_names is None
 
 
 def test_tfrecord_numeric_features_plain_and_gzip(tmp_path):

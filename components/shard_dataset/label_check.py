@@ -1,0 +1,85 @@
+"""The label checked against the reference's: a class gained or lost is an anomaly.
+
+A model predicts the classes it was trained on. New data whose label holds a
+value the reference never had (a class spelled another way, a new one), or
+lacks a class the reference had, would train a model with other outputs than
+the served one's: both are anomalies of the data check (`validation`), which
+fail the shard step unless `allow_anomalies`; the evaluation then never lets a
+model with other classes replace the served one unasked (`evaluate_model/verdict`).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from kfdist.components.common.dataset_spec import DatasetMetadata, display_class_names
+from kfdist.components.shard_dataset.validation import NAMED_VALUES, Anomaly
+
+NEW_CLASS, MISSING_CLASS = "new class", "missing class"
+
+
+def dataset_classes(meta: DatasetMetadata) -> Dict[str, Optional[int]]:
+    """A dataset's classes and their examples (both splits; None: the dataset predates
+    counting them); a class id without an example is no class of the data."""
+    names = display_class_names(meta)
+    if meta.class_counts is None:
+        return dict.fromkeys(names)
+    totals = [0] * len(names)
+    for counts in meta.class_counts.values():
+        for i, n in enumerate(counts[:len(names)]):
+            totals[i] += int(n)
+    return {name: n for name, n in zip(names, totals) if n}
+
+
+def scanned_classes(class_names: Optional[Sequence[str]],
+                    class_counts: Mapping[str, Sequence[int]]) -> Dict[str, int]:
+    """The classes a scan found and their examples (both splits), by name.
+
+    Args:
+      class_names: The source's class names (index = class id); None: the ids are the names.
+      class_counts: Per split, the examples of each class id (`scan.ScanResult.class_counts`).
+    """
+    totals: List[int] = []
+    for counts in class_counts.values():
+        totals += [0] * (len(counts) - len(totals))
+        for i, n in enumerate(counts):
+            totals[i] += int(n)
+    names = class_names or [str(i) for i in range(len(totals))]
+    return {names[i]: n for i, n in enumerate(totals) if n}
+
+
+def _named(values: Sequence[str], counts: Mapping[str, Optional[int]]) -> str:
+    shown = ", ".join(f"{v!r}" + (f" ({counts[v]:,} rows)" if counts.get(v) is not None else "")
+                      for v in values[:NAMED_VALUES])
+    more = f" and {len(values) - NAMED_VALUES} more" if len(values) > NAMED_VALUES else ""
+    return shown + more
+
+
+def label_anomalies(reference: Mapping[str, Optional[int]], current: Mapping[str, int],
+                    label_column: Optional[str]) -> List[Anomaly]:
+    """The label's anomalies: classes the reference never had, and classes it had that the
+    new data lacks.
+
+    Args:
+      reference: The reference's classes and their examples (`dataset_classes`).
+      current: The new data's (`scanned_classes`).
+      label_column: The label's name in messages (None: the source's folders).
+    """
+    column = label_column or "label"
+    known = sorted(reference)
+    new = sorted(current, key=lambda v: (-current[v], v))
+    new = [v for v in new if v not in reference]
+    gone = [v for v in known if v not in current]
+    out = []
+    if new:
+        rows = sum(current[v] for v in new)
+        out.append(Anomaly(column, NEW_CLASS, (
+            f"label {column!r}: {len(new)} class(es) the reference never had, in {rows:,} of "
+            f"{sum(current.values()):,} rows: {_named(new, current)}; the reference's classes "
+            f"are {_named(known, {})}")))
+    if gone:
+        out.append(Anomaly(column, MISSING_CLASS, (
+            f"label {column!r}: {len(gone)} class(es) of the reference missing from this data: "
+            f"{_named(gone, reference)} in the reference; a model trained on it cannot predict "
+            "them")))
+    return out

@@ -1,0 +1,138 @@
+"""A table's label values as classes: their names, their ids, and labels refused.
+
+The distinct values of the label column decide what the classes are:
+
+* every value a whole number (`0`, `7`, `-1`, `2.0`): the numbers are the
+  classes. When they are exactly 0..k-1 they are their own ids and the dataset
+  records no names (as for MNIST's digits); otherwise (`3, 5, 9`, `1, 2, 3`,
+  `-1, 1`) they become ids 0..k-1 in ascending order, named by the numbers
+  (`"3"`, `"5"`, `"9"`): a model has one output per class that occurs, never
+  `max + 1`;
+* no value a number: each value is a class name, ids in sorted order;
+* numbers and text together (one `benign` among `0`/`1`) are refused, naming
+  a value of each kind and its line, as a feature column mixing them is: a
+  guess would make the odd value a class of its own;
+* numbers that are not whole, or more than `MAX_NUMBER_CLASSES` distinct
+  numbers, are a quantity (a weight, a price), not classes: refused in one
+  line naming the column and its distinct values, rather than trained as
+  thousands of classes of a few rows each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.shard_dataset.csv_columns import MISSING_VALUES, is_number, where
+
+#: Most distinct numbers a label column may hold as classes; more is a quantity to predict.
+MAX_NUMBER_CLASSES = 100
+#: Values of the rarer kind a refusal names.
+_NAMED = 3
+#: `row_blocks(path, num_columns)`: `(first line, rows)` blocks of a CSV file, as
+#: `csv_reader` reads them.
+RowBlocks = Callable[[str, int], Iterator[Tuple[int, List[List[str]]]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelClasses:
+    """The classes of a label column.
+
+    Attributes:
+      names: The class names, index = class id; None when the labels are the ids 0..k-1
+        themselves.
+      ids: Each distinct (stripped) label value of the source and its class id.
+    """
+
+    names: Optional[Tuple[str, ...]]
+    ids: Dict[str, int]
+
+    @property
+    def num_classes(self) -> int:
+        """How many classes there are."""
+        return len(set(self.ids.values()))
+
+
+def _number(text: str) -> Optional[float]:
+    return float(text) if is_number(text) else None
+
+
+def number_name(value: float) -> str:
+    """How a numeric class is named: `3` for 3.0, `2.5` for 2.5."""
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def _first_rows(paths: Sequence[str], num_columns: int, label_index: int,
+                row_blocks: RowBlocks) -> Tuple[Tuple[str, str], Tuple[str, str]]:
+    """The first label that is a number and the first that is not, as `(where, value)`."""
+    found: Dict[bool, Tuple[str, str]] = {}
+    for path in paths:
+        for first_line, rows in row_blocks(path, num_columns):
+            for offset, row in enumerate(rows):
+                value = row[label_index].strip()
+                kind = is_number(value)
+                if kind not in found:
+                    found[kind] = (where(path, first_line + offset), value)
+                    if len(found) == 2:
+                        return found[True], found[False]
+    raise AssertionError("a label column that mixes numbers and text has both")
+
+
+def _refuse_mixed(labels: Sequence[str], numbers: Dict[str, float], label_column: str,
+                  first: Tuple[Tuple[str, str], Tuple[str, str]]) -> None:
+    (n_where, number), (t_where, text) = first
+    texts = sorted(v for v in labels if v not in numbers)
+    named = ", ".join(repr(v) for v in texts[:_NAMED]) + (
+        f" and {len(texts) - _NAMED} more" if len(texts) > _NAMED else "")
+    missing = (" (an empty or NA label is a missing one: every row needs its class)"
+               if any(v in MISSING_VALUES for v in texts) else "")
+    raise InvalidInputError(
+        f"label column {label_column!r} mixes numbers and text: {number!r} at {n_where} is a "
+        f"number but {text!r} at {t_where} is not (text labels: {named}){missing}; a label "
+        "column holds class numbers or class names, not both: fix those rows, or name "
+        "another column with label_column")
+
+
+def _numeric_classes(numbers: Dict[str, float], label_column: str) -> LabelClasses:
+    distinct = sorted(set(numbers.values()))
+    odd = next((v for v in distinct if not v.is_integer()), None)
+    if len(distinct) > MAX_NUMBER_CLASSES or odd is not None:
+        why = (f"numbers that are not whole (e.g. {odd!r})" if odd is not None else
+               f"{len(distinct):,} distinct numbers (classes are at most {MAX_NUMBER_CLASSES})")
+        ids = "" if odd is not None else " (more class ids than that: write them as names)"
+        raise InvalidInputError(
+            f"label column {label_column!r} holds {why}: a quantity to predict, not classes; "
+            "kfdist trains classifiers: bin the values into classes in a column of their own"
+            f"{ids}, or name another column with label_column")
+    if distinct == [float(i) for i in range(len(distinct))]:
+        return LabelClasses(names=None, ids={t: int(v) for t, v in numbers.items()})
+    index = {v: i for i, v in enumerate(distinct)}
+    return LabelClasses(names=tuple(number_name(v) for v in distinct),
+                        ids={t: index[v] for t, v in numbers.items()})
+
+
+def label_classes(labels: Sequence[str], label_column: str, *, paths: Sequence[str],
+                  num_columns: int, label_index: int, row_blocks: RowBlocks) -> LabelClasses:
+    """The classes of a label column's distinct values (see the module docstring).
+
+    Args:
+      labels: The column's distinct stripped values (none empty).
+      label_column: Its name, for messages.
+      paths: The CSV files read, to name the lines of a column that mixes numbers and text.
+      num_columns: Their columns.
+      label_index: The label's position among them.
+      row_blocks: Reads a file's rows (`csv_reader`).
+
+    Raises:
+      InvalidInputError: On numbers mixed with text, numbers that are not whole, or more
+        than `MAX_NUMBER_CLASSES` distinct numbers.
+    """
+    numbers = {v: n for v in labels if (n := _number(v)) is not None}
+    if not numbers:
+        return LabelClasses(names=tuple(sorted(labels)),
+                            ids={name: i for i, name in enumerate(sorted(labels))})
+    if len(numbers) < len(labels):
+        _refuse_mixed(labels, numbers, label_column,
+                      _first_rows(paths, num_columns, label_index, row_blocks))
+    return _numeric_classes(numbers, label_column)

@@ -1,0 +1,167 @@
+"""A table's label column on real public tables: classes, refusals, counts and the check.
+
+scikit-learn's wine (3 cultivars, 178 rows) and breast cancer (569 rows, 0/1)
+are written to CSV here. The label is data too: its values become classes
+(numbers that are not 0..k-1 by a vocabulary named by the numbers), a label
+that mixes numbers and text or holds a quantity is refused in one line, each
+class is counted per split, and a class gained or lost against the reference
+is an anomaly of the data check.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import sklearn.datasets
+
+from kfdist.components.common.class_counts import label_lines, label_record
+from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.shard_dataset import runtime
+from kfdist.components.shard_dataset.validation import DataAnomalyError
+
+CULTIVARS = {0: "barolo", 1: "grignolino", 2: "barbera"}
+
+
+def wine(path, labels=None, keep=None) -> str:
+    """scikit-learn's wine as CSV, its `target` relabelled by `labels` (and rows `keep`)."""
+    frame = sklearn.datasets.load_wine(as_frame=True).frame
+    if labels is not None:
+        frame["target"] = frame["target"].map(labels)
+    if keep is not None:
+        frame = frame[keep(frame)]
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+def shard(source, out, lines=None, **kwargs):
+    return runtime.shard(source, str(out), label_column="target", num_shards=2,
+                         log=(lines.append if lines is not None else lambda line: None), **kwargs)
+
+
+def test_whole_numbers_other_than_0_to_k_are_classes_named_by_them(tmp_path):
+    meta = shard(wine(tmp_path / "w.csv", {0: 9, 1: 3, 2: 5}), tmp_path / "out")
+    assert meta.num_classes == 3 and meta.class_names == ("3", "5", "9")
+    counts = [a + b for a, b in zip(meta.class_counts["train"], meta.class_counts["eval"])]
+    assert counts == [71, 48, 59]  # grignolino (3), barbera (5), barolo (9)
+    one_to_three = shard(wine(tmp_path / "w123.csv", {0: 1, 1: 2, 2: 3}), tmp_path / "out123")
+    assert one_to_three.class_names == ("1", "2", "3")
+    signed = shard(wine(tmp_path / "signed.csv", {0: 10, 1: 9, 2: -1}), tmp_path / "signed")
+    assert signed.class_names == ("-1", "9", "10")  # in numeric order, not as text
+    ids = shard(wine(tmp_path / "w012.csv"), tmp_path / "out012")
+    assert ids.num_classes == 3 and ids.class_names is None  # 0..k-1: their own ids
+
+
+def test_a_label_mixing_numbers_and_text_is_refused_in_one_line(tmp_path):
+    frame = sklearn.datasets.load_breast_cancer(as_frame=True).frame
+    frame["target"] = frame["target"].astype(object)
+    frame.loc[6, "target"] = "benign"  # one row among 0/1, on line 8 of the file
+    frame.to_csv(tmp_path / "bc.csv", index=False)
+    out = tmp_path / "out"
+    with pytest.raises(InvalidInputError) as err:
+        shard(str(tmp_path / "bc.csv"), out)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("label column 'target' mixes numbers and text: '0' at line 2 of "
+                              "'bc.csv' is a number but 'benign' at line 8 of 'bc.csv' is not")
+    assert message.endswith("fix those rows, or name another column with label_column")
+    assert not out.exists()
+
+
+def test_kfdist_run_refuses_it_in_one_line_naming_its_flag(tmp_path):
+    frame = sklearn.datasets.load_breast_cancer(as_frame=True).frame
+    frame["target"] = frame["target"].astype(object)
+    frame.loc[6, "target"] = "benign"
+    frame.to_csv(tmp_path / "bc.csv", index=False)
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "kfdist", "run", "tabular", "--data",
+                           str(tmp_path / "bc.csv"), "--label-column", "target", "--output",
+                           str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    [line] = [l for l in proc.stderr.splitlines() if l.startswith("kfdist:")]
+    assert line.startswith("kfdist: invalid input: label column 'target' mixes numbers and text")
+    assert line.endswith("fix those rows, or name another column with --label-column")
+    assert not out.exists()
+
+
+def test_a_label_holding_a_quantity_is_refused_naming_its_distinct_values(tmp_path):
+    frame = sklearn.datasets.load_wine(as_frame=True).frame
+    frame.to_csv(tmp_path / "w.csv", index=False)
+    with pytest.raises(InvalidInputError, match=r"^label column 'proline' holds 121 distinct "
+                                                r"numbers \(classes are at most 100\)"):
+        runtime.shard(str(tmp_path / "w.csv"), str(tmp_path / "out"), label_column="proline",
+                      log=lambda line: None)
+    with pytest.raises(InvalidInputError, match=r"^label column 'hue' holds numbers that are "
+                                                r"not whole \(e.g. 0\.48\)"):
+        runtime.shard(str(tmp_path / "w.csv"), str(tmp_path / "out"), label_column="hue",
+                      log=lambda line: None)
+
+
+def test_the_classes_are_counted_per_split_and_logged(tmp_path):
+    lines = []
+    meta = shard(wine(tmp_path / "w.csv", CULTIVARS), tmp_path / "out", lines)
+    record = label_record(meta)
+    assert record["column"] == "target"
+    assert [(c["name"], c["train"] + c["eval"]) for c in record["classes"]] == [
+        ("barbera", 48), ("barolo", 59), ("grignolino", 71)]
+    assert sum(c["eval"] for c in record["classes"]) == meta.splits["eval"].num_examples
+    assert record["warnings"] == []
+    assert "label 'target': 3 classes: 'barbera' 48 (27%), 'barolo' 59 (33%), " \
+           "'grignolino' 71 (40%)" in lines
+
+
+def test_a_rare_class_and_a_class_the_held_out_split_lacks_are_warned_of(tmp_path):
+    """Three barbera rows, all in the source's train file: 3 of 133 rows, none held out."""
+    frame = sklearn.datasets.load_wine(as_frame=True).frame
+    frame["target"] = frame["target"].map(CULTIVARS)
+    common = frame[frame.target != "barbera"]
+    source = tmp_path / "source"
+    source.mkdir()
+    test = common.iloc[::5]
+    train = frame.drop(test.index)
+    train = train[(train.target != "barbera") | train.index.isin(
+        train.index[train.target == "barbera"][:3])]
+    train.to_csv(source / "train.csv", index=False)
+    test.to_csv(source / "test.csv", index=False)
+    lines = []
+    meta = shard(str(source), tmp_path / "out", lines)
+    assert meta.split == "predefined"
+    warnings = label_record(meta)["warnings"]
+    assert warnings == [
+        "1 class(es) under 5.0% of the 133 examples: 'barbera' 3 (2.3%); accuracy barely shows "
+        "how they are predicted: read their rows of the confusion matrix",
+        "the held-out split has no example of class(es) 'barbera': the evaluation never scores "
+        "them (more data, or a larger eval_fraction)"]
+    assert [f"warning: {w}" for w in warnings] == label_lines(label_record(meta))[1:]
+    assert all(f"warning: {w}" in lines for w in warnings)
+    page = (tmp_path / "out" / "data_validation.html").read_text()
+    assert "<h2>Label (target): 3 classes</h2>" in page
+    assert "<td>barbera</td><td>3</td><td>0</td><td>2.3%</td>" in page
+
+
+def test_a_class_renamed_or_missing_is_an_anomaly_against_the_reference(tmp_path):
+    reference = shard(wine(tmp_path / "w.csv", CULTIVARS), tmp_path / "reference")
+    assert reference.class_names == ("barbera", "barolo", "grignolino")
+    renamed = wine(tmp_path / "renamed.csv", {**CULTIVARS, 2: "Barbera"})
+    lines = []
+    with pytest.raises(DataAnomalyError, match="^2 anomalies"):
+        shard(renamed, tmp_path / "out", lines, reference_dataset=str(tmp_path / "reference"))
+    anomalies = [line for line in lines if line.startswith("anomaly: ")]
+    assert anomalies == [
+        "anomaly: label 'target': 1 class(es) the reference never had, in 48 of 178 rows: "
+        "'Barbera' (48 rows); the reference's classes are 'barbera', 'barolo', 'grignolino'",
+        "anomaly: label 'target': 1 class(es) of the reference missing from this data: "
+        "'barbera' (48 rows) in the reference; a model trained on it cannot predict them"]
+    assert not (tmp_path / "out").exists()
+    missing = wine(tmp_path / "missing.csv", CULTIVARS, keep=lambda f: f.target != "barbera")
+    lines = []
+    with pytest.raises(DataAnomalyError, match="^1 anomaly"):
+        shard(missing, tmp_path / "out", lines, reference_dataset=str(tmp_path / "reference"))
+    assert [line for line in lines if line.startswith("anomaly: ")] == [anomalies[1]]
+    meta = shard(missing, tmp_path / "out", reference_dataset=str(tmp_path / "reference"),
+                 allow_anomalies=True)
+    assert meta.class_names == ("barolo", "grignolino")
+    same = shard(wine(tmp_path / "same.csv", CULTIVARS), tmp_path / "same",
+                 reference_dataset=str(tmp_path / "reference"))
+    assert same.class_names == reference.class_names  # the same classes: no anomaly
