@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 
+from kfdist import launch_notes
 from kfdist.components.common import storage
 from kfdist.step_flags import add_step_flags, step_values
 from kfdist.components.launch_program import program_cluster, program_files, program_job, staging
@@ -15,6 +16,7 @@ from kfdist.components.launch_program.pod_entry import SCRATCH_ENV, entry_comman
 from kfdist.components.launch_program.program_cluster import PROGRAM_BACKENDS
 from kfdist.components.launch_program.program_framework import choose_framework
 from kfdist.components.launch_program.program_job import check_local_command
+from kfdist.components.launch_program.user_env import parse_env_flags
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
 from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
@@ -75,6 +77,9 @@ def add_launch_flags(p) -> None:
     p.add_argument("--mpi", action="store_true",
                    help="an MPI program (Horovod): mpirun starts workers x procs-per-worker "
                         "ranks, as an MPIJob's launcher does (backends local, mpijob)")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE",
+                   help="set a variable in every replica, locally and in the cluster job's "
+                        "containers (repeatable), e.g. --env TF_USE_LEGACY_KERAS=1")
     p.add_argument("--dataset", help="KFDIST_DATA_DIR: a directory or any URI")
     p.add_argument("--output", required=True,
                    help="directory for the model (OUTPUT/model) and checkpoints (OUTPUT/checkpoints)")
@@ -85,7 +90,8 @@ def add_launch_flags(p) -> None:
     p.add_argument("--backoff-limit", type=int, default=program_default("backoff_limit"),
                    help="replica restarts allowed before the job fails (default: %(default)s)")
     p.add_argument("--timeout", type=float, help="seconds before the job fails (no limit by default)")
-    p.add_argument("--image", help="cluster backends: the image holding the program")
+    p.add_argument("--image", help="cluster backends: the image holding the program (with "
+                   "--program-dir, --stage or a TensorFlow TrainJob it must hold kfdist too)")
     p.add_argument("--namespace", help="cluster backends: the job's namespace (default: the pod's, "
                    "else the kubeconfig context's, else `default`)")
     p.add_argument("--name", help="cluster backends: the job's name (a DNS-1035 label; default: "
@@ -128,6 +134,7 @@ def _cmd_launch(args) -> int:
     from kfdist.components.launch_program.local_launch import run_local
 
     command = tuple(args.program[1:] if args.program[:1] == ["--"] else args.program)
+    env = parse_env_flags(args.env)  # refused before anything is chosen or written
     if args.framework is None:  # said on stderr: `render launch` prints YAML on stdout
         args.framework = choose_framework(command, args.program_dir, program_default("framework"))
     if args.backend == "auto":
@@ -148,7 +155,7 @@ def _cmd_launch(args) -> int:
         data_dir=data_dir, backoff_limit=args.backoff_limit, active_deadline_seconds=args.timeout,
         restart_policy=args.restart_policy or program_cluster.default_restart_policy(
             args.framework, args.mpi, args.backend),
-        mpi=args.mpi)
+        mpi=args.mpi, env=env)
     if args.requirements and not args.program_dir:
         raise InvalidInputError("--requirements are installed with the program --program-dir "
                                 "ships; pass --program-dir DIR too")
@@ -174,7 +181,14 @@ def _cmd_launch(args) -> int:
         result = run_local(job, lambda line: print(line, flush=True), extra)
     print(f"kfdist: job succeeded ({result.restarts} restart(s)); model directory: "
           f"{job.model_dir}", file=sys.stderr)
+    _say(launch_notes.empty_model_note(job.model_dir))
     return 0
+
+
+def _say(note) -> None:
+    """Prints a note of `launch_notes` on stderr, if there is one."""
+    if note is not None:
+        print(note, file=sys.stderr, flush=True)
 
 
 def entry_options(args, output: str) -> list:
@@ -236,7 +250,11 @@ def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
     placement.check_location("--output", args.output)
     if job.data_dir is not None and "://" not in job.data_dir:
         placement.check_location("--dataset", job.data_dir)
-    return program_cluster.render(job, args.backend, placement, customisation)
+    rendered = program_cluster.render(job, args.backend, placement, customisation)
+    _say(launch_notes.image_note(args.image, launch_notes.entry_users(
+        bool(args.program_dir), args.stage,
+        args.backend == program_cluster.TRAINJOB and job.framework == "tensorflow")))
+    return rendered
 
 
 def cluster_options(args) -> "ClusterOptions":
@@ -296,4 +314,5 @@ def _on_cluster(job, args) -> int:
                                      timeout_from=args.timeout_from)
     print(f"kfdist: job succeeded ({outcome.restarts} restart(s)); model directory: "
           f"{job.model_dir} (on the replicas' PVC or gs://)", file=sys.stderr)
+    _say(launch_notes.empty_model_note(job.model_dir))  # where it can be read from here
     return 0
