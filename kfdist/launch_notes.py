@@ -27,11 +27,11 @@ def image_note(image: Optional[str], users: List[str]) -> Optional[str]:
     """
     if image is None or not users or images.is_kfdist_image(image):
         return None
-    return (f"kfdist: {' and '.join(users)} start(s) your command through kfdist's entry "
-            f"(python -m kfdist...) in --image {image}, which must hold kfdist "
-            f"(pip install kfdist=={images.__version__}, or build it FROM "
-            f"{images.image('runtime')}), else every replica fails with \"No module named "
-            "'kfdist'\"; without --image, kfdist's runtime image runs it")
+    return (f"kfdist: with {' and '.join(users)}, every replica starts your command through "
+            f"kfdist's entry (python -m kfdist...) in --image {image}, so that image must "
+            f"hold kfdist (build it "
+            f"FROM {images.image('runtime')}), else every replica fails with \"No module "
+            "named 'kfdist'\"; without --image, kfdist's runtime image runs it")
 
 
 def empty_model_note(model_dir: str) -> Optional[str]:

@@ -4,10 +4,11 @@ Each replica runs the user's command unchanged, in the caller's environment
 less anything an operator injects (no stray TF_CONFIG or RANK from the
 shell) and less kfdist's own variables (no TF_USE_LEGACY_KERAS that kfdist
 set for itself: `own_env`), plus the job's `--env` variables and exactly
-what the operator injects with localhost addresses (`operator_env`). The local supervisor streams every line as `[worker-i]`,
-applies the restart policy and backoff limit, decides success as the
-operators do (chief, else master, else worker 0) and leaves no process
-behind on failure, SIGTERM or Ctrl-C.
+what the operator injects with localhost addresses (`operator_env`). The
+local supervisor streams every line as `[worker-i]`, applies the restart
+policy and backoff limit, decides success as the operators do (chief, else
+master, else worker 0) and leaves no process behind on failure, SIGTERM or
+Ctrl-C. A failure kfdist knows the cause of says it (`program_failures`).
 """
 
 from __future__ import annotations

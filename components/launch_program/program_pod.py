@@ -102,7 +102,8 @@ def placement_for(name: str, image: str, options: ClusterOptions) -> ProgramPlac
 
 def default_job_name(job: ProgramJob) -> str:
     """`kfdist-<tf|pt>-<hash>`: the same for the same framework, command, output location and
-    `--env` variables, so that running the same launch again re-attaches to its job instead of starting another."""
+    `--env` variables, so that running the same launch again re-attaches to its job instead
+    of starting another."""
     identity = [job.framework, list(job.command), job.model_dir]
     if job.env:  # another --env is another job (its spec differs), not a re-attach
         identity.append(sorted(job.env.items()))

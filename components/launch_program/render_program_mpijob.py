@@ -5,9 +5,9 @@ procs_per_worker` slots (`slotsPerWorker`), reaching the worker pods over SSH wi
 key pair; a worker container without a command runs `/usr/sbin/sshd -De`; the launcher starts
 once every worker is Ready (`WaitForWorkersReady`). The ranks started over SSH do not inherit
 the launcher's environment, so `mpirun -x` forwards the KFDIST_* variables, the `--env` ones
-and those the KFP task passed on. In kfdist's Horovod image (non-root `mpiuser`, sshd on 2222) the keys are
-mounted at `/home/mpiuser/.ssh`. The job succeeds when the launcher does; restart policies are
-the launcher Job's: Never or OnFailure.
+and those the KFP task passed on. In kfdist's Horovod image (non-root `mpiuser`, sshd on 2222)
+the keys are mounted at `/home/mpiuser/.ssh`. The job succeeds when the launcher does; restart
+policies are the launcher Job's: Never or OnFailure.
 """
 
 from __future__ import annotations

@@ -63,7 +63,8 @@ def test_keras3_failure_is_one_line_with_its_fix_not_80_lines_of_tensors(tmp_pat
     assert rows == [], rows[:5]
     assert "numpy=" not in console
     # Each replica's error is one line: its message's first and last lines, joined.
-    folded = [line for line in console.splitlines() if "Attempt to convert a value (PerReplica" in line]
+    folded = [line for line in console.splitlines()
+              if "Attempt to convert a value (PerReplica" in line]
     assert folded and all("line(s) of the value left out" in line and
                           line.endswith("to a Tensor.") for line in folded), folded
     assert len(console.splitlines()) < 150, len(console.splitlines())
@@ -74,7 +75,8 @@ def test_the_same_program_trains_with_legacy_keras_set_by_env(tmp_path):
     done = _launch(tmp_path, "--env", "TF_USE_LEGACY_KERAS=1")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for worker in ("worker-0", "worker-1"):
-        assert re.search(rf"^\[{worker}\] trained: accuracy", done.stdout, re.M), done.stdout[-3000:]
+        assert re.search(rf"^\[{worker}\] trained: accuracy", done.stdout, re.M), \
+            done.stdout[-3000:]
     assert KERAS3_HINT not in done.stdout + done.stderr
     # The tutorial saves nothing: the launch says so.
     assert "the program wrote nothing into its model directory" in done.stderr, done.stderr

@@ -10,10 +10,11 @@ import pytest
 
 from kfdist import RUNTIME_IMAGE
 
-# Writes the replica's TF_CONFIG task or RANK, and the variables asked for, to KFDIST_CHECKPOINT_DIR.
+# Writes the variables asked for to KFDIST_CHECKPOINT_DIR/<TF_CONFIG task or RANK>.json.
 DUMP = """
 import json, os
-tag = os.environ.get("RANK") or "{type}-{index}".format(**json.loads(os.environ["TF_CONFIG"])["task"])
+task = os.environ.get("TF_CONFIG") and json.loads(os.environ["TF_CONFIG"])["task"]
+tag = os.environ.get("RANK") or "{type}-{index}".format(**task)
 with open(os.path.join(os.environ["KFDIST_CHECKPOINT_DIR"], tag + ".json"), "w") as f:
     json.dump({k: os.environ.get(k) for k in ("SEED", "MODE", "TF_USE_LEGACY_KERAS")}, f)
 """
@@ -26,7 +27,8 @@ def _kfdist(*args, env=None):
 
 
 @pytest.mark.parametrize("layout, replicas", [
-    (["--framework", "tensorflow", "--workers", "2", "--ps", "1"], ["ps-0", "worker-0", "worker-1"]),
+    (["--framework", "tensorflow", "--workers", "2", "--ps", "1"],
+     ["ps-0", "worker-0", "worker-1"]),
     (["--framework", "pytorch", "--workers", "2"], ["0", "1"]),
 ])
 def test_env_reaches_every_local_replica_over_the_shells_value(tmp_path, layout, replicas):
@@ -76,8 +78,9 @@ def test_a_users_image_that_must_hold_kfdist_is_named(flags, said):
                    "python", "train.py")
     assert done.returncode == 0, done.stderr
     [note] = [line for line in done.stderr.splitlines() if "must hold kfdist" in line]
-    assert note.startswith(f"kfdist: {said} start(s) your command through kfdist's entry "
-                           "(python -m kfdist...) in --image registry.example/team/train:1"), note
+    assert note.startswith(f"kfdist: with {said}, every replica starts your command through "
+                           "kfdist's entry (python -m kfdist...) in --image "
+                           "registry.example/team/train:1, so that image must hold kfdist"), note
     assert RUNTIME_IMAGE in note and "No module named 'kfdist'" in note
 
 

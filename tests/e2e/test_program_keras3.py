@@ -53,7 +53,8 @@ def test_a_keras3_program_is_evaluated_blessed_and_exported(tmp_path):
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
     with open(out / "logs" / "train-program.log") as f:
         assert "saved with Keras 3." in f.read()
-    [saved] = glob.glob(str(out / "pipeline_root" / "*" / "train-program" / "model" / "saved_model"))
+    [saved] = glob.glob(str(out / "pipeline_root" / "*" / "train-program" / "model"
+                            / "saved_model"))
     assert not os.path.exists(os.path.join(saved, "keras_metadata.pb"))  # Keras 3's export
     with open(out / "summary.json") as f:
         summary = json.load(f)

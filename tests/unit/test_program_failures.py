@@ -35,7 +35,8 @@ def test_each_source_folds_its_own_value_when_their_lines_interleave():
 
 def test_a_value_whose_source_ends_within_it_is_still_said():
     assert folded_lines(FAILURE[:5]) == FAILURE[:2] + [
-        "ValueError: Attempt to convert a value (PerReplica:{ ... [2 line(s) of the value left out]"]
+        "ValueError: Attempt to convert a value (PerReplica:{ ... "
+        "[2 line(s) of the value left out]"]
 
 
 def test_lines_past_the_limit_are_let_through_again():

@@ -1,8 +1,9 @@
 """Supervises a local job's replica processes under the operators' restart and success rules.
 
 Every output line of a replica goes to `log` as it arrives, prefixed with
-`[worker-i] ` (a per-replica value an error prints whole on one line: `value_folding`). A replica that exits non-zero is restarted or fails the job
-per the restart policy (`job.exit_codes`) and backoff limit; when the job
+`[worker-i] ` (a per-replica value an error prints whole on one line:
+`value_folding`). A replica that exits non-zero is restarted or fails the
+job per the restart policy (`job.exit_codes`) and backoff limit; when the job
 fails, the others are terminated and `TrainingFailedError` names the
 replica, its exit code and its last lines.
 
