@@ -8,11 +8,11 @@ import os
 import sys
 import tempfile
 
-from kfdist import launch_notes
+from kfdist import launch_notes, launch_shipping
 from kfdist.components.common import storage
 from kfdist.step_flags import add_step_flags, step_values
-from kfdist.components.launch_program import program_cluster, program_files, program_job, staging
-from kfdist.components.launch_program.pod_entry import SCRATCH_ENV, entry_command
+from kfdist.components.launch_program import program_cluster, program_files, program_job
+from kfdist.components.launch_program.pod_entry import SCRATCH_ENV
 from kfdist.components.launch_program.program_cluster import PROGRAM_BACKENDS
 from kfdist.components.launch_program.program_framework import choose_framework
 from kfdist.components.launch_program.program_job import check_local_command
@@ -101,32 +101,12 @@ def add_launch_flags(p) -> None:
                                       "every replica, on which --output (and a local --dataset) lie")
     p.add_argument("--pvc-mount-path", default=PVC_MOUNT_PATH,
                    help="where the replicas mount --pvc-name (default: %(default)s)")
-    _add_shipping_flags(p)
+    launch_shipping.add_shipping_flags(p)
     p.add_argument("--dry-run", action="store_true",
                    help="cluster backends: print the job as YAML instead of creating it")
     add_step_flags(p, lambda param: param.name in CLUSTER_PARAMS,
                    title="cluster backends (as the training step's)")
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
-
-
-def _add_shipping_flags(p) -> None:
-    """The flags that ship a program directory and stage the job's directories."""
-    p.add_argument("--program-dir",
-                   help="a directory holding your program: kfdist ships it to OUTPUT/program and "
-                        "every replica runs COMMAND in its own copy of it, on a cluster in "
-                        "kfdist's runtime image unless --image (no image to build)")
-    p.add_argument("--requirements",
-                   help="with --program-dir: a requirements file of pinned packages "
-                        "(name==version) that every replica installs when it starts")
-    p.add_argument("--stage", action="store_true",
-                   help="for a program that reads and writes only local paths: every replica "
-                        "gets local KFDIST_* directories for the gs:// ones (the dataset "
-                        "downloaded, the checkpoints downloaded and the leader's uploaded every "
-                        "--sync-seconds and at its end, the leader's model uploaded when it "
-                        "succeeds); on a cluster the image must hold kfdist")
-    p.add_argument("--sync-seconds", type=float, default=staging.DEFAULT_SYNC_SECONDS,
-                   help="with --stage: how often the leader's checkpoints are uploaded "
-                        "(default: %(default)s)")
 
 
 def _cmd_launch(args) -> int:
@@ -162,12 +142,13 @@ def _cmd_launch(args) -> int:
     if args.program_dir:
         program_files.check_program(args.program_dir, args.requirements)
     if args.stage:
-        _check_stage(args, job)
+        launch_shipping.check_stage(args, job)
         if local and not args.program_dir:
             check_local_command(command)  # kfdist's entry is what the replicas start
-    entry = entry_options(args, output)
+    entry = launch_shipping.entry_options(args, output)
     if entry:
-        job = dataclasses.replace(job, command=entry_wrapped(command, entry, local))
+        job = dataclasses.replace(job, command=launch_shipping.entry_wrapped(
+            command, entry, local))
     if not local:
         return _on_cluster(job, args)
     job.validate()
@@ -189,40 +170,6 @@ def _say(note) -> None:
     """Prints a note of `launch_notes` on stderr, if there is one."""
     if note is not None:
         print(note, file=sys.stderr, flush=True)
-
-
-def entry_options(args, output: str) -> list:
-    """The options of kfdist's entry (`pod_entry`) that --program-dir and --stage ask for."""
-    options = []
-    if args.program_dir:
-        options += ["--program", program_files.program_uri(output)]
-    if args.stage:
-        options += ["--stage", f"{args.sync_seconds:g}"]
-    return options
-
-
-def entry_wrapped(command, options: list, local: bool) -> tuple:
-    """COMMAND run by `pod_entry` with `options` (the image's `python` on a cluster, this one
-    here)."""
-    python = sys.executable if local else "python"
-    return tuple(entry_command(python, options, list(command)))
-
-
-def _check_stage(args, job) -> None:
-    """Refuses --stage where it would do nothing, or where kfdist's entry does not start the
-    ranks (an MPI program's are started by mpirun on the workers)."""
-    from kfdist.components.common.errors import InvalidInputError
-
-    if job.mpi:
-        raise InvalidInputError("--stage is not for --mpi: mpirun starts the ranks on the "
-                                "workers, where kfdist's entry does not run; give the program "
-                                "gs:// locations it writes itself, or the PVC")
-    if not any("://" in (where or "") for where in (args.output, args.dataset)):
-        raise InvalidInputError(f"--stage stages gs:// locations, and --output {args.output!r}"
-                                f"{'' if args.dataset is None else ' and --dataset ' + repr(args.dataset)}"
-                                " are not: pass a gs:// --output, or leave --stage out")
-    if not args.sync_seconds > 0:
-        raise InvalidInputError(f"--sync-seconds must be > 0, got {args.sync_seconds:g}")
 
 
 def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
@@ -275,19 +222,6 @@ def cluster_options(args) -> "ClusterOptions":
     return options
 
 
-def _ship_for_cluster(args) -> None:
-    """Ships --program-dir to OUTPUT/program: `gs://`, or the PVC where it is mounted here too
-    (a pipeline step's pod); refused before the job is created otherwise."""
-    from kfdist.components.common.errors import InvalidInputError
-
-    if "://" not in args.output and not os.path.isdir(args.pvc_mount_path):
-        raise InvalidInputError(
-            f"--program-dir is shipped through --output {args.output!r}, on the PVC "
-            f"{args.pvc_name!r}, which is not mounted here at {args.pvc_mount_path}: use a gs:// "
-            "--output, or launch where the PVC is mounted (a pipeline step)")
-    program_files.ship(args.program_dir, args.requirements, args.output)
-
-
 def _on_cluster(job, args) -> int:
     """Prints the job (`--dry-run`), or creates it and follows it to its end, as the training
     step does: re-attached when it exists, its leader's log streamed, deleted on Ctrl-C,
@@ -308,7 +242,7 @@ def _on_cluster(job, args) -> int:
         print(yaml.safe_dump(rendered.body, sort_keys=False), end="")
         return 0
     if args.program_dir:
-        _ship_for_cluster(args)
+        launch_shipping.ship_for_cluster(args)
     api = api or kube_api.KubeApi.from_environment()
     outcome = program_cluster.follow(rendered, api, timeout_seconds=args.timeout, log=log,
                                      timeout_from=args.timeout_from)
