@@ -48,15 +48,21 @@ def explained() -> Iterator[None]:
         raise TrainingFailedError(f"{error}\n{hint}") from error
 
 
-def folding_log(log: Callable[[str], None]) -> Callable[[str], None]:
-    """`log` with the per-replica values an error prints whole folded into one line, per
-    `[replica] ` label (`value_folding`)."""
-    folder = value_folding.ValueFolder()
+class FoldingLog:
+    """A log that folds the per-replica values an error prints whole into one line, per
+    `[replica] ` label (`value_folding`), before passing each line on."""
 
-    def folding(line: str) -> None:
+    def __init__(self, log: Callable[[str], None]):
+        self._log = log
+        self._folder = value_folding.ValueFolder()
+
+    def __call__(self, line: str) -> None:
         label = _LABEL.match(line)
         prefix = label.group(1) if label else ""
-        for out in folder.feed(line[len(prefix):], prefix):
-            log(prefix + out)
+        for out in self._folder.feed(line[len(prefix):], prefix):
+            self._log(prefix + out)
 
-    return folding
+    def flush(self) -> None:
+        """Passes on each value still folded (its stream ended within it) as its one line."""
+        for prefix, line in self._folder.flush():
+            self._log(prefix + line)

@@ -7,7 +7,7 @@ from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.common.value_folding import (
     MAX_FOLDED_LINES, ValueFolder, folded, folded_lines)
 from kfdist.components.launch_program.program_failures import (
-    KERAS3_HINT, explained, folding_log, hint_for)
+    KERAS3_HINT, FoldingLog, explained, hint_for)
 
 VALUE = ["  0: <tf.Tensor: shape=(32, 8, 8), dtype=float32, numpy=",
          "array([[[0.05037099, 0.24721867, 0.485604  , ..., 0.93188924,",
@@ -55,7 +55,7 @@ def test_a_one_line_message_and_other_lines_pass_unchanged():
 
 def test_a_log_folds_per_replica_label():
     said = []
-    log = folding_log(said.append)
+    log = FoldingLog(said.append)
     for line in FAILURE:
         log(f"[worker-0] {line}")
         log(f"[worker-1] {line}")
@@ -63,6 +63,17 @@ def test_a_log_folds_per_replica_label():
     assert said[-3:] == ["[worker-0] exiting", "[worker-1] exiting", "kfdist: TFJob team-a/run"]
     assert said.count(f"[worker-1] {ONE_LINE}") == 1 and said.count(f"[worker-0] {ONE_LINE}") == 1
     assert not any("numpy=" in line or "0.05037099" in line for line in said)
+
+
+def test_a_log_whose_stream_ends_within_a_value_says_it_when_flushed():
+    said = []
+    log = FoldingLog(said.append)
+    for line in FAILURE[:5]:
+        log(f"[chief-0] {line}")
+    assert said == [f"[chief-0] {line}" for line in FAILURE[:2]]
+    log.flush()
+    assert said[-1] == ("[chief-0] ValueError: Attempt to convert a value (PerReplica:{ ... "
+                        "[2 line(s) of the value left out]")
 
 
 def test_a_keras3_failure_ends_with_what_it_is_and_the_fix():
