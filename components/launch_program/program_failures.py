@@ -20,11 +20,10 @@ from kfdist.components.common.errors import TrainingFailedError
 KERAS3_SIGNATURE = "Attempt to convert a value (PerReplica"
 #: The line that says what that failure is and how to fix it.
 KERAS3_HINT = (
-    "kfdist: the program failed in Keras 3 (tf.keras since TensorFlow 2.16), whose model.fit "
-    "does not run under MultiWorkerMirroredStrategy (the 'PerReplica' error above): install "
-    "tf-keras in the program's image or environment "
-    "and set TF_USE_LEGACY_KERAS=1 there before TensorFlow is imported "
-    "(kfdist launch --env TF_USE_LEGACY_KERAS=1)")
+    "the program failed in Keras 3 (tf.keras since TensorFlow 2.16), whose model.fit does not "
+    "run under MultiWorkerMirroredStrategy (the 'PerReplica' error above): install tf-keras in "
+    "the program's image or environment and set TF_USE_LEGACY_KERAS=1 there before TensorFlow "
+    "is imported (in the program, or with kfdist launch --env TF_USE_LEGACY_KERAS=1)")
 #: A log line's source: its `[worker-1] ` label.
 _LABEL = re.compile(r"^(\[[^\]\s]+\] )")
 
