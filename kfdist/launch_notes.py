@@ -8,7 +8,6 @@ from typing import List, Optional
 
 from kfdist import images
 from kfdist.components.common import storage
-from kfdist.components.common.errors import KfdistError
 
 
 def entry_users(program_dir: bool, stage: bool, trainjob_tensorflow: bool) -> List[str]:
@@ -46,7 +45,7 @@ def empty_model_note(model_dir: str) -> Optional[str]:
     try:
         if storage.list_uris(model_dir.rstrip("/") + "/"):
             return None
-    except KfdistError:  # the bucket cannot be read from here: nothing to say
+    except Exception:  # noqa: BLE001  (a note after success: a bucket unread here says nothing)
         return None
     return (f"kfdist: the program wrote nothing into its model directory {model_dir} "
             "(KFDIST_MODEL_DIR): save the trained model there from the leader replica, e.g. "

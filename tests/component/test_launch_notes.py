@@ -52,6 +52,20 @@ def test_a_job_that_left_its_model_directory_empty_says_so(tmp_path):
     assert "kfdist.program.save_model(model)" in last
 
 
+@pytest.mark.parametrize("writes, noted", [("", True), ("model/saved_model.pb", False)])
+def test_an_empty_model_directory_on_gcs_is_said_too(gcs_emulator, writes, noted):
+    if not gcs_emulator.client().lookup_bucket("notes-bucket"):
+        gcs_emulator.create_bucket("notes-bucket")
+    output = f"gs://notes-bucket/runs/{'saved' if writes else 'empty'}"
+    if writes:  # the program writes gs:// itself (tf.io.gfile, model.save): written here for it
+        gcs_emulator.client().bucket("notes-bucket").blob(
+            output.split("/", 3)[3] + "/" + writes).upload_from_string("x")
+    done = _kfdist("launch", "--framework", "tensorflow", "--workers", "1", "--output", output,
+                   "--", sys.executable, "-c", "print('trained')")
+    assert done.returncode == 0, done.stderr
+    assert (f"kfdist: {EMPTY_NOTE} {output}/model (KFDIST_MODEL_DIR)" in done.stderr) == noted
+
+
 def test_a_job_that_wrote_its_model_says_nothing_more(tmp_path):
     write = ("import os; d = os.environ['KFDIST_MODEL_DIR']; os.makedirs(d + '/v', exist_ok=True);"
              " open(d + '/v/saved_model.pb', 'w').write('x')")
