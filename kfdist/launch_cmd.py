@@ -8,13 +8,15 @@ import os
 import sys
 import tempfile
 
+from kfdist import launch_notes, launch_shipping
 from kfdist.components.common import storage
 from kfdist.step_flags import add_step_flags, step_values
-from kfdist.components.launch_program import program_cluster, program_files, program_job, staging
-from kfdist.components.launch_program.pod_entry import SCRATCH_ENV, entry_command
+from kfdist.components.launch_program import program_cluster, program_files, program_job
+from kfdist.components.launch_program.pod_entry import SCRATCH_ENV
 from kfdist.components.launch_program.program_cluster import PROGRAM_BACKENDS
 from kfdist.components.launch_program.program_framework import choose_framework
 from kfdist.components.launch_program.program_job import check_local_command
+from kfdist.components.launch_program.user_env import parse_env_flags
 from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job.strategy_rules import PVC_MOUNT_PATH
 from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
@@ -75,6 +77,9 @@ def add_launch_flags(p) -> None:
     p.add_argument("--mpi", action="store_true",
                    help="an MPI program (Horovod): mpirun starts workers x procs-per-worker "
                         "ranks, as an MPIJob's launcher does (backends local, mpijob)")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE",
+                   help="set a variable in every replica, locally and in the cluster job's "
+                        "containers (repeatable), e.g. --env TF_USE_LEGACY_KERAS=1")
     p.add_argument("--dataset", help="KFDIST_DATA_DIR: a directory or any URI")
     p.add_argument("--output", required=True,
                    help="directory for the model (OUTPUT/model) and checkpoints (OUTPUT/checkpoints)")
@@ -85,7 +90,8 @@ def add_launch_flags(p) -> None:
     p.add_argument("--backoff-limit", type=int, default=program_default("backoff_limit"),
                    help="replica restarts allowed before the job fails (default: %(default)s)")
     p.add_argument("--timeout", type=float, help="seconds before the job fails (no limit by default)")
-    p.add_argument("--image", help="cluster backends: the image holding the program")
+    p.add_argument("--image", help="cluster backends: the image holding the program (with "
+                   "--program-dir, --stage or a TensorFlow TrainJob it must hold kfdist too)")
     p.add_argument("--namespace", help="cluster backends: the job's namespace (default: the pod's, "
                    "else the kubeconfig context's, else `default`)")
     p.add_argument("--name", help="cluster backends: the job's name (a DNS-1035 label; default: "
@@ -95,7 +101,7 @@ def add_launch_flags(p) -> None:
                                       "every replica, on which --output (and a local --dataset) lie")
     p.add_argument("--pvc-mount-path", default=PVC_MOUNT_PATH,
                    help="where the replicas mount --pvc-name (default: %(default)s)")
-    _add_shipping_flags(p)
+    launch_shipping.add_shipping_flags(p)
     p.add_argument("--dry-run", action="store_true",
                    help="cluster backends: print the job as YAML instead of creating it")
     add_step_flags(p, lambda param: param.name in CLUSTER_PARAMS,
@@ -103,31 +109,12 @@ def add_launch_flags(p) -> None:
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
 
-def _add_shipping_flags(p) -> None:
-    """The flags that ship a program directory and stage the job's directories."""
-    p.add_argument("--program-dir",
-                   help="a directory holding your program: kfdist ships it to OUTPUT/program and "
-                        "every replica runs COMMAND in its own copy of it, on a cluster in "
-                        "kfdist's runtime image unless --image (no image to build)")
-    p.add_argument("--requirements",
-                   help="with --program-dir: a requirements file of pinned packages "
-                        "(name==version) that every replica installs when it starts")
-    p.add_argument("--stage", action="store_true",
-                   help="for a program that reads and writes only local paths: every replica "
-                        "gets local KFDIST_* directories for the gs:// ones (the dataset "
-                        "downloaded, the checkpoints downloaded and the leader's uploaded every "
-                        "--sync-seconds and at its end, the leader's model uploaded when it "
-                        "succeeds); on a cluster the image must hold kfdist")
-    p.add_argument("--sync-seconds", type=float, default=staging.DEFAULT_SYNC_SECONDS,
-                   help="with --stage: how often the leader's checkpoints are uploaded "
-                        "(default: %(default)s)")
-
-
 def _cmd_launch(args) -> int:
     from kfdist.components.common.errors import InvalidInputError
     from kfdist.components.launch_program.local_launch import run_local
 
     command = tuple(args.program[1:] if args.program[:1] == ["--"] else args.program)
+    env = parse_env_flags(args.env)  # refused before anything is chosen or written
     if args.framework is None:  # said on stderr: `render launch` prints YAML on stdout
         args.framework = choose_framework(command, args.program_dir, program_default("framework"))
     if args.backend == "auto":
@@ -148,19 +135,20 @@ def _cmd_launch(args) -> int:
         data_dir=data_dir, backoff_limit=args.backoff_limit, active_deadline_seconds=args.timeout,
         restart_policy=args.restart_policy or program_cluster.default_restart_policy(
             args.framework, args.mpi, args.backend),
-        mpi=args.mpi)
+        mpi=args.mpi, env=env)
     if args.requirements and not args.program_dir:
         raise InvalidInputError("--requirements are installed with the program --program-dir "
                                 "ships; pass --program-dir DIR too")
     if args.program_dir:
         program_files.check_program(args.program_dir, args.requirements)
     if args.stage:
-        _check_stage(args, job)
+        launch_shipping.check_stage(args, job)
         if local and not args.program_dir:
             check_local_command(command)  # kfdist's entry is what the replicas start
-    entry = entry_options(args, output)
+    entry = launch_shipping.entry_options(args, output)
     if entry:
-        job = dataclasses.replace(job, command=entry_wrapped(command, entry, local))
+        job = dataclasses.replace(job, command=launch_shipping.entry_wrapped(
+            command, entry, local))
     if not local:
         return _on_cluster(job, args)
     job.validate()
@@ -174,41 +162,14 @@ def _cmd_launch(args) -> int:
         result = run_local(job, lambda line: print(line, flush=True), extra)
     print(f"kfdist: job succeeded ({result.restarts} restart(s)); model directory: "
           f"{job.model_dir}", file=sys.stderr)
+    _say(launch_notes.empty_model_note(job.model_dir))
     return 0
 
 
-def entry_options(args, output: str) -> list:
-    """The options of kfdist's entry (`pod_entry`) that --program-dir and --stage ask for."""
-    options = []
-    if args.program_dir:
-        options += ["--program", program_files.program_uri(output)]
-    if args.stage:
-        options += ["--stage", f"{args.sync_seconds:g}"]
-    return options
-
-
-def entry_wrapped(command, options: list, local: bool) -> tuple:
-    """COMMAND run by `pod_entry` with `options` (the image's `python` on a cluster, this one
-    here)."""
-    python = sys.executable if local else "python"
-    return tuple(entry_command(python, options, list(command)))
-
-
-def _check_stage(args, job) -> None:
-    """Refuses --stage where it would do nothing, or where kfdist's entry does not start the
-    ranks (an MPI program's are started by mpirun on the workers)."""
-    from kfdist.components.common.errors import InvalidInputError
-
-    if job.mpi:
-        raise InvalidInputError("--stage is not for --mpi: mpirun starts the ranks on the "
-                                "workers, where kfdist's entry does not run; give the program "
-                                "gs:// locations it writes itself, or the PVC")
-    if not any("://" in (where or "") for where in (args.output, args.dataset)):
-        raise InvalidInputError(f"--stage stages gs:// locations, and --output {args.output!r}"
-                                f"{'' if args.dataset is None else ' and --dataset ' + repr(args.dataset)}"
-                                " are not: pass a gs:// --output, or leave --stage out")
-    if not args.sync_seconds > 0:
-        raise InvalidInputError(f"--sync-seconds must be > 0, got {args.sync_seconds:g}")
+def _say(note) -> None:
+    """Prints a note of `launch_notes` on stderr, if there is one."""
+    if note is not None:
+        print(note, file=sys.stderr, flush=True)
 
 
 def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
@@ -236,7 +197,11 @@ def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
     placement.check_location("--output", args.output)
     if job.data_dir is not None and "://" not in job.data_dir:
         placement.check_location("--dataset", job.data_dir)
-    return program_cluster.render(job, args.backend, placement, customisation)
+    rendered = program_cluster.render(job, args.backend, placement, customisation)
+    _say(launch_notes.image_note(args.image, launch_notes.entry_users(
+        bool(args.program_dir), args.stage,
+        args.backend == program_cluster.TRAINJOB and job.framework == "tensorflow")))
+    return rendered
 
 
 def cluster_options(args) -> "ClusterOptions":
@@ -255,19 +220,6 @@ def cluster_options(args) -> "ClusterOptions":
                              timeout_seconds=args.timeout, **values)
     options.validate()
     return options
-
-
-def _ship_for_cluster(args) -> None:
-    """Ships --program-dir to OUTPUT/program: `gs://`, or the PVC where it is mounted here too
-    (a pipeline step's pod); refused before the job is created otherwise."""
-    from kfdist.components.common.errors import InvalidInputError
-
-    if "://" not in args.output and not os.path.isdir(args.pvc_mount_path):
-        raise InvalidInputError(
-            f"--program-dir is shipped through --output {args.output!r}, on the PVC "
-            f"{args.pvc_name!r}, which is not mounted here at {args.pvc_mount_path}: use a gs:// "
-            "--output, or launch where the PVC is mounted (a pipeline step)")
-    program_files.ship(args.program_dir, args.requirements, args.output)
 
 
 def _on_cluster(job, args) -> int:
@@ -290,10 +242,11 @@ def _on_cluster(job, args) -> int:
         print(yaml.safe_dump(rendered.body, sort_keys=False), end="")
         return 0
     if args.program_dir:
-        _ship_for_cluster(args)
+        launch_shipping.ship_for_cluster(args)
     api = api or kube_api.KubeApi.from_environment()
     outcome = program_cluster.follow(rendered, api, timeout_seconds=args.timeout, log=log,
                                      timeout_from=args.timeout_from)
     print(f"kfdist: job succeeded ({outcome.restarts} restart(s)); model directory: "
           f"{job.model_dir} (on the replicas' PVC or gs://)", file=sys.stderr)
+    _say(launch_notes.empty_model_note(job.model_dir))  # where it can be read from here
     return 0

@@ -13,19 +13,20 @@ kfdist's own::
     train = program.dataset("train", batch_size=64).repeat()
     model = build(program.input_shape(), program.num_classes())
     model.fit(train, ...)
-    if program.is_leader():
-        model.save(program.model_dir())
+    program.save_model(model)
 
-Importing kfdist sets no variable: the program chooses its Keras. `model.save(dir)` writes a
-SavedModel with tf-keras, which the program selects by setting `TF_USE_LEGACY_KERAS=1` before it
-imports TensorFlow (as `examples/keras_fit_backup_restore.py` does); Keras 3 exports one with
-`model.export(dir)`.
+Importing kfdist sets no variable: the program chooses its Keras. `save_model` writes the
+SavedModel with either: `model.save(dir)` under tf-keras, which the program selects by setting
+`TF_USE_LEGACY_KERAS=1` before it imports TensorFlow (as `examples/keras_fit_backup_restore.py`
+does), and `model.export(dir)` under Keras 3, whose `model.save` writes only `.keras` files.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from typing import Mapping, Optional, Tuple
 
 from kfdist.components.common import dataset_spec
@@ -121,3 +122,39 @@ def dataset(split: str = "train", batch_size: int = 64, directory: Optional[str]
         raise InvalidInputError(f"dataset {directory!r} has no split {split!r}; it has "
                                 f"{sorted(meta.splits)}")
     return tf_features.split_batches(meta, directory, split, batch_size)
+
+
+def save_model(model, directory: Optional[str] = None) -> str:
+    """Saves a Keras model as the SavedModel the evaluate and export steps take, under Keras 3
+    (`model.export`) as under tf-keras (`model.save`).
+
+    Every replica calls it: a multi-worker save is a collective. The leader writes into
+    `model_dir()`; another replica writes into a temporary directory, removed after.
+
+    Args:
+      model: The trained Keras model.
+      directory: Where the leader writes it; default `KFDIST_MODEL_DIR`.
+
+    Returns:
+      Where this replica wrote it (the leader's directory, or a removed temporary one).
+    """
+    leader = is_leader()
+    target = (directory or model_dir()) if leader else tempfile.mkdtemp(prefix="kfdist-model-")
+    try:
+        if _is_keras3(model):
+            model.export(target, verbose=False)
+        else:
+            model.save(target)
+    finally:
+        if not leader:
+            shutil.rmtree(target, ignore_errors=True)
+    return target
+
+
+def _is_keras3(model) -> bool:
+    """Whether `model` is a Keras 3 model (the `keras` package at version 3 or later)."""
+    if "keras" not in {cls.__module__.split(".")[0] for cls in type(model).__mro__}:
+        return False  # a tf-keras model (a subclass of one included)
+    import keras
+
+    return int(keras.__version__.split(".")[0]) >= 3

@@ -156,9 +156,9 @@ def record(model_dir: str, dataset_dir: str, meta: ds.DatasetMetadata) -> Option
     keys = _fingerprints(model_dir, dataset_dir, meta)
     if keys is None:
         return None
-    import tensorflow as tf
+    from kfdist.components.common.serving_model import load_trained_model
 
-    model = tf.keras.models.load_model(os.path.join(model_dir, ma.SAVED_MODEL_DIR), compile=False)
+    model = load_trained_model(os.path.join(model_dir, ma.SAVED_MODEL_DIR))
     scored = predict(model, meta, meta, dataset_dir)
     path = os.path.join(model_dir, ma.EVAL_PREDICTIONS_FILE)
     tmp = f"{path}.tmp-{os.getpid()}.npz"

@@ -22,13 +22,49 @@ from kfdist.components.common import tf_features
 from kfdist.components.common.serving_inputs import SIGNATURE_NAME
 
 
+#: The file a tf-keras SavedModel holds and an exported one (Keras 3's `model.export`) lacks.
+KERAS_METADATA_FILE = "keras_metadata.pb"
+
+
+class ExportedModel(tf.Module):
+    """A SavedModel without Keras metadata (Keras 3's `model.export`), called through its
+    serving signature as a Keras model is called: `model(inputs, training=False)`."""
+
+    def __init__(self, loaded):
+        super().__init__()
+        self.loaded = loaded
+        signature = loaded.signatures[SIGNATURE_NAME]
+        [self._input_name] = signature.structured_input_signature[1]
+        [self._output_name] = signature.structured_outputs
+
+    def __call__(self, inputs, training: bool = False):
+        del training  # an exported model is for inference only
+        outputs = self.loaded.signatures[SIGNATURE_NAME](**{self._input_name: inputs})
+        return outputs[self._output_name]
+
+
+def load_trained_model(saved_model_dir: str):
+    """The trained model of a SavedModel: a tf-keras model (`model.save`), or a Keras 3 export
+    (`model.export`) as an `ExportedModel`.
+
+    Args:
+      saved_model_dir: A local SavedModel directory.
+    """
+    if tf.io.gfile.exists(os.path.join(saved_model_dir, KERAS_METADATA_FILE)):
+        return tf.keras.models.load_model(saved_model_dir, compile=False)
+    return ExportedModel(tf.saved_model.load(saved_model_dir))
+
+
 def outputs_are_logits(model) -> bool:
     """Returns whether a Keras model's last layer emits logits rather than probabilities.
 
     A final softmax (as an activation, an `Activation` layer or a `Softmax`
     layer) means probabilities; a final layer with a linear activation means
-    logits. Anything else is taken as probabilities.
+    logits. Anything else, an `ExportedModel`'s outputs included (its layers are
+    not saved), is taken as probabilities.
     """
+    if isinstance(model, ExportedModel):
+        return False
     last = model.layers[-1]
     if isinstance(last, tf.keras.layers.Softmax):
         return False
@@ -68,11 +104,12 @@ def save_serving_model(keras_saved_model: str, meta: ds.DatasetMetadata, out_dir
     the result is the same whichever strategy trained it.
 
     Args:
-      keras_saved_model: Directory of the Keras SavedModel (input: preprocessed float32).
+      keras_saved_model: Directory of the Keras SavedModel (input: preprocessed float32), from
+        tf-keras' `model.save` or Keras 3's `model.export`.
       meta: The metadata of the dataset it was trained on.
       out_dir: Directory to write (created; must not hold a SavedModel yet).
     """
-    model = tf.keras.models.load_model(keras_saved_model, compile=False)
+    model = load_trained_model(keras_saved_model)
     module = serving_module(model, meta)
     os.makedirs(out_dir, exist_ok=True)
     tf.saved_model.save(module, out_dir, signatures={SIGNATURE_NAME: module.serve})

@@ -145,9 +145,9 @@ def _predictions(model_dir: str, dataset_dir: str, batch_size: int,
         log(f"using the predictions the trainer kept in {ma.EVAL_PREDICTIONS_FILE}: made by this "
             "SavedModel on these eval shards (both fingerprints match)")
         return kept, model_meta, data_meta
-    import tensorflow as tf
+    from kfdist.components.common.serving_model import load_trained_model
 
-    model = tf.keras.models.load_model(os.path.join(model_dir, ma.SAVED_MODEL_DIR), compile=False)
+    model = load_trained_model(os.path.join(model_dir, ma.SAVED_MODEL_DIR))
     return ep.predict(model, model_meta, data_meta, dataset_dir, batch_size), model_meta, data_meta
 
 

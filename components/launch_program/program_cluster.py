@@ -84,14 +84,21 @@ def follow(rendered: RenderedJob, api, *, timeout_seconds: Optional[float],
     SIGTERM and the timeout delete it. Returns the launcher's outcome.
 
     Raises:
-      TrainingFailedError: The job failed (the operator's reason and the failed replicas' lines).
+      TrainingFailedError: The job failed (the operator's reason and the failed replicas' lines,
+        and what the failure is when kfdist knows: `program_failures`).
       JobTimeoutError: It did not end in time (it was deleted).
     """
+    from kfdist.components.launch_program import program_failures
     from kfdist.components.train_distributed.kubernetes.lifecycle import failed_replicas
     from kfdist.components.train_distributed.kubernetes.lifecycle import launcher, step_signals
 
     log(f"kfdist: {rendered.kind.kind} {rendered.namespace}/{rendered.name}")
-    with step_signals.cancel_on_sigterm(), failed_replicas.quoted(api, rendered):
-        return launcher.launch_and_wait(rendered, api, timeout_seconds=timeout_seconds, log=log,
-                                        owner=api.read_own_pod_reference(),
-                                        timeout_from=timeout_from)
+    folding = program_failures.FoldingLog(log)
+    try:
+        with step_signals.cancel_on_sigterm(), program_failures.explained(), \
+                failed_replicas.quoted(api, rendered):
+            return launcher.launch_and_wait(rendered, api, timeout_seconds=timeout_seconds,
+                                            log=folding, owner=api.read_own_pod_reference(),
+                                            timeout_from=timeout_from)
+    finally:
+        folding.flush()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-from typing import Optional, Tuple
+from typing import Mapping, Optional, Tuple
 
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.train_distributed.job import strategy_rules
@@ -46,6 +46,7 @@ class ProgramJob:
       active_deadline_seconds: The job fails once it ran this long (None: no deadline).
       mpi: An MPI program (Horovod): `mpirun`, as an MPIJob's launcher runs it, starts
         `workers x procs_per_worker` ranks, with neither TF_CONFIG nor the PyTorch variables.
+      env: Variables set in every replica beside the operator's (`--env NAME=VALUE`).
     """
 
     framework: str
@@ -62,6 +63,7 @@ class ProgramJob:
     backoff_limit: Optional[int] = 6
     active_deadline_seconds: Optional[float] = None
     mpi: bool = False
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def validate(self) -> None:
         """Checks every field before anything starts.
@@ -96,6 +98,9 @@ class ProgramJob:
                  f"valid: {list(strategy_rules.RESTART_POLICIES)}")
         _require(self.backoff_limit is None or self.backoff_limit >= 0,
                  f"backoff_limit must be >= 0, got {self.backoff_limit}")
+        from kfdist.components.launch_program.user_env import check_env
+
+        check_env(self.env)
 
     @property
     def replica_count(self) -> int:

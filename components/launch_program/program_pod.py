@@ -101,9 +101,13 @@ def placement_for(name: str, image: str, options: ClusterOptions) -> ProgramPlac
 
 
 def default_job_name(job: ProgramJob) -> str:
-    """`kfdist-<tf|pt>-<hash>`: the same for the same framework, command and output location,
-    so that running the same launch again re-attaches to its job instead of starting another."""
-    key = json.dumps([job.framework, list(job.command), job.model_dir], separators=(",", ":"))
+    """`kfdist-<tf|pt>-<hash>`: the same for the same framework, command, output location and
+    `--env` variables, so that running the same launch again re-attaches to its job instead
+    of starting another."""
+    identity = [job.framework, list(job.command), job.model_dir]
+    if job.env:  # another --env is another job (its spec differs), not a re-attach
+        identity.append(sorted(job.env.items()))
+    key = json.dumps(identity, separators=(",", ":"))
     prefix = "tf" if job.framework == "tensorflow" else "pt"
     return f"kfdist-{prefix}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
@@ -134,9 +138,11 @@ def container(job: ProgramJob, placement: ProgramPlacement, name: str,
 
 
 def env(job: ProgramJob, placement: ProgramPlacement) -> List[Dict[str, Any]]:
-    """A replica's `env`: the KFDIST_* directories, then what the KFP task passed on."""
-    return ([{"name": k, "value": v} for k, v in operator_env.kfdist_env(job).items()]
-            + [copy.deepcopy(dict(e)) for e in placement.extras.env])
+    """A replica's `env`: the KFDIST_* directories, the job's `--env` variables, then what the
+    KFP task passed on (less the variables `--env` set)."""
+    own = {**operator_env.kfdist_env(job), **job.env}
+    return ([{"name": k, "value": v} for k, v in own.items()]
+            + [copy.deepcopy(dict(e)) for e in placement.extras.env if e["name"] not in own])
 
 
 #: Makes the KFDIST_* directories on the PVC (as `kfdist launch --backend local` makes them)

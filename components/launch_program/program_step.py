@@ -130,8 +130,8 @@ def train_program(dataset_dir: str, model_dir: str, command: Sequence[str], *,
     if not os.path.isfile(os.path.join(saved, "saved_model.pb")):
         raise TrainingFailedError(
             f"the program succeeded but wrote no SavedModel into KFDIST_MODEL_DIR ({saved}); "
-            "save the trained Keras model there from the leader replica "
-            "(`model.save(kfdist.program.model_dir())`)")
+            "save the trained Keras model there (`kfdist.program.save_model(model)` in every "
+            "replica: the leader's copy is kept)")
     unfit = signature_check.mismatch(saved, meta)
     if unfit is not None:
         raise TrainingFailedError(f"the program's SavedModel ({saved}) cannot be evaluated: "

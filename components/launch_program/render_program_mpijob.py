@@ -4,10 +4,10 @@ What the MPI Operator (v0.8) does with it: a launcher pod runs `mpirun` over `wo
 procs_per_worker` slots (`slotsPerWorker`), reaching the worker pods over SSH with the job's
 key pair; a worker container without a command runs `/usr/sbin/sshd -De`; the launcher starts
 once every worker is Ready (`WaitForWorkersReady`). The ranks started over SSH do not inherit
-the launcher's environment, so `mpirun -x` forwards the KFDIST_* variables (and those the KFP
-task passed on). In kfdist's Horovod image (non-root `mpiuser`, sshd on 2222) the keys are
-mounted at `/home/mpiuser/.ssh`. The job succeeds when the launcher does; restart policies are
-the launcher Job's: Never or OnFailure.
+the launcher's environment, so `mpirun -x` forwards the KFDIST_* variables, the `--env` ones
+and those the KFP task passed on. In kfdist's Horovod image (non-root `mpiuser`, sshd on 2222)
+the keys are mounted at `/home/mpiuser/.ssh`. The job succeeds when the launcher does; restart
+policies are the launcher Job's: Never or OnFailure.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def render_program_mpijob(job: ProgramJob, placement: ProgramPlacement) -> Rende
     require(job.mpi, "an MPIJob runs an MPI program: pass --mpi (Horovod, or any program mpirun "
             "starts)")
     placement.validate()
-    env = list(operator_env.kfdist_env(job)) + placement.extras.env_names
+    env = list(dict.fromkeys([*operator_env.kfdist_env(job), *job.env,
+                              *placement.extras.env_names]))
     worker = program_pod.container(job, placement, MPI_CONTAINER_NAME)
     del worker["command"]  # the operator runs sshd
     launcher = copy.deepcopy(worker)

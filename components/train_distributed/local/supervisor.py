@@ -1,8 +1,9 @@
 """Supervises a local job's replica processes under the operators' restart and success rules.
 
 Every output line of a replica goes to `log` as it arrives, prefixed with
-`[worker-i] `. A replica that exits non-zero is restarted or fails the job
-per the restart policy (`job.exit_codes`) and backoff limit; when the job
+`[worker-i] ` (a per-replica value an error prints whole on one line:
+`value_folding`). A replica that exits non-zero is restarted or fails the
+job per the restart policy (`job.exit_codes`) and backoff limit; when the job
 fails, the others are terminated and `TrainingFailedError` names the
 replica, its exit code and its last lines.
 
@@ -24,7 +25,7 @@ import threading
 import time
 from typing import Callable, Deque, Dict, List, Optional, Sequence
 
-from kfdist.components.common import parent_death
+from kfdist.components.common import parent_death, value_folding
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed.job import config, exit_codes, strategy_rules, tf_config
 from kfdist.components.train_distributed.kubernetes.lifecycle import step_signals
@@ -147,7 +148,7 @@ class Supervisor:
         prefix = f"[{replica.task.label}] "
         lines = (mpi_output.rank_lines(process.stdout) if replica.task.type == LAUNCHER
                  else ((None, raw.rstrip("\n")) for raw in process.stdout))
-        for rank, line in lines:
+        for rank, line in value_folding.folded(lines):  # a per-replica value: one line
             rank_label = f"[rank-{rank}] " if rank is not None else ""
             replica.tail.append(rank_label + line)
             if self._log_error is not None:

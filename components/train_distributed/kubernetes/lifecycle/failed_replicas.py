@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
+from kfdist.components.common import value_folding
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
 from kfdist.components.train_distributed.kubernetes.client.kube_errors import KubeApiError
@@ -57,8 +58,8 @@ def last_lines(api, rendered: RenderedJob, lines: int = FAILED_LOG_TAIL_LINES) -
         if not state.get("terminated") or state["terminated"].get("exitCode", 0) == 0:
             continue
         try:
-            tail = list(api.stream_pod_log(rendered.namespace, pod["metadata"]["name"], container,
-                                           follow=False))[-lines:]
+            tail = value_folding.folded_lines(api.stream_pod_log(
+                rendered.namespace, pod["metadata"]["name"], container, follow=False))[-lines:]
         except KubeApiError:
             continue
         who = js.pod_display_name(pod)
