@@ -101,8 +101,8 @@ def render_from_args(args: argparse.Namespace):
     """Validates and renders the job the step would create; returns (body, job, layout, dataset_uri).
 
     Raises:
-      InvalidInputError: Naming every missing setting a cluster job needs (its backend,
-        namespace and work location) at once, else the first bad value.
+      InvalidInputError: Naming the first bad value, else every missing setting a cluster
+        job needs (its backend, namespace and work location) at once.
     """
     from kfdist.components.train_distributed import runtime
     from kfdist.components.train_distributed.job import config
@@ -114,8 +114,8 @@ def render_from_args(args: argparse.Namespace):
 
     values = step_values(args)
     dataset_uri = args.dataset_uri or (os.path.abspath(args.dataset) if args.dataset else None)
+    step = runtime.build_job(**values)  # a bad value is named first
     _check_required(values, dataset_uri)
-    step = runtime.build_job(**values)
     if args.dataset:
         from kfdist.components.common.dataset_spec import load_metadata
 
