@@ -39,6 +39,9 @@ def _outside_a_cluster(monkeypatch):
       "--work-uri", "gs://b/w"], "has no chief (rank 0 leads): leave out --chief"),
     ([*RENDER, "--namespace", "ml", "--work-uri", "gs://b/w", "--batch-size", "0"],
      "--batch-size must be an integer >= 1, got 0"),
+    (["run", "mnist", "--backend", "tfjob"],  # both missing settings at once
+     "unknown outside a cluster: pass --namespace; no shared location for the replicas (the "
+     "dataset is at"),
 ])
 def test_bad_input_names_the_flags_given(argv, said, tmp_path, capsys):
     if argv[0] == "run":
