@@ -4,6 +4,9 @@
     python -m benchmarks --quick    # small inputs, no polling runs, fewer measures: under 2 minutes
     python -m benchmarks --peers    # kfdist beside TFX's component libraries (their own venv)
 
+A quick run writes files of its own (results-quick.json, results-quick.md); any run keeps
+the measures it did not make as the earlier results hold them (`results_files`).
+
 Every figure is measured in the same run as its baseline and reported as a
 ratio, because shared machines are noisy; see each module for what is compared.
 The peer pairs run `--rounds` times, alternating sides, and are reported as median
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -24,7 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from benchmarks import (end_to_end, input_pipeline, journal, launcher, library_paths, peer_at_size,
                         peer_distributed, peer_end_to_end, peer_report, peer_sharding, provenance,
-                        repeats, report, sharding, time_to_accuracy, training)
+                        repeats, results_files, sharding, time_to_accuracy, training)
 from benchmarks.common import write_synthetic_mnist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -172,13 +174,6 @@ def target_rows(measures: Dict[str, Any]) -> List[Dict[str, Any]]:
     return rows
 
 
-def _load(path: str) -> Optional[Dict[str, Any]]:
-    if not os.path.isfile(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
-
-
 def _parser() -> argparse.ArgumentParser:
     """The command's arguments."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
@@ -198,7 +193,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="continue a run that was stopped: take the runs its journal "
                              f"({journal.FILE.format(mode='full')} in --out-dir) kept, make the "
                              "rest (same code, mode and machine only)")
-    parser.add_argument("--out-dir", default=HERE, help="where results.json and results.md go")
+    parser.add_argument("--out-dir", default=HERE,
+                        help="where results.json and results.md go (a --quick run's: "
+                             "results-quick.json and results-quick.md)")
     parser.add_argument("--kubeconfig", default=None,
                         help="cluster of the launcher measure (the Training Operator installed, "
                              "kfdist's runtime image pullable, jobs go to `default`); default: "
@@ -239,17 +236,8 @@ def main(argv=None) -> int:
     measures = run(mode, only, lambda line: print(line, file=sys.stderr, flush=True),
                    args.kubeconfig, args.rounds, finished, runs)
     result = {"mode": mode, **start_header, "seconds": round(time.perf_counter() - started),
-              "measures": measures, "headers": headers}
-    if args.only or args.peers:
-        provenance.keep_earlier(result, _load(os.path.join(args.out_dir, "results.json")))
-    result["targets"] = target_rows(result["measures"])
-    with open(os.path.join(args.out_dir, "results.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    text = report.markdown(result)
-    with open(os.path.join(args.out_dir, "results.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(args.out_dir, peer_report.SNIPPET), "w") as f:
-        f.write(peer_report.snippet(result))
+              "measures": dict(measures), "headers": headers}
+    text = results_files.write_results(result, args.out_dir)
     runs.forget(measures)  # their runs are in results.json now
     print(text)
     return 0

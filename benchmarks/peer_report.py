@@ -149,6 +149,8 @@ def distributed_lines(m: Dict[str, Any]) -> List[str]:
 #: (measure, renderer) of the peer sections, in the order the reports show them.
 SECTIONS = (("peers_sharding", sharding_lines), ("peers_penguins", penguins_lines),
             ("peers_distributed", distributed_lines), ("peers_at_size", at_size_lines))
+#: The measures the snippet shows: a run that measured none of them leaves it alone.
+SNIPPET_MEASURES = ("library_paths", *(name for name, _ in SECTIONS))
 
 
 def snippet(result: Dict[str, Any]) -> str:
@@ -156,7 +158,7 @@ def snippet(result: Dict[str, Any]) -> str:
     and tables, from `results.json`'s `result`."""
     from benchmarks import report
 
-    names = {"library_paths", *(name for name, _ in SECTIONS)}
+    names = set(SNIPPET_MEASURES)
     picked = dict(result, headers={n: h for n, h in result.get("headers", {}).items()
                                    if n in names},
                   targets=[r for r in result.get("targets", []) if r["measure"] in names])

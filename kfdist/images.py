@@ -18,6 +18,7 @@ import yaml
 
 from kfdist import DEFAULT_REGISTRY, __version__
 from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.yaml_text import to_yaml_all
 
 #: Every image containers/build.sh builds (a folder under containers/ each).
 IMAGE_NAMES = ("runtime", "horovod", "beam-worker", "training-gpu")
@@ -184,7 +185,7 @@ def retarget_pipeline(text: str, registry: str, tag: Optional[str] = None) -> st
             env = [e for e in container.get("env", []) if e.get("name") not in (REGISTRY_ENV, TAG_ENV)]
             container["env"] = env + [{"name": REGISTRY_ENV, "value": registry},
                                       {"name": TAG_ENV, "value": tag}]
-    return header + yaml.dump_all(documents, sort_keys=True)
+    return header + to_yaml_all(documents, sort_keys=True)
 
 
 def _header_length(lines: List[str]) -> int:

@@ -237,9 +237,9 @@ def _on_cluster(job, args) -> int:
         customisation = program_cluster.customisation_for(args.backend, api, log)
     rendered = render_cluster_job(job, args, customisation)
     if args.dry_run:
-        import yaml
+        from kfdist.yaml_text import to_yaml
 
-        print(yaml.safe_dump(rendered.body, sort_keys=False), end="")
+        print(to_yaml(rendered.body, sort_keys=False), end="")
         return 0
     if args.program_dir:
         launch_shipping.ship_for_cluster(args)

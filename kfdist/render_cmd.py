@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import List, Optional
-
-import yaml
+from typing import Any, Dict, List, Optional
 
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.yaml_text import to_yaml
 
 
 def add_render_parser(subparsers) -> argparse.ArgumentParser:
@@ -102,11 +101,11 @@ def render_from_args(args: argparse.Namespace):
     """Validates and renders the job the step would create; returns (body, job, layout, dataset_uri).
 
     Raises:
-      InvalidInputError: Naming the first bad or missing setting.
+      InvalidInputError: Naming the first bad value, else every missing setting a cluster
+        job needs (its backend, namespace and work location) at once.
     """
     from kfdist.components.train_distributed import runtime
     from kfdist.components.train_distributed.job import config
-    from kfdist.components.train_distributed.job import strategy_rules
     from kfdist.components.train_distributed.kubernetes import backend
     from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
         CUSTOMISATION_BY_RELEASE)
@@ -114,15 +113,13 @@ def render_from_args(args: argparse.Namespace):
     from kfdist.step_flags import step_values
 
     values = step_values(args)
-    require(values["backend"] in strategy_rules.CLUSTER_BACKENDS,
-            f"kfdist render prints a cluster job: pass --backend "
-            f"{' or '.join(strategy_rules.CLUSTER_BACKENDS)}, not {values['backend']!r}")
-    step = runtime.build_job(**values)
+    dataset_uri = args.dataset_uri or (os.path.abspath(args.dataset) if args.dataset else None)
+    step = runtime.build_job(**values)  # a bad value is named first
+    _check_required(values, dataset_uri)
     if args.dataset:
         from kfdist.components.common.dataset_spec import load_metadata
 
         load_metadata(args.dataset)  # refuses a directory that is not a kfdist dataset
-    dataset_uri = args.dataset_uri or (os.path.abspath(args.dataset) if args.dataset else None)
     job = config.JobConfig(dataset_dir=os.path.abspath(args.dataset or "dataset"),
                            model_dir="model", work_dir="reports", training=step.training,
                            job=step.spec)
@@ -130,6 +127,32 @@ def render_from_args(args: argparse.Namespace):
                                                CUSTOMISATION_BY_RELEASE[args.trainer_version],
                                                name=args.name)
     return prepare_body(rendered, owner=None), job, layout, dataset_uri
+
+
+def _check_required(values: Dict[str, Any], dataset_uri: Optional[str]) -> None:
+    """Refuses a render that lacks a cluster backend, the job's namespace or the replicas'
+    shared location, naming every one that is missing in one message.
+
+    Args:
+      values: The step's parameters (`step_flags.step_values`).
+      dataset_uri: Where the dataset is, if known.
+    """
+    from kfdist.components.train_distributed.job import strategy_rules
+    from kfdist.components.train_distributed.kubernetes import backend
+    from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
+
+    problems = []
+    if values["backend"] not in strategy_rules.CLUSTER_BACKENDS:
+        problems.append(f"kfdist render prints a cluster job: pass --backend "
+                        f"{' or '.join(strategy_rules.CLUSTER_BACKENDS)}, not "
+                        f"{values['backend']!r}")
+    options = ClusterOptions(**{name: values[name] for name in ("namespace", "work_uri", "pvc_name")
+                                if values.get(name)})
+    try:
+        backend.job_place(options, dataset_uri, "job")
+    except InvalidInputError as err:
+        problems.append(str(err))
+    require(not problems, "; ".join(problems))
 
 
 def run_render(args: argparse.Namespace) -> int:
@@ -162,7 +185,7 @@ def run_render(args: argparse.Namespace) -> int:
         print(f"# warning: {warning}", file=sys.stderr)
     if args.name is None:
         sys.stdout.write(_default_name_comment(body["metadata"]["name"], args))
-    sys.stdout.write(yaml.safe_dump(body, sort_keys=False, default_flow_style=False))
+    sys.stdout.write(to_yaml(body, sort_keys=False, default_flow_style=False))
     return 0
 
 

@@ -98,8 +98,7 @@ def _check_cluster_place(opts: RunOptions) -> None:
     """With a cluster backend: the job's namespace and the replicas' shared location, which the
     training step would otherwise miss only after the shard step ran (the run's dataset is a
     local directory, which no replica can read)."""
-    from kfdist.components.train_distributed.kubernetes.backend import (
-        resolve_namespace, resolve_work_uri)
+    from kfdist.components.train_distributed.kubernetes.backend import job_place
     from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
     from kfdist.local_run import PIPELINE_ROOT_DIR
 
@@ -108,8 +107,7 @@ def _check_cluster_place(opts: RunOptions) -> None:
         return
     options = ClusterOptions(**{name: train[name] for name in ("namespace", "work_uri", "pvc_name")
                                 if train.get(name)})
-    resolve_namespace(options)
-    resolve_work_uri(options, os.path.join(opts.output_dir, PIPELINE_ROOT_DIR), "check")
+    job_place(options, os.path.join(opts.output_dir, PIPELINE_ROOT_DIR), "check")
 
 
 def _shard_default(name: str) -> Any:

@@ -50,7 +50,10 @@ def _train(outputs: Mapping[str, Any], epochs: int) -> str:
         f"training accuracy {metrics['final_accuracy']:.4f}{held_out}, "
         f"{metrics.get('examples_per_second', 0):,.0f} examples/s")
     restarts = int(metrics.get("restarts", 0) or 0)
-    return text + (f", {restarts} replica restart(s)" if restarts else "")
+    text += f", {restarts} replica restart(s)" if restarts else ""
+    lowered = metrics.get("lowered_batch_size")
+    return text + (f"; --batch-size lowered to {int(lowered)}: the train split holds less than "
+                   "one global batch" if lowered else "")
 
 
 def _evaluate(outputs: Mapping[str, Any], epochs: int) -> str:

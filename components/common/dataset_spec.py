@@ -22,6 +22,11 @@ and for tables with string columns a third feature. The input is either
   values in `categorical_columns` order, with one vocabulary per column
   (`Preprocessing.vocabularies`, learnt from the train split).
 
+A table's cell is missing when it holds one of `MISSING_VALUES`, in a numeric and
+a string column alike: a missing number is NaN; a missing string is kept as
+written, is no value of its column's vocabulary and sets none of its one-hot
+block; the statistics count both as missing.
+
 The split is `hash` (a stable hash puts `eval_fraction` of the examples into
 `eval`) or `predefined` (the source named its splits: `split_files` lists the
 source files of each).
@@ -49,6 +54,8 @@ LABEL_KEY = "label"
 IMAGE_KEY = "image"
 FEATURES_KEY = "features"
 CATEGORICAL_KEY = "categorical"
+#: What a missing table cell holds (see the module docstring), as read from a CSV file.
+MISSING_VALUES = frozenset(("", "NA", "N/A", "NaN", "nan", "NAN", "null", "NULL", "None", "?"))
 #: How examples were put into splits.
 HASH_SPLIT, PREDEFINED_SPLIT = "hash", "predefined"
 SPLITS = ("train", "eval")

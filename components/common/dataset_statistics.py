@@ -13,9 +13,10 @@ Per column:
   maximum (`histogram_edges`, `histogram_counts`: the bin counts, one more
   than the edges, the first and last for values below and above them, empty
   for the column's own data);
-* `categorical`: rows, missing cells (the `MISSING_VALUES` tokens), its
-  distinct values and the counts of the `MAX_VALUES` most frequent
-  (`value_counts`; `other_count`: the rest), and whether it identifies rows.
+* `categorical`: rows, missing cells (`dataset_spec.MISSING_VALUES`), its
+  distinct values (a missing cell is none of them) and the counts of the
+  `MAX_VALUES` most frequent (`value_counts`; `other_count`: the rest), and
+  whether it identifies rows.
 
 Images are not described: their statistics are None.
 """
@@ -59,7 +60,7 @@ class ColumnStatistics:
         edge, each bin (the last one closed), above the last edge.
       distinct_values: Categorical: its distinct values.
       value_counts: Categorical: the most frequent values and their counts.
-      other_count: Categorical: rows holding a value not in `value_counts`.
+      other_count: Categorical: rows holding a value (not missing) not in `value_counts`.
       identifier: Categorical: the column identifies rows (left out of the dataset).
     """
 

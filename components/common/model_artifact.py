@@ -107,6 +107,9 @@ class TrainingReport:
       evaluations: The side-car evaluator's results, one per checkpoint it
         evaluated: `{"epoch": n, "loss": ..., "accuracy": ...}` (empty without
         an evaluator).
+      lowered_batch_size: The batch per replica training used in place of the one asked
+        for, when the train split held fewer examples than one global batch of it (None:
+        the batch asked for).
     """
 
     backend: str
@@ -125,6 +128,7 @@ class TrainingReport:
     final_val_loss: Optional[float] = None
     final_val_accuracy: Optional[float] = None
     evaluations: List[Dict[str, float]] = dataclasses.field(default_factory=list)
+    lowered_batch_size: Optional[int] = None
 
     def to_json(self) -> str:
         """Serialises to JSON."""

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from kfdist.components.common import serving_inputs
 from kfdist.components.common.dataset_spec import (
-    CATEGORICAL_KEY, FEATURES_KEY, IMAGE_KEY, LABEL_KEY, DatasetMetadata)
+    CATEGORICAL_KEY, FEATURES_KEY, IMAGE_KEY, LABEL_KEY, MISSING_VALUES, DatasetMetadata)
 
 
 def parse_fn(meta: DatasetMetadata) -> Callable[[tf.Tensor], Tuple[object, tf.Tensor]]:
@@ -51,14 +51,20 @@ def parse_fn(meta: DatasetMetadata) -> Callable[[tf.Tensor], Tuple[object, tf.Te
 
 
 def _one_hot_blocks(vocabularies) -> Callable[[tf.Tensor], tf.Tensor]:
-    """String values `[..., K]` → per column, one-hot over its vocabulary plus an unknown slot."""
+    """String values `[..., K]` → per column, one-hot over its vocabulary plus an unknown slot;
+    a missing value (`MISSING_VALUES`) sets no slot of its block."""
     tables = [tf.constant(list(v), tf.string, shape=[len(v)]) for v in vocabularies]
+    missing_values = tf.constant(sorted(MISSING_VALUES), tf.string)
 
     def encode(values):
         blocks = []
         for column, vocabulary in enumerate(tables):
-            hits = tf.equal(values[..., column:column + 1], vocabulary)
-            unknown = tf.logical_not(tf.reduce_any(hits, axis=-1, keepdims=True))
+            value = values[..., column:column + 1]
+            present = tf.logical_not(tf.reduce_any(tf.equal(value, missing_values), axis=-1,
+                                                   keepdims=True))
+            hits = tf.logical_and(tf.equal(value, vocabulary), present)
+            unknown = tf.logical_and(
+                tf.logical_not(tf.reduce_any(hits, axis=-1, keepdims=True)), present)
             blocks += [tf.cast(hits, tf.float32), tf.cast(unknown, tf.float32)]
         return tf.concat(blocks, axis=-1)
 
@@ -70,7 +76,8 @@ def preprocess_fn(meta: DatasetMetadata) -> Callable[[object], tf.Tensor]:
 
     `scale`: `x * scale + offset`. `standardize`: `(x - mean) / std`, a missing
     value (NaN) becoming 0 (the train mean); then, for string columns, one
-    one-hot block per column (`dataset_spec.model_input_shape`).
+    one-hot block per column (`dataset_spec.model_input_shape`), all zeros for a
+    missing value.
     """
     pre = meta.preprocessing
     if pre.kind == "scale":

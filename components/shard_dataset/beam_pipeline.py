@@ -34,7 +34,7 @@ from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.shard_dataset import beam_remote
 from kfdist.components.shard_dataset import beam_transforms as bt
 from kfdist.components.common.dataset_spec import IDENTIFIER, ExcludedColumn
-from kfdist.components.shard_dataset.categorical import VocabularyCounter
+from kfdist.components.shard_dataset.categorical import VocabularyCounter, present_counts
 from kfdist.components.shard_dataset.scan import RunningMoments, ScanResult, sum_counts
 
 #: Beam on this machine: FnApiRunner (not DirectRunner, which first tries to download Prism),
@@ -189,9 +189,10 @@ def _scan_result(summary: dict, source, log: Callable[[str], None]) -> ScanResul
         for column, pairs in enumerate(summary["value_counts"]):
             counter.counts[column].update(dict(pairs))
         identifiers = tuple(  # the plan's decision: its shards lack these columns
-            ExcludedColumn(name=name, reason=IDENTIFIER, distinct_values=len(counts),
-                           train_rows=sum(counts.values()))
-            for name, counts in zip(strings, counter.counts) if name in summary["identifiers"])
+            ExcludedColumn(name=name, reason=IDENTIFIER, distinct_values=len(present),
+                           train_rows=sum(present.values()))
+            for name, present in zip(strings, map(present_counts, counter.counts))
+            if name in summary["identifiers"])
         vocabularies = counter.vocabularies(strings, log, summary["identifiers"]) or None
     as_tuple = (lambda v: tuple(float(x) for x in v) if v is not None else None)
     return ScanResult(num_train=summary["num_train"], num_eval=summary["num_eval"],

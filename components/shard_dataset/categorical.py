@@ -1,7 +1,9 @@
 """The string (categorical) columns of a table: their vocabularies, and identifiers left out.
 
 Each string column becomes a one-hot block over its vocabulary: its values in
-the train split, most frequent first, at most `MAX_VOCABULARY`. A column whose
+the train split, most frequent first, at most `MAX_VOCABULARY`; a missing cell
+(`dataset_spec.MISSING_VALUES`) is no value, and counts neither in the
+vocabulary nor as a row of the column below (`present_counts`). A column whose
 values are (nearly) all distinct is no feature but an identifier (a row id, a
 date, a name, free text): a model can only memorise the train rows by it, and
 every eval row falls into its "unknown" slot. So a string column is left out
@@ -21,12 +23,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Callable, Sequence, Tuple
+from typing import Callable, Dict, Mapping, Sequence, Tuple
 
 import numpy as np
 
 from kfdist.components.common.dataset_spec import (
-    FEATURES_KEY, IDENTIFIER, REQUESTED, ExcludedColumn, FeatureSpec)
+    FEATURES_KEY, IDENTIFIER, MISSING_VALUES, REQUESTED, ExcludedColumn, FeatureSpec)
 from kfdist.components.common.errors import require
 from kfdist.components.shard_dataset.source import ExampleBatch
 
@@ -41,6 +43,11 @@ IDENTIFIER_MIN_ROWS = 100
 def is_identifier(distinct_values: int, train_rows: int) -> bool:
     """Whether a string column with `distinct_values` in `train_rows` identifies rows."""
     return train_rows >= IDENTIFIER_MIN_ROWS and distinct_values >= IDENTIFIER_SHARE * train_rows
+
+
+def present_counts(counts: Mapping[str, int]) -> Dict[str, int]:
+    """A string column's value counts without its missing cells (`MISSING_VALUES`)."""
+    return {value: n for value, n in counts.items() if value not in MISSING_VALUES}
 
 
 class VocabularyCounter:
@@ -64,21 +71,22 @@ class VocabularyCounter:
         """
         out = []
         for name, counter in zip(columns, self.counts):
-            rows = sum(counter.values())
-            if name not in keep and is_identifier(len(counter), rows):
+            present = present_counts(counter)
+            rows = sum(present.values())
+            if name not in keep and is_identifier(len(present), rows):
                 out.append(ExcludedColumn(name=name, reason=IDENTIFIER,
-                                          distinct_values=len(counter), train_rows=rows))
+                                          distinct_values=len(present), train_rows=rows))
         return tuple(out)
 
     def vocabularies(self, columns: Sequence[str], log: Callable[[str], None],
                      skip: Sequence[str] = ()) -> Tuple[Tuple[str, ...], ...]:
         """Each column's values but those of `skip`, most frequent first (ties by value), at
-        most `MAX_VOCABULARY`."""
+        most `MAX_VOCABULARY`; a missing cell is no value."""
         out = []
         for name, counter in zip(columns, self.counts):
             if name in skip:
                 continue
-            ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+            ranked = sorted(present_counts(counter).items(), key=lambda kv: (-kv[1], kv[0]))
             if len(ranked) > MAX_VOCABULARY:
                 log(f"column {name!r} has {len(ranked):,} distinct values in the train split; "
                     f"keeping the {MAX_VOCABULARY:,} most frequent, the rest count as unknown")

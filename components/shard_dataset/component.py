@@ -40,7 +40,7 @@ def shard_dataset(
         source_uri: Local path or gs:// URI of the source: a directory of MNIST
             IDX files (`*-images-idx3-ubyte.gz` with matching `*-labels-idx1-ubyte.gz`),
             CSV files with one header (numeric and string columns; empty, `NA`
-            and the like mark missing numbers), TFRecord files of
+            and the like mark missing cells), TFRecord files of
             tf.train.Example (numeric features, or an encoded PNG/JPEG or raw
             image), or a folder of PNG/JPEG files in one sub-folder per class
             (the sub-folders' names, in alphabetical order, are the classes).

@@ -5,9 +5,9 @@ column's kind: `numeric` when every value is a number or missing, `categorical`
 when no value is a number. A column holding both is refused, naming a value
 of each kind and its line, since a guess would silently turn numbers into
 categories or drop strings. Missing values (`MISSING_VALUES`) are allowed in
-numeric columns (they become NaN, and the recorded preprocessing puts the
-train split's mean in their place); in a categorical column they are just
-one more value.
+every column but the label: in a numeric column they become NaN, and the
+recorded preprocessing puts the train split's mean in their place; in a
+categorical column they stay missing, out of its vocabulary (`dataset_spec`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from kfdist.components.common.dataset_spec import MISSING_VALUES
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.shard_dataset.source import MAX_NUM_CLASSES
 
-#: Cell values read as "missing" in a numeric column.
-MISSING_VALUES = frozenset(("", "NA", "N/A", "NaN", "nan", "NAN", "null", "NULL", "None", "?"))
 NUMERIC, CATEGORICAL = "numeric", "categorical"
 
 

@@ -2,7 +2,8 @@
 
 `StatisticsCollector.observe` takes every batch of the scan pass (both
 splits): rows, missing cells, minimum, maximum and sum of each numeric column,
-the value counts of each string column and, when a reference is given, each
+the missing cells and the value counts of each string column (a missing cell
+is no value: `categorical.present_counts`) and, when a reference is given, each
 numeric column binned at the reference's histogram edges, so both sides of a
 drift comparison are binned alike. A column's own histogram needs its minimum
 and maximum first: `observe_histograms` takes the batches of the writing pass.
@@ -19,7 +20,7 @@ import numpy as np
 from kfdist.components.common.dataset_spec import FEATURES_KEY, FeatureSpec
 from kfdist.components.common.dataset_statistics import (
     CATEGORICAL, HISTOGRAM_BINS, MAX_VALUES, NUMERIC, ColumnStatistics, DatasetStatistics)
-from kfdist.components.shard_dataset.csv_columns import MISSING_VALUES
+from kfdist.components.shard_dataset.categorical import present_counts
 from kfdist.components.shard_dataset.source import ExampleBatch
 
 
@@ -134,11 +135,12 @@ class StatisticsCollector:
                 histogram_edges=histogram_edges(low, high),
                 histogram_counts=None if counts is None else tuple(int(v) for v in counts)))
         for name, counter in zip(self.categorical, self.values):
-            ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+            present = present_counts(counter)
+            ranked = sorted(present.items(), key=lambda kv: (-kv[1], kv[0]))
             kept = dict(ranked[:MAX_VALUES])
+            present_rows = sum(present.values())
             columns.append(ColumnStatistics(
-                name=name, kind=CATEGORICAL, rows=self.rows,
-                missing=sum(n for value, n in counter.items() if value in MISSING_VALUES),
-                distinct_values=len(counter), value_counts=kept,
-                other_count=self.rows - sum(kept.values()), identifier=name in identifiers))
+                name=name, kind=CATEGORICAL, rows=self.rows, missing=self.rows - present_rows,
+                distinct_values=len(present), value_counts=kept,
+                other_count=present_rows - sum(kept.values()), identifier=name in identifiers))
         return DatasetStatistics(rows=self.rows, columns=tuple(columns))

@@ -90,7 +90,9 @@ def train_distributed(
             tables).
         epochs: Passes over the training split.
         batch_size_per_replica: Examples per replica per step; the global batch
-            is this times the number of replicas.
+            is this times the number of replicas. A train split smaller than one
+            global batch trains with the largest batch that makes one step (the
+            training report's `lowered_batch_size`).
         learning_rate: Adam learning rate.
         seed: Seed of weight initialisation and input shuffling.
         ps: Parameter servers (`parameter_server` only); 0: the strategy's
@@ -163,6 +165,8 @@ def train_distributed(
     if report.input_bound_fraction is not None:
         metrics.log_metric("input_bound_fraction", report.input_bound_fraction)
     metrics.log_metric("restarts", report.restarts)
+    if report.lowered_batch_size is not None:
+        metrics.log_metric("lowered_batch_size", report.lowered_batch_size)
     metrics.log_metric("resumed_from_epoch", report.initial_epoch)
     model.metadata.update({"framework": "tensorflow", "strategy": report.strategy,
                            "workers": report.workers, "model_name": report.model_name,

@@ -28,7 +28,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.common.errors import TrainingFailedError, require
@@ -101,13 +101,9 @@ def _check_dataset(dataset_dir: str, training: config.TrainingConfig,
     meta = dataset_spec.load_metadata(dataset_dir)
     models.check_compatible(training.model_name, meta)
     require("train" in meta.splits, f"dataset {dataset_dir!r} has no 'train' split")
-    examples = meta.splits["train"].num_examples
     pipelines = spec.input_pipelines(training.strategy)
-    smallest_global_batch = training.batch_size_per_replica * pipelines
-    require(examples >= smallest_global_batch,
-            f"the train split has {examples} examples, fewer than one global batch of "
-            f"{training.batch_size_per_replica} x {pipelines} training processes; "
-            "lower batch_size_per_replica or workers")
+    strategy_rules.batch_for_split(meta.splits["train"].num_examples,
+                                   training.batch_size_per_replica, pipelines)
     train_files = meta.shard_paths(dataset_dir, "train")
     strategy_rules.check_sharding(training.input_sharding, len(train_files), pipelines)
     for path in train_files:
@@ -117,6 +113,23 @@ def _check_dataset(dataset_dir: str, training: config.TrainingConfig,
                 f"evaluator=True needs an 'eval' split, and dataset {dataset_dir!r} has none; "
                 "shard with eval_fraction > 0 or set evaluator=False")
     return meta
+
+
+def _fit_batch(step: StepJob, meta: dataset_spec.DatasetMetadata,
+               log: Callable[[str], None]) -> Tuple[StepJob, Optional[int]]:
+    """`step` with a batch that fits its train split (`strategy_rules.batch_for_split`), and
+    that batch when it is lower than the one asked for (said in the log), else None."""
+    examples = meta.splits["train"].num_examples
+    pipelines = step.spec.input_pipelines(step.training.strategy)
+    asked = step.training.batch_size_per_replica
+    batch = strategy_rules.batch_for_split(examples, asked, pipelines)
+    if batch == asked:
+        return step, None
+    log(f"train_distributed: the train split has {examples} examples, fewer than one global "
+        f"batch of {asked} x {pipelines} training processes: training with "
+        f"batch_size_per_replica={batch} instead, one step per epoch")
+    return dataclasses.replace(step, training=dataclasses.replace(
+        step.training, batch_size_per_replica=batch)), batch
 
 
 def _prepare_model_dir(model_dir: str) -> bool:
@@ -246,6 +259,7 @@ def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = prin
     """
     step = build_job(task_config=task_config, **resolve_backend(values, log))
     meta = _check_dataset(dataset_dir, step.training, step.spec)
+    step, lowered_batch = _fit_batch(step, meta, log)
     if not step.training.model_name:
         chosen = models.default_model_name(meta)
         log(f"train_distributed: model {chosen} (chosen for the dataset's {meta.feature.key} "
@@ -260,7 +274,9 @@ def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = prin
                            model_dir=os.path.abspath(model_dir), work_dir=os.path.abspath(work_dir),
                            training=step.training, job=step.spec, dump_weights=debug_dir is not None)
     try:
-        report = assemble_report(job, _run(job, step, resuming, log, dataset_uri))
+        report = dataclasses.replace(
+            assemble_report(job, _run(job, step, resuming, log, dataset_uri)),
+            lowered_batch_size=lowered_batch)
     finally:
         if debug_dir is None:
             shutil.rmtree(work_dir, ignore_errors=True)

@@ -43,8 +43,9 @@ def benchmark_results_page() -> str:
 def peer_results_page() -> str:
     """`benchmarks/results-peers.md` (written from `results.json`) under a title of the site's."""
     return ("# Beside TFX and the libraries\n\n`benchmarks/results-peers.md`, written from "
-            "`results.json` by every benchmark run (see [Benchmarks](index.md) for what each "
-            "figure measures).\n\n" + _benchmark_file_body("results-peers.md"))
+            "`results.json` by the benchmark runs that measure them (see "
+            "[Benchmarks](index.md) for what each figure measures).\n\n"
+            + _benchmark_file_body("results-peers.md"))
 
 
 def generated_pages() -> dict:

@@ -86,7 +86,7 @@ def test_the_sharding_benchmark_compares_every_writer_on_generated_data(tmp_path
                            "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=600,
                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert done.returncode == 0, done.stderr[-3000:]
-    sharding = json.loads((tmp_path / "results.json").read_text())["measures"]["sharding"]
+    sharding = json.loads((tmp_path / "results-quick.json").read_text())["measures"]["sharding"]
     expected = {"1x": sharding["mnist"]["examples_1x"], "10x": 10 * sharding["mnist"]["examples_1x"],
                 "csv": sharding["csv"]["rows"]}
     for tag, figures in (("1x", sharding["mnist"]["1x"]), ("10x", sharding["mnist"]["10x"]),
@@ -99,7 +99,7 @@ def test_the_sharding_benchmark_compares_every_writer_on_generated_data(tmp_path
     assert sharding["mnist"]["10x"]["local"]["seconds"] > 0
     assert abs(sum(sharding["csv"]["local_profile"]["stages"].values()) - 1) < 0.01
     assert sharding["csv"]["local_profile"]["stages"]["read and decompress the source"] > 0
-    text = (tmp_path / "results.md").read_text()
+    text = (tmp_path / "results-quick.md").read_text()
     assert "| MNIST 10x |" in text and "byte-copy limit" in text
 
 
@@ -588,3 +588,45 @@ def test_the_sharding_report_names_the_runs_it_did_not_count():
     assert rejected_runs(measure) == (" Runs not counted because their output lacked rows of the "
                                       "table, each run again: tfx 2 (1,109,103, 9 rows).")
     assert rejected_runs(dict(measure, tfx=counted)) == ""
+
+
+def test_a_quick_or_partial_run_leaves_the_other_measures_files_alone(tmp_path):
+    """Written with the committed results (every measure's real figures) as the earlier run's:
+    a quick run writes files of its own, and a full run of one measure keeps every other
+    measure's figures and headers and leaves the peer snippet byte for byte as it was."""
+    import shutil
+
+    from benchmarks import peer_report
+    from benchmarks.common import REPO_ROOT
+    from benchmarks.results_files import result_files, write_results
+
+    committed = {}
+    for name in result_files("full"):
+        shutil.copy(os.path.join(REPO_ROOT, "benchmarks", name), tmp_path / name)
+        committed[name] = (tmp_path / name).read_bytes()
+    earlier = json.loads(committed["results.json"])
+    assert {"sharding", *peer_report.SNIPPET_MEASURES} <= set(earlier["measures"])
+    header = {"commit": "f" * 40, "command": "python -m benchmarks --quick",
+              "date": "2026-11-28 06:00 UTC", "machine": earlier["machine"]}
+    sharding = earlier["measures"]["sharding"]
+
+    text = write_results({"mode": "quick", **header, "seconds": 80,
+                          "measures": {"sharding": sharding}, "headers": {"sharding": header}},
+                         str(tmp_path))
+    assert {name: (tmp_path / name).read_bytes() for name in committed} == committed
+    quick = json.loads((tmp_path / "results-quick.json").read_text())
+    assert set(quick["measures"]) == {"sharding"} and quick["mode"] == "quick"
+    assert (tmp_path / "results-quick.md").read_text() == text and "| MNIST 10x |" in text
+    assert not (tmp_path / "results-peers-quick.md").exists()
+
+    again = json.loads(json.dumps(sharding))
+    again["mnist"]["local_peak_memory_10x_over_1x"] = 1.01
+    partial = dict(header, command="python -m benchmarks --only sharding")
+    text = write_results({"mode": "full", **partial, "seconds": 300,
+                          "measures": {"sharding": again}, "headers": {"sharding": partial}},
+                         str(tmp_path))
+    assert (tmp_path / "results-peers.md").read_bytes() == committed["results-peers.md"]
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert written["measures"] == dict(earlier["measures"], sharding=again)
+    assert written["headers"] == dict(earlier["headers"], sharding=partial)
+    assert "## End to end at size" in text and "| MNIST 10x |" in text

@@ -123,7 +123,7 @@ SPECIES = ("adelie", "chinstrap", "gentoo")
 
 def mixed_rows(n: int = 240):
     """Rows with numbers (negative, exponent, several spellings of missing), strings (quoted
-    commas, non-ASCII, empty, "NA" as a category) and class-name labels. Every fifth colour is
+    commas, non-ASCII, missing as empty and as "NA") and class-name labels. Every fifth colour is
     unique to its row, so some values occur in the eval split only."""
     rng = np.random.default_rng(7)
     missing = ["", "NA", "?", "nan", "null"]
@@ -169,7 +169,7 @@ def test_stored_records_equal_the_source_rows(mixed):
         source, NUMERIC, CATEGORICAL, "species", list(SPECIES)))
     got = collections.Counter(key(*e) for split in ds.SPLITS for e in read_back(root, meta, split))
     assert got == want
-    # Missing numbers are stored as NaN, and "NA" in a string column is a category, kept as is.
+    # Missing numbers are stored as NaN, missing strings as written ("NA", "").
     assert any(k[0][0] == "nan" for k in got) and any(k[0][1] == "nan" for k in got)
     assert any(k[1][1] == "NA" for k in got) and any(k[1][1] == "" for k in got)
     assert any(k[1][0] == "dark, blue" for k in got) and any(k[1][0] == "café" for k in got)
@@ -191,9 +191,14 @@ def test_vocabularies_come_from_the_train_split_most_frequent_first(mixed):
     vocabularies = meta.preprocessing.vocabularies
     assert vocabularies is not None and len(vocabularies) == len(CATEGORICAL)
     for column in range(len(CATEGORICAL)):
-        counts = collections.Counter(strings[column] for _, strings, _ in train)
+        counts = collections.Counter(strings[column] for _, strings, _ in train
+                                     if strings[column] not in MISSING_VALUES)
         ranked = tuple(v for v, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
         assert vocabularies[column] == ranked
+    # A missing size ("NA" or empty, both in the train split) is no value of the vocabulary.
+    assert {"NA", ""} <= {strings[1] for _, strings, _ in train}
+    assert vocabularies[1] == tuple(sorted(("S", "M", "L"), key=lambda v: (
+        -sum(strings[1] == v for _, strings, _ in train), v)))
     colours = collections.Counter(strings[0] for _, strings, _ in train)
     # The data exercises both rules: ties (the rare colours, once each) are ordered by value,
     # and colours seen only in eval rows are left out.
@@ -219,13 +224,15 @@ def test_mean_and_std_are_the_train_split_statistics_ignoring_missing_values(mix
 
 
 def expected_model_input(meta: ds.DatasetMetadata, values: np.ndarray, strings) -> np.ndarray:
-    """Standardised numbers (0 where missing), then one one-hot block per string column."""
+    """Standardised numbers (0 where missing), then one one-hot block per string column (all
+    zeros where missing)."""
     pre = meta.preprocessing
     z = (values.astype(np.float64) - np.array(pre.mean)) / np.array(pre.std)
     parts = [np.where(np.isnan(values), 0.0, z)]
     for value, vocabulary in zip(strings, pre.vocabularies):
         block = np.zeros(len(vocabulary) + 1)
-        block[vocabulary.index(value) if value in vocabulary else len(vocabulary)] = 1.0
+        if value not in MISSING_VALUES:
+            block[vocabulary.index(value) if value in vocabulary else len(vocabulary)] = 1.0
         parts.append(block)
     return np.concatenate(parts)
 
@@ -237,11 +244,12 @@ def test_preprocess_standardises_numbers_and_one_hot_encodes_strings(mixed):
     assert width == (2 + sum(len(v) + 1 for v in pre.vocabularies),)
     rows = [(np.array([np.nan, 12.0], np.float32), ("red", "M")),
             (np.array([4.5, np.nan], np.float32), ("never seen", "")),
-            (np.array([np.nan, np.nan], np.float32), (pre.vocabularies[0][-1], "also unknown"))]
+            (np.array([np.nan, np.nan], np.float32), (pre.vocabularies[0][-1], "also unknown")),
+            (np.array([1.0, 2.0], np.float32), ("NA", "NA"))]
     raw = {ds.FEATURES_KEY: tf.constant(np.stack([v for v, _ in rows])),
            ds.CATEGORICAL_KEY: tf.constant([list(s) for _, s in rows])}
     got = tf_features.preprocess_fn(meta)(raw).numpy()
-    assert got.dtype == np.float32 and got.shape == (3, *width)
+    assert got.dtype == np.float32 and got.shape == (4, *width)
     assert not np.isnan(got).any()
     want = np.stack([expected_model_input(meta, v, s) for v, s in rows])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -250,7 +258,9 @@ def test_preprocess_standardises_numbers_and_one_hot_encodes_strings(mixed):
     assert got[1, 2 + n_colours] == 1.0 and got[1, 2:2 + n_colours].sum() == 0  # unknown slot
     assert got[2, -1] == 1.0 and got[2, -len(pre.vocabularies[1]) - 1:-1].sum() == 0
     assert got[2, 2 + n_colours - 1] == 1.0  # the rarest known colour, not unknown
-    assert (got[:, 2:].sum(axis=1) == len(CATEGORICAL)).all()  # one hot per string column
+    # One hot per string column with a value; none, not the unknown slot, for a missing one.
+    assert got[:, 2:].sum(axis=1).tolist() == [2, 1, 2, 0]
+    assert got[1, 2 + n_colours + 1:].sum() == 0 and got[3, 2:].sum() == 0
     # The same on records read back with parse_fn (a batch of serialized examples).
     records = stored_records(root, meta, "eval")
     x, _ = tf_features.parse_fn(meta)(tf.constant(records))
@@ -340,13 +350,15 @@ def test_a_table_of_string_columns_only_shards_and_parses(tmp_path):
     records = collections.Counter(r for split in ds.SPLITS for r in stored_records(root, meta, split))
     assert records == collections.Counter(canonical_bytes(*e) for e in examples)
     vocabularies = meta.preprocessing.vocabularies
-    assert set(vocabularies[0]) <= {"x", "y", "z"} and set(vocabularies[1]) <= {"up", "down", "NA", ""}
+    assert set(vocabularies[0]) <= {"x", "y", "z"} and set(vocabularies[1]) <= {"up", "down"}
     width = ds.model_input_shape(meta)
     assert width == (sum(len(v) + 1 for v in vocabularies),)
     x, _ = tf_features.parse_fn(meta)(tf.constant(stored_records(root, meta, "train")))
     model_input = tf_features.preprocess_fn(meta)(x).numpy()
     assert model_input.shape == (meta.splits["train"].num_examples, *width)
-    assert (model_input.sum(axis=1) == 2).all()
+    present = [sum(value not in MISSING_VALUES for value in strings)
+               for _, strings, _ in read_back(root, meta, "train")]
+    assert model_input.sum(axis=1).tolist() == present and min(present) == 1
     assert [i.name for i in serving_inputs.serving_inputs(meta)] == ["kind", "way"]
 
 

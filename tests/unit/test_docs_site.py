@@ -1,13 +1,17 @@
 """The documentation site builds with `mkdocs build --strict` (no broken link, anchor or missing
-page), and its generated pages hold every command, flag, component input and pipeline parameter
-the code defines, and the benchmarks' latest results."""
+page) from the `docs` extra alone (the test extra's packages and PyTorch cannot be imported while
+it builds), and its generated pages hold every command, flag, component input and pipeline
+parameter the code defines, and the benchmarks' latest results."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
+import re
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -18,12 +22,52 @@ from kfdist.cli import build_parser
 README_MAX_LINES = 300
 
 
+#: `mkdocs build --strict --site-dir DIR` with the modules named after DIR unimportable.
+BUILD_WITHOUT = """
+import importlib.abc, sys
+out, blocked = sys.argv[1], set(sys.argv[2:])
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ModuleNotFoundError(f"{name} is not in the docs extra")
+sys.meta_path.insert(0, Refuse())
+from mkdocs.__main__ import cli
+sys.argv = ["mkdocs", "build", "--strict", "--site-dir", out]
+cli()
+"""
+
+
+def _extras():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)["project"]["optional-dependencies"]
+
+
+def _name(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.match(r"[\w.-]+", requirement).group(0)).lower()
+
+
+def _modules_outside_the_docs_extra():
+    """The modules of what the test, torch and docker extras install beside the docs extra."""
+    extras = _extras()
+    others = {_name(r) for extra in ("test", "torch", "docker") for r in extras[extra]
+              if not r.startswith("kfdist[")} - {_name(r) for r in extras["docs"]}
+    return sorted({module for module, dists in importlib.metadata.packages_distributions().items()
+                   if any(_name(d) in others for d in dists)})
+
+
+def test_the_test_extra_holds_the_docs_extra_and_the_docs_extra_no_tool_of_the_tests():
+    extras = _extras()
+    assert "kfdist[docs]" in extras["test"]
+    assert {_name(r) for r in extras["docs"]} == {"mkdocs", "mkdocs-material"}
+    assert {"torch", "pytest", "docker"} <= set(_modules_outside_the_docs_extra())
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
-                           str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    done = subprocess.run([sys.executable, "-c", BUILD_WITHOUT, str(out),
+                           *_modules_outside_the_docs_extra()], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return out
 

@@ -39,6 +39,9 @@ def _outside_a_cluster(monkeypatch):
       "--work-uri", "gs://b/w"], "has no chief (rank 0 leads): leave out --chief"),
     ([*RENDER, "--namespace", "ml", "--work-uri", "gs://b/w", "--batch-size", "0"],
      "--batch-size must be an integer >= 1, got 0"),
+    (["run", "mnist", "--backend", "tfjob"],  # both missing settings at once
+     "unknown outside a cluster: pass --namespace; no shared location for the replicas (the "
+     "dataset is at"),
 ])
 def test_bad_input_names_the_flags_given(argv, said, tmp_path, capsys):
     if argv[0] == "run":
@@ -89,3 +92,37 @@ def test_a_value_the_flag_does_not_take_is_not_that_flag():
     assert in_flag_terms(beam, run) == (
         "--data '/x.csv' is on this machine but runner=DataflowRunner runs the workers")
     assert in_flag_terms("use runner=docker", run) == "use --runner docker"
+
+
+def _failed_step_log(error: Exception) -> list:
+    """A failed step's lines as kfp's executor prints them: a traceback, then the error."""
+    return ["[worker-0] replica worker:0 started", "Traceback (most recent call last):",
+            '  File "/x/kfp/dsl/executor.py", line 453, in execute',
+            "    result = self.func(**func_kwargs)",
+            f"kfdist.components.common.errors.{type(error).__name__}: {error}"]
+
+
+def test_a_failed_steps_error_on_the_run_console_names_the_flags_of_kfdist_run():
+    """The step's own message keeps the parameter names a KFP user sets; `kfdist run`'s console,
+    which shows its last line, names the flags the person typed."""
+    from kfdist.components.common import dataset_spec as ds
+    from kfdist.components.train_distributed.job.strategy_rules import batch_for_split
+    from kfdist.components.train_distributed.replica.input_pipeline import steps_per_epoch
+    from kfdist.step_errors import without_kfdist_traceback
+
+    with pytest.raises(InvalidInputError) as too_few:
+        batch_for_split(2, 64, 3)
+    meta = ds.DatasetMetadata(
+        source_uri="x", source_format="csv", feature=ds.FeatureSpec(ds.FEATURES_KEY, "float32",
+                                                                    (4,)),
+        num_classes=3, preprocessing=ds.Preprocessing("scale", 1.0, 0.0), compression=None,
+        seed=0, eval_fraction=0.2,
+        splits={"train": ds.SplitInfo(100, (ds.ShardInfo("train/s0", 100, "0", 100),))})
+    with pytest.raises(InvalidInputError) as batch:
+        steps_per_epoch(meta, 128)
+    assert "batch_size_per_replica" in str(batch.value) and "workers must" in str(too_few.value)
+    for error, said in ((too_few.value, "; --workers must be fewer, as each process trains"),
+                        (batch.value, "; lower --batch-size or the number of workers")):
+        [*_, shown] = without_kfdist_traceback(_failed_step_log(error))
+        assert shown.startswith("InvalidInputError: ") and said in shown, shown
+        assert not PARAMETER_WORDING.search(shown) and "batch_size_per_replica" not in shown

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 import kfdist
-from kfdist import cli
+from kfdist import cli, render_cmd
 from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
+from kfdist.yaml_text import to_yaml
 
 TFJOB = ["render", "--backend", "tfjob", "--namespace", "team-a", "--work-uri", "gs://b/jobs/x"]
 
@@ -83,3 +84,45 @@ def test_gpus_with_the_gpu_image_or_no_gpus_do_not_warn(capsys):
     for extra in (["--gpus-per-worker", "2", "--image", gpu_image], []):
         _, _, err = _render(capsys, *TFJOB, *extra)
         assert "GPU" not in err, err
+
+
+def test_every_setting_a_cluster_job_lacks_is_named_in_one_line(capsys, monkeypatch):
+    monkeypatch.delenv("KFP_POD_NAMESPACE", raising=False)
+    assert cli.main(["render"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("kfdist: invalid input: ")
+    for said in ("pass --backend tfjob or mpijob or trainjob, not 'local'", "pass --namespace",
+                 "pass --work-uri (gs://BUCKET/PREFIX, or a path on the PVC named by --pvc-name)"):
+        assert said in line, line
+    assert cli.main(["render", "--backend", "tfjob", "--work-uri", "/data/x"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "pass --namespace" in line and "pass --pvc-name as well" in line, line
+    assert "--backend" not in line
+
+
+def _aliases(text: str) -> list:
+    """The YAML anchors (`&id001`) and aliases (`*id001`) in `text`."""
+    return [event for event in yaml.parse(text) if isinstance(event, yaml.AliasEvent)
+            or getattr(event, "anchor", None) is not None]
+
+
+def test_the_mpijob_is_printed_whole_without_yaml_anchors_and_reads_back_as_rendered(capsys):
+    """The launcher's and the workers' security contexts are one object in the rendered job:
+    printed once each, not `&id001` and `*id001`."""
+    argv = ["render", "--backend", "mpijob", "--strategy", "horovod", "--workers", "2",
+            "--namespace", "team-a", "--work-uri", "gs://b/jobs/x", "--name", "hvd"]
+    out, body, _ = _render(capsys, *argv)
+    assert _aliases(out) == [] and "&id" not in out and "*id" not in out
+    rendered, *_ = render_cmd.render_from_args(cli.build_parser().parse_args(argv))
+    assert body == rendered
+    specs = body["spec"]["mpiReplicaSpecs"]
+    contexts = [specs[role]["template"]["spec"]["containers"][0].get("securityContext")
+                for role in ("Launcher", "Worker")]
+    assert contexts[0] is not None and contexts[0] == contexts[1]
+
+
+def test_yaml_for_a_person_repeats_a_shared_part():
+    shared = {"drop": ["ALL"]}
+    text = to_yaml({"a": shared, "b": shared}, sort_keys=False)
+    assert _aliases(text) == [] and yaml.safe_load(text) == {"a": shared, "b": shared}
+    assert _aliases(yaml.safe_dump({"a": shared, "b": shared}))  # what PyYAML does by default

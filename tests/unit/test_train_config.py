@@ -198,6 +198,17 @@ def test_shard_plans_by_file_then_by_record():
         input_pipeline.steps_per_epoch(_meta(shards=1), 64)
 
 
+def test_a_split_smaller_than_one_global_batch_trains_with_the_batch_that_makes_one_step():
+    from kfdist.components.train_distributed.job.strategy_rules import batch_for_split
+
+    assert batch_for_split(120, 64, 2) == 60  # 160 images, 40 held out, 2 workers
+    assert batch_for_split(128, 64, 2) == 64 and batch_for_split(5000, 64, 3) == 64
+    assert batch_for_split(3, 64, 3) == 1
+    with pytest.raises(InvalidInputError, match=r"has 2 example\(s\), fewer than the job's 3 "
+                                                r"training processes; workers must be fewer"):
+        batch_for_split(2, 64, 3)
+
+
 def test_job_config_round_trips(tmp_path):
     job = config.JobConfig("/d", "/m", "/w",
                            config.TrainingConfig("mnist_mlp", 5, 64, 0.001, 42, "multi_worker_mirrored"),
@@ -212,9 +223,6 @@ def test_train_validates_before_starting(digits_dataset, tmp_path):
         runtime.train(digits_dataset, str(tmp_path / "model"), log=lambda line: None)
     with pytest.raises(InvalidInputError, match="metadata.json is missing"):
         runtime.train(str(tmp_path / "nothing"), str(tmp_path / "m2"), log=lambda line: None)
-    with pytest.raises(InvalidInputError, match="fewer than one global batch"):
-        runtime.train(digits_dataset, str(tmp_path / "m3"), batch_size_per_replica=1000,
-                      log=lambda line: None)
     with pytest.raises(InvalidInputError, match="workers must be"):
         runtime.train(digits_dataset, str(tmp_path / "m4"), workers=-2, log=lambda line: None)
     assert not (tmp_path / "m2").exists() and not (tmp_path / "m4").exists()

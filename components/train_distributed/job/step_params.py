@@ -63,7 +63,8 @@ TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
           "package.module:function; empty: chosen by the data (mnist_mlp for MNIST's 28x28 "
           "images, image_cnn for other images, tabular_mlp for tables)", flag="--model"),
     Param("epochs", 10, "passes over the train split"),
-    Param("batch_size_per_replica", 64, "examples per replica per step", flag="--batch-size"),
+    Param("batch_size_per_replica", 64, "examples per replica per step (lowered for a train "
+          "split smaller than one global batch)", flag="--batch-size"),
     Param("learning_rate", 0.001, "Adam learning rate"),
     Param("seed", 42, "seed of initialisation, dropout and shuffling"),
     Param("ps", 0, "parameter servers (parameter_server); 0: the strategy's default (1 there)"),

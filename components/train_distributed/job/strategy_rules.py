@@ -118,6 +118,25 @@ def check_sharding(sharding: str, num_files: int, num_pipelines: int, split: str
             "input_sharding='auto' or 'record'")
 
 
+def batch_for_split(examples: int, batch_size_per_replica: int, num_pipelines: int) -> int:
+    """The batch per replica that trains on a split of `examples`.
+
+    The one asked for, unless the split holds fewer than one global batch of it
+    (`batch_size_per_replica` x `num_pipelines`, one per training process): then the largest
+    batch that still makes one full step, `examples // num_pipelines`, as Keras trains a
+    dataset smaller than its batch as one partial batch.
+
+    Raises:
+      InvalidInputError: If the split has fewer examples than training processes.
+    """
+    if examples < num_pipelines:
+        raise InvalidInputError(
+            f"the train split has {examples} example(s), fewer than the job's {num_pipelines} "
+            "training processes; workers must be fewer, as each process trains on one example "
+            "at least")
+    return min(batch_size_per_replica, examples // num_pipelines)
+
+
 def training_task_labels(strategy: str, spec: JobSpec) -> List[str]:
     """Labels of the replicas that run `fit` and write a `ReplicaReport`.
 

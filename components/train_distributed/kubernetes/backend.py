@@ -24,7 +24,7 @@ import dataclasses
 import os
 import posixpath
 import tempfile
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError
@@ -90,8 +90,29 @@ def resolve_work_uri(options: ClusterOptions, dataset_uri: Optional[str], job_na
         return posixpath.join(posixpath.dirname(dataset_uri.rstrip("/")), job_name)
     where = f"is at {dataset_uri!r}, not on gs://" if dataset_uri else "location is not known"
     raise InvalidInputError(
-        f"no shared location for the replicas: the dataset {where}; pass work_uri "
+        f"no shared location for the replicas (the dataset {where}): pass work_uri "
         "(gs://BUCKET/PREFIX, or a path on the PVC named by pvc_name)")
+
+
+def job_place(options: ClusterOptions, dataset_uri: Optional[str],
+              job_name: str) -> Tuple[str, str]:
+    """The job's namespace (`resolve_namespace`) and work location (`resolve_work_uri`).
+
+    Raises:
+      InvalidInputError: Naming, in one message, every one of the two that is missing or
+        unusable, so that one correction makes the job.
+    """
+    found: List[str] = []
+    problems: List[str] = []
+    for resolve in (lambda: resolve_namespace(options),
+                    lambda: resolve_work_uri(options, dataset_uri, job_name)):
+        try:
+            found.append(resolve())
+        except InvalidInputError as err:
+            problems.append(str(err))
+    if problems:
+        raise InvalidInputError("; ".join(problems))
+    return found[0], found[1]
 
 
 def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
@@ -157,8 +178,8 @@ def render_step_job(job: config.JobConfig, options: ClusterOptions,
     """
     name = name or job_name_for(options.run_id or DEFAULT_RUN_ID,
                                 options.task_name or DEFAULT_TASK_NAME)
-    namespace = resolve_namespace(options)
-    layout = SharedJobLayout(resolve_work_uri(options, dataset_uri, name))
+    namespace, work_uri = job_place(options, dataset_uri, name)
+    layout = SharedJobLayout(work_uri)
     spec = build_job_spec(job, options, name=name, namespace=namespace, work_uri=layout.work_uri)
     if spec.backend == strategy_rules.TRAINJOB_BACKEND:
         return render_trainjob(spec, customisation), layout
