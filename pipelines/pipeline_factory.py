@@ -217,7 +217,8 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
                               slice_columns=values["slice_columns"],
                               export_base=values["export_base"],
                               serving_model_name=values["serving_model_name"],
-                              min_improvement=values["min_improvement"])
+                              min_improvement=values["min_improvement"],
+                              run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
     with dsl.If(evaluate.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a DSL condition)
         export = export_saved_model(model=train.outputs["model"],
                                     blessing=evaluate.outputs["blessing"],

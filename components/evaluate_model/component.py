@@ -21,6 +21,7 @@ def evaluate_model(
     export_base: str = "",
     serving_model_name: str = "",
     min_improvement: float = 0.0,  # verdict.MIN_IMPROVEMENT (KFP embeds this source)
+    run_name: str = "",
 ) -> bool:
     """Evaluates a trained model on the held-out split and decides its blessing.
 
@@ -58,6 +59,9 @@ def evaluate_model(
             served model's the new one needs to be blessed. 0: not worse;
             negative: a tolerance (-0.01: up to a point worse); -1: the
             threshold alone. Without a served model the threshold alone decides.
+        run_name: The pipeline run's name (the pipeline passes it); the report
+            names it beside the data evaluated. Empty: the report names the data
+            alone.
 
     Returns:
         Whether the model is blessed: its held-out accuracy reached the threshold
@@ -79,7 +83,7 @@ def evaluate_model(
     with open(report.path, "w") as f:
         f.write(runtime.render_report_html(
             result, model_artifact.read_history(model.path),
-            model_artifact.read_training_report(model.path)))
+            model_artifact.read_training_report(model.path), run_name=run_name or None))
     with open(summary.path, "w") as f:
         f.write(runtime.render_report_markdown(result))
     verdict = {"blessed": result.blessed, "reason": result.reason,

@@ -70,6 +70,7 @@ class EvaluationResult:
       served_root: Where a served model was looked for, `<export_base>/<name>`
         (empty: no export base given).
       min_improvement: How much more accuracy than the served model's was needed.
+      data_source: Where the evaluated dataset's examples came from (its `source_uri`).
     """
 
     accuracy: float
@@ -86,6 +87,7 @@ class EvaluationResult:
     served: Optional[vd.ServedModel] = None
     served_root: str = ""
     min_improvement: float = vd.MIN_IMPROVEMENT
+    data_source: Optional[str] = None
 
     @property
     def accuracy_change(self) -> Optional[float]:
@@ -261,7 +263,8 @@ def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
         class_names=names, blessed=blessed, reason=reason, threshold=threshold,
         per_class=per_class,
         excluded_columns=[c.describe() for c in data_meta.excluded_columns or ()],
-        served=served, served_root=served_root, min_improvement=min_improvement)
+        served=served, served_root=served_root, min_improvement=min_improvement,
+        data_source=data_meta.source_uri)
 
 
 # The report renderers are part of this runtime's interface (component.py calls them here).

@@ -56,7 +56,8 @@ def render_validation_html(columns: Sequence[str], statistics: Optional[DatasetS
     """The shard step's page.
 
     Args:
-      columns: What became of each column (`column_report.explain_columns`).
+      columns: What became of each column (`column_report.explain_columns`); none when the
+        check stopped the step before the dataset was built.
       statistics: The data's statistics (None: images).
       result: The comparison with the reference (None: no reference).
     """
@@ -65,7 +66,7 @@ def render_validation_html(columns: Sequence[str], statistics: Optional[DatasetS
                  "holds images.</p>"]
     else:
         parts = [*_validation_html(result),
-                 "<h2>Columns</h2><ul>", list_items(columns), "</ul>",
+                 *(["<h2>Columns</h2><ul>", list_items(columns), "</ul>"] if columns else []),
                  f"<h2>Statistics ({statistics.rows:,} rows)</h2><table><tr><th>column</th>"
                  "<th>kind</th><th>missing</th><th>values</th></tr>",
                  table_rows(_statistics_rows(statistics)), "</table>"]
