@@ -9,12 +9,10 @@ pipeline root and reused by a later run with the same data and parameters.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
 import sys
-import tempfile
 import time
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -26,9 +24,8 @@ from kfdist.components.shard_dataset.validation import (
 from kfdist.run_summary import LOGS_DIR, SUMMARY_FILE  # noqa: F401  (part of this module's API)
 from kfdist.serving_name import serving_line
 
-PIPELINE_ROOT_DIR = "pipeline_root"
-#: How the steps run: as processes of this Python, or in their image (kfp.local's runners).
-RUNNERS = ("subprocess", "docker")
+from kfdist.step_runners import (  # noqa: F401  (part of this module's API)
+    PIPELINE_ROOT_DIR, RUNNERS, engine_errors, pipeline_to_run, step_images, step_runner)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,9 +241,9 @@ def _run_steps(opts: RunOptions, console, pipeline, source_uri: str, export_base
 
     from kfdist.components.common import storage
 
-    engine_errors = _engine_errors() if opts.runner == "docker" else ()
+    engine_failures = engine_errors() if opts.runner == "docker" else ()
     try:
-        with _runner(opts, output_dir, source_uri, export_base, pipeline) as runner, console:
+        with step_runner(opts, output_dir, source_uri, export_base, pipeline) as runner, console:
             local.init(runner=runner, pipeline_root=os.path.join(output_dir, PIPELINE_ROOT_DIR),
                        raise_on_error=True, enable_caching=opts.cache)
             task = pipeline(
@@ -263,66 +260,10 @@ def _run_steps(opts: RunOptions, console, pipeline, source_uri: str, export_base
                 **opts.train)
     except RuntimeError as err:
         return None, run_record.step_failure(console, err)
-    except engine_errors as err:
+    except engine_failures as err:
         return None, run_record.step_failure(console, err, engine_failed=True)
     try:
         run_summary.check_outputs(task.outputs)
     except TrainingFailedError as err:
         return None, run_record.StepFailure(None, str(err), console.logs_dir)
     return task, None
-
-
-def _engine_errors() -> tuple:
-    """What the Docker client raises when the engine fails a call (kfp.local lets it through);
-    none without the client, which `docker_run` then asks for."""
-    try:
-        import docker
-        import requests
-    except ImportError:
-        return ()
-    return docker.errors.DockerException, requests.exceptions.RequestException
-
-
-def pipeline_to_run(opts: RunOptions):
-    """The pipeline kfp.local runs: the shipped one, or with `opts.images` the one `kfdist
-    compile --registry R --tag T` writes (every step in `R/kfdist-runtime:T`, carrying R and T
-    to the training step's replica images)."""
-    from kfdist.pipelines import registry
-
-    if opts.images is None:
-        return registry.get_pipeline(opts.pipeline)
-    from kfp import components
-
-    with tempfile.TemporaryDirectory(prefix="kfdist-run-") as folder:
-        return components.load_component_from_file(
-            registry.compile_pipeline(opts.pipeline, folder, images=opts.images))
-
-
-def step_images(pipeline) -> Tuple[str, ...]:
-    """The images `pipeline`'s steps run in (what `--runner docker` starts), sorted."""
-    from google.protobuf import json_format
-
-    executors = json_format.MessageToDict(pipeline.pipeline_spec.deployment_spec)["executors"]
-    return tuple(sorted({e["container"]["image"] for e in executors.values()
-                         if "container" in e}))
-
-
-@contextlib.contextmanager
-def _runner(opts: RunOptions, output_dir: str, source_uri: str, export_base: str, pipeline):
-    """The kfp.local runner of `opts.runner`; a docker one sees the run's directories and has
-    the images of `pipeline`'s steps."""
-    from kfp import local
-
-    from kfdist.components.common import storage
-
-    if opts.runner != "docker":
-        yield local.SubprocessRunner(use_venv=False)
-        return
-    from kfdist import docker_run
-
-    # The pipeline root exists before the image's user is given the run's directories.
-    writable = [output_dir, os.path.join(output_dir, PIPELINE_ROOT_DIR)] + (
-        [export_base] if not storage.is_gcs(export_base) else [])
-    readable = [source_uri] if not storage.is_gcs(source_uri) else []
-    with docker_run.docker_runner(writable, readable, step_images(pipeline)) as runner:
-        yield runner

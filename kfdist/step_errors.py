@@ -26,6 +26,16 @@ _EXECUTOR_RECORD = re.compile(r"^\[KFP Executor [^\]]*\]: ")
 _EXECUTOR_INPUT = "Got executor_input:"
 
 
+def printed_lines(log_path: str) -> List[str]:
+    """The non-empty lines a step's process printed (kfp's executor's too), from the step's
+    log, without kfp.local's indent of 4; none when there is no log."""
+    try:
+        with open(log_path) as f:  # the step's own lines, kfp.local indents them
+            return [ln.rstrip("\n")[4:] for ln in f if ln.startswith("    ") and ln.strip()]
+    except FileNotFoundError:
+        return []
+
+
 def without_kfdist_traceback(lines: List[str]) -> List[str]:
     """A step's lines with the traceback of an error kfdist raised on purpose reduced to its
     message: it says what is wrong, the frames add nothing (the whole log keeps them).
