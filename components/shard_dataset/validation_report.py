@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 from kfdist.components.common.dataset_statistics import NUMERIC, DatasetStatistics
 from kfdist.components.common.html_page import list_items, page, table_rows
+from kfdist.components.common.wording import counted
 from kfdist.components.shard_dataset.validation import ValidationResult
 
 REPORT_FILE = "data_validation.html"
@@ -40,7 +41,7 @@ def _validation_html(result: Optional[ValidationResult]) -> Sequence[str]:
     else:
         parts.append('<div class="verdict ok">No anomaly: the schema matches the reference.</div>')
     if result.drifted:
-        parts.append(f'<div class="warn">Drift in {len(result.drifted)} column(s): '
+        parts.append(f'<div class="warn">Drift in {counted(len(result.drifted), "column")}: '
                      + html.escape(", ".join(d.column for d in result.drifted)) + "</div>")
     parts += ["<h3>Drift per column</h3><table><tr><th>column</th><th>measure</th>"
               "<th>distance</th><th>threshold</th><th>verdict</th></tr>",

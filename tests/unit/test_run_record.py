@@ -60,7 +60,7 @@ def _stopped_shard(tmp_path, report: bool = True) -> RunConsole:
     step_dir.mkdir(parents=True)
     if report:
         (step_dir / "data_report").write_text("<h1>Data validation</h1> column 'proline'")
-    own = ["source wine.csv: csv, 1 file(s)", "anomaly: column 'proline' is missing",
+    own = ["source wine.csv: csv, 1 file", "anomaly: column 'proline' is missing",
            "Traceback (most recent call last):", '  File "x.py", line 1, in shard',
            "kfdist.components.shard_dataset.validation.DataAnomalyError: 1 anomaly in the data"]
     executor_input = _executor_input(tmp_path / "pipeline_root", "shard-dataset", outputs={
@@ -71,7 +71,7 @@ def _stopped_shard(tmp_path, report: bool = True) -> RunConsole:
 
 def test_a_failed_steps_last_lines_start_at_its_own_not_at_the_executor_input(tmp_path):
     console = _stopped_shard(tmp_path)
-    assert console.tail("shard") == ["source wine.csv: csv, 1 file(s)",
+    assert console.tail("shard") == ["source wine.csv: csv, 1 file",
                                      "anomaly: column 'proline' is missing",
                                      "DataAnomalyError: 1 anomaly in the data"]
     assert '"outputFile"' in (tmp_path / "logs" / "shard.log").read_text()  # the log keeps it
