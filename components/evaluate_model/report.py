@@ -164,11 +164,10 @@ def _gap_html(result: EvaluationResult, training_report: Optional[TrainingReport
 
 
 def _what_html(result: EvaluationResult, run_name: Optional[str]) -> List[str]:
-    """The line naming the run and the data evaluated."""
+    """The line naming the run and the data evaluated (none when neither is known)."""
     named = ([f"run <b>{html.escape(run_name)}</b>"] if run_name else []) + (
         [f"data <b>{html.escape(result.data_source)}</b>"] if result.data_source else [])
-    held_out = counted(result.num_examples, "held-out example")
-    return [f"<p>{' · '.join(named + [held_out])}</p>"]
+    return [f"<p>{' · '.join(named)}</p>"] if named else []
 
 
 def render_report_html(result: EvaluationResult, history: Dict[str, List[float]],

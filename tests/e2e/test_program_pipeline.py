@@ -76,7 +76,7 @@ def test_the_summary_names_the_run_the_model_every_step_and_the_report(program_r
     with open(report) as f:
         page = f.read()
     assert "<h1>Model evaluation</h1>" in page
-    assert f"<p>run <b>{summary['run_id']}</b> · data <b>{summary['data']}</b> · " in page
+    assert f"<p>run <b>{summary['run_id']}</b> · data <b>{summary['data']}</b></p>" in page
     data_report = os.path.join(out, "data_report.html")
     assert summary["data_report"] == data_report and f"data report: {data_report}" in printed
     assert summary["status"] == "succeeded" and summary["failure"] is None
