@@ -23,7 +23,6 @@ from kfdist.components.shard_dataset.validation import (
     CATEGORICAL_DRIFT_THRESHOLD, NUMERIC_DRIFT_THRESHOLD)
 from kfdist.run_summary import LOGS_DIR, SUMMARY_FILE  # noqa: F401  (part of this module's API)
 from kfdist.serving_name import serving_line
-
 from kfdist.step_runners import (  # noqa: F401  (part of this module's API)
     PIPELINE_ROOT_DIR, RUNNERS, engine_errors, pipeline_to_run, step_images, step_runner)
 

@@ -13,7 +13,7 @@ import os
 import re
 from typing import Optional
 
-#: Longest name made from the data (a DNS label's length: a URL path part anywhere).
+#: Longest name made from the data (a DNS label's limit, which serving platforms hold names to).
 MAX_NAME_LENGTH = 63
 _DATA_SUFFIX = re.compile(r"\.(csv|tsv|txt|tfrecords?|tfr|gz|gzip|zlib|zip)$", re.IGNORECASE)
 _GLOB = re.compile(r"[*?\[]")
