@@ -204,7 +204,8 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
         summary = run_record.failed_summary(
             opts, failure, console, pipeline, source_uri=source_uri, export_base=export_base,
             output_dir=output_dir, wall_seconds=time.monotonic() - start,
-            data_report=run_record.publish_data_report(console, output_dir))
+            data_report=run_record.publish_data_report(console, output_dir),
+            report=run_record.publish_evaluation_report(console, output_dir))
         run_record.write_summary(summary, output_dir)
         return summary
 

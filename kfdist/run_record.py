@@ -3,7 +3,8 @@
 `summary.json` (`run_summary.summarise` for a run that finished; `failed_summary`
 for one that failed or was stopped: its id, each step's outcome, the failed
 step's error line, last lines and log), and the data check's HTML page as
-`data_report.html` beside it. kfp's executor prints each step's executor input
+`data_report.html` beside it (and the evaluation's `report.html` when the
+evaluation ran). kfp's executor prints each step's executor input
 first in the step's log (`step_errors.executor_input`); it names the run's
 directory and the dataset a step read, so a failed run's id and the data report
 of a run whose shard step was cached are found from the logs.
@@ -17,7 +18,8 @@ import os
 import shutil
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from kfdist.run_summary import DATA_REPORT_FILE, LOGS_DIR, SUMMARY_FILE
+from kfdist.run_summary import (
+    DATA_REPORT_FILE, LOGS_DIR, REPORT_FILE, REPORT_OUTPUT, SUMMARY_FILE)
 from kfdist.step_errors import artifact_uri, executor_input
 #: `summary.json`'s `status`: the pipeline ran to its end (blessed or not), a step failed, or
 #: the run was stopped (SIGTERM, Ctrl-C).
@@ -109,15 +111,29 @@ def data_report_source(console) -> Optional[str]:
     return None
 
 
+def _publish(source: Optional[str], output_dir: str, name: str) -> Optional[str]:
+    """Copies `source` to `<output_dir>/<name>`; returns the copy's path (None: no source)."""
+    if source is None:
+        return None
+    target = os.path.join(output_dir, name)
+    shutil.copyfile(source, target)
+    return target
+
+
 def publish_data_report(console, output_dir: str) -> Optional[str]:
     """Copies the data check's page to `<output_dir>/data_report.html`; returns its path (None
     when the run has none: no step started, or images in a cached dataset)."""
-    source = data_report_source(console)
-    if source is None:
-        return None
-    target = os.path.join(output_dir, DATA_REPORT_FILE)
-    shutil.copyfile(source, target)
-    return target
+    return _publish(data_report_source(console), output_dir, DATA_REPORT_FILE)
+
+
+def publish_evaluation_report(console, output_dir: str) -> Optional[str]:
+    """Copies the evaluation's report of a run that failed after it (in the export step) to
+    `<output_dir>/report.html`; returns its path (None: the evaluation wrote none)."""
+    for inputs in _executor_inputs(console):
+        written = artifact_uri(inputs, "outputs", REPORT_OUTPUT)
+        if written and os.path.isfile(written):
+            return _publish(written, output_dir, REPORT_FILE)
+    return None
 
 
 def pipeline_steps(pipeline) -> List[str]:
@@ -129,7 +145,7 @@ def pipeline_steps(pipeline) -> List[str]:
 
 def failed_summary(opts, failure: StepFailure, console, pipeline, *, source_uri: str,
                    export_base: str, output_dir: str, wall_seconds: float,
-                   data_report: Optional[str]) -> Dict[str, Any]:
+                   data_report: Optional[str], report: Optional[str] = None) -> Dict[str, Any]:
     """`summary.json` of a run that failed or was stopped: the keys of a finished run's
     (`run_summary.summarise`), with `failure` saying where and why and no figures.
 
@@ -143,6 +159,8 @@ def failed_summary(opts, failure: StepFailure, console, pipeline, *, source_uri:
       output_dir: The run directory.
       wall_seconds: The run's wall time.
       data_report: The data check's page (`publish_data_report`).
+      report: The evaluation's report, when the run failed after it
+        (`publish_evaluation_report`).
     """
     from kfdist.run_console import NOT_RUN
 
@@ -159,7 +177,7 @@ def failed_summary(opts, failure: StepFailure, console, pipeline, *, source_uri:
         "steps": steps,
         "failure": {"step": failure.step, "error": failure.error, "log": failure.log,
                     "last_lines": list(failure.last_lines)},
-        "report": None,
+        "report": report,
         "data_report": data_report,
         "data": source_uri,
         "output_dir": output_dir,
@@ -186,6 +204,8 @@ def format_failure(summary: Dict[str, Any]) -> str:
     lines = []
     if summary.get("data_report"):
         lines.append(f"data report: {summary['data_report']}")
+    if summary.get("report"):
+        lines.append(f"evaluation report: {summary['report']}")
     lines.append(f"{summary['status']} after {summary['wall_seconds']:.1f}s; summary: "
                  f"{os.path.join(summary['output_dir'], SUMMARY_FILE)}; every step's log: "
                  f"{summary['logs_dir']}/")

@@ -199,3 +199,32 @@ def test_the_report_names_its_run_and_data_and_what_its_time_is():
     assert f"<p>run <b>{RUN}</b> · data <b>gs://tables/wine.csv</b></p>" in page
     assert ("<td>time in model.fit</td><td>24.8 s (the training step&#x27;s start-up and "
             "saving not included)</td>") in page
+
+
+def test_a_run_that_failed_after_its_evaluation_keeps_the_report(tmp_path):
+    from kfdist.pipelines import registry
+
+    evaluated = tmp_path / "pipeline_root" / RUN / "evaluate-model"
+    evaluated.mkdir(parents=True)
+    (evaluated / "report").write_text("<h1>Model evaluation</h1>")
+    root = tmp_path / "pipeline_root"
+    lines = [*_started("evaluate-model", _executor_input(
+                 root, "evaluate-model", outputs={"report": str(evaluated / "report")}), []),
+             "00:02:45.000 - INFO - Task 'evaluate-model' finished with status SUCCESS",
+             *_started("export-saved-model", _executor_input(root, "export-saved-model"),
+                       ["PermissionError: gs://models/serving is not writable"]),
+             "00:02:47.000 - ERROR - Task 'export-saved-model' finished with status FAILURE"]
+    console = _console(lines, tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    failure = run_record.step_failure(console, RuntimeError("Pipeline failed"))
+    summary = run_record.failed_summary(
+        RunOptions(output_dir=str(out), pipeline="mnist"), failure, console,
+        registry.get_pipeline("mnist"), source_uri="d", export_base="gs://models/serving",
+        output_dir=str(out), wall_seconds=9.0, data_report=None,
+        report=run_record.publish_evaluation_report(console, str(out)))
+    assert summary["report"] == str(out / "report.html")
+    assert (out / "report.html").read_text() == "<h1>Model evaluation</h1>"
+    assert summary["steps"]["evaluate"] == "succeeded" and summary["steps"]["export"] == "failed"
+    assert summary["failure"]["error"] == "PermissionError: gs://models/serving is not writable"
+    assert f"evaluation report: {out / 'report.html'}" in run_record.format_failure(summary)
