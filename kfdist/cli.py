@@ -74,7 +74,8 @@ def _add_run(sub) -> None:
                         "each value's examples, accuracy and loss (numbers with many values: "
                         "by quantile bins), e.g. island,year")
     p.add_argument("--serving-model-name", default=None,
-                   help="model name in the serving layout (default: the pipeline's name)")
+                   help="model name in the serving layout, OUTPUT/serving/NAME/VERSION (default: "
+                        "after the data: the CSV file's or folder's name, e.g. penguins)")
     # The pipeline runs here; with a cluster backend its training step launches the job on the
     # cluster KUBECONFIG (or the in-cluster config) names. KFP itself sets run_id and task_name.
     add_step_flags(p, include=lambda param: param.name not in ("run_id", "task_name"),

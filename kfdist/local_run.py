@@ -9,26 +9,22 @@ pipeline root and reused by a later run with the same data and parameters.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import json
 import os
 import sys
-import tempfile
 import time
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from kfdist import run_program, run_summary
+from kfdist import run_program, run_record, run_summary
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
 from kfdist.components.evaluate_model.verdict import MIN_IMPROVEMENT
 from kfdist.components.shard_dataset.validation import (
     CATEGORICAL_DRIFT_THRESHOLD, NUMERIC_DRIFT_THRESHOLD)
 from kfdist.run_summary import LOGS_DIR, SUMMARY_FILE  # noqa: F401  (part of this module's API)
-
-PIPELINE_ROOT_DIR = "pipeline_root"
-#: How the steps run: as processes of this Python, or in their image (kfp.local's runners).
-RUNNERS = ("subprocess", "docker")
+from kfdist.serving_name import serving_line
+from kfdist.step_runners import (  # noqa: F401  (part of this module's API)
+    PIPELINE_ROOT_DIR, RUNNERS, engine_errors, pipeline_to_run, step_images, step_runner)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +52,8 @@ class RunOptions:
       min_improvement: How much more held-out accuracy than the served model's (the latest
         version under the export base and serving model name) the new model needs.
       allow_class_change: Export a model that predicts other classes than the served one.
+      serving_model_name: The name the model is exported (served) under; None: after the
+        data (`serving_name`).
       runner: `subprocess` (each step a process of this Python) or `docker` (each step in the
         runtime image, as Kubeflow Pipelines runs it; see `kfdist.docker_run`).
       images: `(registry, tag)` of kfdist's images (tag None: kfdist's version), as `kfdist
@@ -114,8 +112,12 @@ class RunOptions:
 
     @property
     def serving_name(self) -> str:
-        """The model's name: what it is exported (served) under."""
-        return self.serving_model_name or self.definition.serving_model_name
+        """The model's name: what it is exported (served) under; by default after the data
+        (`serving_name.name_after_data`), else the pipeline's."""
+        from kfdist.serving_name import name_of_run_data
+
+        return (self.serving_model_name or name_of_run_data(self.source_uri, self.sample)
+                or self.definition.serving_model_name)
 
     @property
     def runs_a_program(self) -> bool:
@@ -161,13 +163,15 @@ def pipeline_training_params() -> Tuple[str, ...]:
 
 
 def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
-    """Runs a shipped pipeline locally; writes `<output_dir>/summary.json` and `report.html`.
+    """Runs a shipped pipeline locally; writes `<output_dir>/summary.json`, `report.html` and
+    `data_report.html`.
 
     Without `source_uri`, the pipeline's bundled sample is written to
     `<output_dir>/data/<pipeline>` first (unchanged files when already there,
     so the shard step's cached output is reused). Without `export_base`,
-    models are exported under `<output_dir>/serving`. An earlier run's `summary.json` and
-    `report.html` are removed before the steps start, so a run that fails leaves neither.
+    models are exported under `<output_dir>/serving`. An earlier run's record is removed
+    before the steps start; a run that fails or is stopped writes `summary.json` too
+    (`run_record.failed_summary`), and the data check's page when the shard step wrote one.
 
     Returns:
       The summary written to `summary.json`.
@@ -176,15 +180,12 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
       InvalidInputError: If an option is invalid (nothing is written then).
       TrainingFailedError: If a pipeline step fails (its log's last lines in the message).
     """
-    from kfp import local
-
     from kfdist.run_checks import run_warnings, validate_run_options
 
     validate_run_options(opts)
     for warning in run_warnings(opts):
         print(f"kfdist: warning: {warning}", file=sys.stderr, flush=True)
 
-    from kfdist.components.common import storage
     from kfdist.run_console import RunConsole
     from kfdist.sample_data import SAMPLES
 
@@ -198,10 +199,53 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
     console = RunConsole(os.path.join(output_dir, LOGS_DIR), verbose=opts.verbose)
     run_summary.forget_earlier_run(output_dir)
     print(run_summary.headline(opts, output_dir), flush=True)
-    engine_errors = _engine_errors() if opts.runner == "docker" else ()
+    print(serving_line(opts, export_base), flush=True)
     pipeline = pipeline_to_run(opts)
+
+    def record_failure(failure: run_record.StepFailure) -> Dict[str, Any]:
+        summary = run_record.failed_summary(
+            opts, failure, console, pipeline, source_uri=source_uri, export_base=export_base,
+            output_dir=output_dir, wall_seconds=time.monotonic() - start,
+            data_report=run_record.publish_data_report(console, output_dir),
+            report=run_record.publish_evaluation_report(console, output_dir))
+        run_record.write_summary(summary, output_dir)
+        return summary
+
+    from kfdist.components.train_distributed.kubernetes.lifecycle.step_signals import (
+        StepCancelled)
+
     try:
-        with _runner(opts, output_dir, source_uri, export_base, pipeline) as runner, console:
+        task, failure = _run_steps(opts, console, pipeline, source_uri, export_base, output_dir)
+    except StepCancelled as cancelled:  # recorded; what stops the processes goes on
+        record_failure(run_record.stopped(console, str(cancelled)))
+        raise
+    if failure is not None:
+        print(run_record.format_failure(record_failure(failure)), flush=True)
+        raise TrainingFailedError(failure.message(opts.pipeline))
+    summary = run_summary.summarise(task.outputs, opts, source_uri, export_base, output_dir,
+                                    time.monotonic() - start, steps=console.outcomes,
+                                    report=run_summary.publish_report(task.outputs, output_dir),
+                                    data_report=run_record.publish_data_report(console,
+                                                                               output_dir))
+    run_record.write_summary(summary, output_dir)
+    return summary
+
+
+def _run_steps(opts: RunOptions, console, pipeline, source_uri: str, export_base: str,
+               output_dir: str):
+    """Runs the pipeline's steps with kfp.local.
+
+    Returns:
+      `(task, None)` when every step ran and wrote its outputs, else `(None, failure)`
+      (`run_record.StepFailure`).
+    """
+    from kfp import local
+
+    from kfdist.components.common import storage
+
+    engine_failures = engine_errors() if opts.runner == "docker" else ()
+    try:
+        with step_runner(opts, output_dir, source_uri, export_base, pipeline) as runner, console:
             local.init(runner=runner, pipeline_root=os.path.join(output_dir, PIPELINE_ROOT_DIR),
                        raise_on_error=True, enable_caching=opts.cache)
             task = pipeline(
@@ -217,83 +261,12 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
                 serving_model_name=opts.serving_name,
                 source_version=storage.content_version(source_uri), **opts.source_args,
                 **opts.train)
-    except (RuntimeError, *engine_errors) as err:
-        raise _step_failure(opts, console, err) from None
-    run_summary.check_outputs(task.outputs)
-    summary = run_summary.summarise(task.outputs, opts, source_uri, export_base, output_dir,
-                                    time.monotonic() - start, steps=console.outcomes,
-                                    report=run_summary.publish_report(task.outputs, output_dir))
-    with open(os.path.join(output_dir, run_summary.SUMMARY_FILE), "w") as f:
-        json.dump(summary, f, indent=2, sort_keys=True)
-    return summary
-
-
-def _step_failure(opts: RunOptions, console, err: Exception) -> TrainingFailedError:
-    """The error naming the step that failed, its last line and where its whole log is."""
-    from kfdist.run_console import strip_colours
-
-    failed = console.failed_step or console.running_step
-    # The failed step's own last line, not kfp's, which names internal tasks (condition-1).
-    said = console.tail(failed, 1) if failed and isinstance(err, RuntimeError) else []
-    reason = said[0] if said else strip_colours(str(err)) if isinstance(err, RuntimeError) else (
-        f"the container engine failed the step's container: {err}")
-    step = failed or "a step"
-    where = (f"; its whole log: {console.log_path(failed)}"
-             if failed else f"; logs: {console.logs_dir}")
-    return TrainingFailedError(f"pipeline {opts.pipeline!r} failed in {step}: {reason}{where}")
-
-
-def _engine_errors() -> tuple:
-    """What the Docker client raises when the engine fails a call (kfp.local lets it through);
-    none without the client, which `docker_run` then asks for."""
+    except RuntimeError as err:
+        return None, run_record.step_failure(console, err)
+    except engine_failures as err:
+        return None, run_record.step_failure(console, err, engine_failed=True)
     try:
-        import docker
-        import requests
-    except ImportError:
-        return ()
-    return docker.errors.DockerException, requests.exceptions.RequestException
-
-
-def pipeline_to_run(opts: RunOptions):
-    """The pipeline kfp.local runs: the shipped one, or with `opts.images` the one `kfdist
-    compile --registry R --tag T` writes (every step in `R/kfdist-runtime:T`, carrying R and T
-    to the training step's replica images)."""
-    from kfdist.pipelines import registry
-
-    if opts.images is None:
-        return registry.get_pipeline(opts.pipeline)
-    from kfp import components
-
-    with tempfile.TemporaryDirectory(prefix="kfdist-run-") as folder:
-        return components.load_component_from_file(
-            registry.compile_pipeline(opts.pipeline, folder, images=opts.images))
-
-
-def step_images(pipeline) -> Tuple[str, ...]:
-    """The images `pipeline`'s steps run in (what `--runner docker` starts), sorted."""
-    from google.protobuf import json_format
-
-    executors = json_format.MessageToDict(pipeline.pipeline_spec.deployment_spec)["executors"]
-    return tuple(sorted({e["container"]["image"] for e in executors.values()
-                         if "container" in e}))
-
-
-@contextlib.contextmanager
-def _runner(opts: RunOptions, output_dir: str, source_uri: str, export_base: str, pipeline):
-    """The kfp.local runner of `opts.runner`; a docker one sees the run's directories and has
-    the images of `pipeline`'s steps."""
-    from kfp import local
-
-    from kfdist.components.common import storage
-
-    if opts.runner != "docker":
-        yield local.SubprocessRunner(use_venv=False)
-        return
-    from kfdist import docker_run
-
-    # The pipeline root exists before the image's user is given the run's directories.
-    writable = [output_dir, os.path.join(output_dir, PIPELINE_ROOT_DIR)] + (
-        [export_base] if not storage.is_gcs(export_base) else [])
-    readable = [source_uri] if not storage.is_gcs(source_uri) else []
-    with docker_run.docker_runner(writable, readable, step_images(pipeline)) as runner:
-        yield runner
+        run_summary.check_outputs(task.outputs)
+    except TrainingFailedError as err:
+        return None, run_record.StepFailure(None, str(err), console.logs_dir)
+    return task, None

@@ -23,7 +23,8 @@ from typing import Dict, List, Optional, TextIO
 
 from kfdist.components.train_distributed.job.epoch_line import parse_epoch_line
 from kfdist.pipelines.step_pods import CONDITIONAL_STEPS, STEP_NAMES
-from kfdist.step_errors import without_kfdist_traceback
+from kfdist.step_errors import (
+    printed_lines, without_executor_lines, without_kfdist_traceback)
 from kfdist.step_figures import step_figure
 
 PIPELINE_LOG = "pipeline"
@@ -235,17 +236,16 @@ class RunConsole:
             self._progress_shown = shown
             self._show(text)
 
-    def tail(self, step: str, lines: int = FAILURE_TAIL_LINES) -> List[str]:
-        """The last non-empty lines `step` printed (kfp's own records, kfdist errors' tracebacks
-        left out)."""
+    def step_lines(self, step: str) -> List[str]:
+        """Every line `step`'s process printed, so far (`step_errors.printed_lines`)."""
         if step in self._files:
             self._files[step].flush()
-        try:
-            with open(self.log_path(step)) as f:  # the step's own lines, kfp indents them
-                kept = [ln.rstrip("\n")[4:] for ln in f if ln.startswith("    ") and ln.strip()]
-        except FileNotFoundError:
-            return []
-        return without_kfdist_traceback(kept)[-lines:]
+        return printed_lines(self.log_path(step))
+
+    def tail(self, step: str, lines: int = FAILURE_TAIL_LINES) -> List[str]:
+        """The last lines `step` printed itself (kfp's records, its executor's input and kfdist
+        errors' tracebacks left out)."""
+        return without_kfdist_traceback(without_executor_lines(self.step_lines(step)))[-lines:]
 
     # ---- output ---------------------------------------------------------------------------
 

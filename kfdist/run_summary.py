@@ -17,23 +17,26 @@ EVALUATE_TASK, BLESSING_RECORD = "evaluate-model", "blessing"
 SHARD_TASK, VALIDATION_RECORD = "shard-dataset", os.path.join("dataset", "validation.json")
 #: The evaluation step's HTML report output, and where a run puts it in its output directory.
 REPORT_OUTPUT, REPORT_FILE = "report", "report.html"
+#: Where a run puts the data check's HTML page (`run_record.publish_data_report`).
+DATA_REPORT_FILE = "data_report.html"
 #: The training step's tasks and their model output (kfdist's models, a user's program).
 TRAIN_TASKS, MODEL_OUTPUT = ("train-distributed", "train-program"), "model"
 
 
 def headline(opts, output_dir: str) -> str:
     """The line `kfdist run` starts with: what runs, on what, where."""
+    from kfdist.components.common.wording import counted
+
     train = opts.train
+    replicas = counted(train["workers"], "worker") + (f", {train['ps']} ps" if train["ps"] else "")
     if opts.runs_a_program:
         import shlex
 
-        return (f"kfdist run program: {train['framework']}, {train['workers']} worker(s)"
-                + (f", {train['ps']} ps" if train["ps"] else "")
-                + f" running `{shlex.join(train['command'])}` -> {output_dir}")
-    replicas = f"{train['workers']} worker(s)" + (f", {train['ps']} ps" if train["ps"] else "")
+        return (f"kfdist run program: {train['framework']}, {replicas}"
+                f" running `{shlex.join(train['command'])}` -> {output_dir}")
     model = train["model_name"] or "the data's default model"
-    return (f"kfdist run {opts.pipeline}: {train['strategy']}, {replicas}, {train['epochs']} "
-            f"epochs of {model} -> {output_dir}")
+    return (f"kfdist run {opts.pipeline}: {train['strategy']}, {replicas}, "
+            f"{counted(train['epochs'], 'epoch')} of {model} -> {output_dir}")
 
 
 def _task_record(outputs, task: str, record: str) -> Dict[str, Any]:
@@ -52,9 +55,9 @@ def _run_dir(outputs) -> str:
 
 
 def forget_earlier_run(output_dir: str) -> None:
-    """Removes an earlier run's `summary.json` and report from `output_dir`, so that a run
+    """Removes an earlier run's `summary.json` and reports from `output_dir`, so that a run
     that ends early leaves none that could be taken for its own."""
-    for name in (SUMMARY_FILE, REPORT_FILE):
+    for name in (SUMMARY_FILE, REPORT_FILE, DATA_REPORT_FILE):
         path = os.path.join(output_dir, name)
         if os.path.isfile(path):
             os.remove(path)
@@ -132,9 +135,11 @@ def check_outputs(outputs) -> None:
 
 def summarise(outputs, opts, source_uri: str, export_base: str,
                output_dir: str, wall_seconds: float, *, steps: Optional[Dict[str, str]] = None,
-               report: Optional[str] = None) -> Dict[str, Any]:
+               report: Optional[str] = None, data_report: Optional[str] = None
+               ) -> Dict[str, Any]:
     """`summary.json` of a finished run: its id, the model's name, every step's outcome, data,
-    its label's classes, training, evaluation, the report, export and wall time.
+    its label's classes, training, evaluation, the reports, export and wall time (a failed
+    run's: `run_record.failed_summary`).
 
     Args:
       outputs: The pipeline task's outputs (kfp.local).
@@ -145,8 +150,10 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
       wall_seconds: The run's wall time.
       steps: What became of each step (`run_console.RunConsole.outcomes`).
       report: The evaluation's HTML report (`publish_report`).
+      data_report: The data check's HTML page (`run_record.publish_data_report`).
     """
     from kfdist.components.evaluate_model.slices import from_metric_values
+    from kfdist.run_record import SUCCEEDED
 
     blessing = _task_record(outputs, EVALUATE_TASK, BLESSING_RECORD)
     served = {k[len("served_"):]: v for k, v in blessing.items() if k.startswith("served_")}
@@ -158,7 +165,7 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
     if opts.runs_a_program:
         trained = {**{k: train[k] for k in ("framework", "command", "workers", "ps",
                                             "restart_policy")},
-                   "seconds": train_metrics.get("training_seconds"),
+                   "job_seconds": train_metrics.get("training_seconds"),
                    "restarts": train_metrics.get("restarts")}
     else:
         trained = {
@@ -169,16 +176,19 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
             "final_accuracy": train_metrics.get("final_accuracy"),
             "final_val_accuracy": train_metrics.get("final_val_accuracy"),
             "examples_per_second": train_metrics.get("examples_per_second"),
-            "seconds": train_metrics.get("training_seconds"),
+            "fit_seconds": train_metrics.get("training_seconds"),
             "input_bound_fraction": train_metrics.get("input_bound_fraction"),
             "restarts": train_metrics.get("restarts"),
         }
     return {
+        "status": SUCCEEDED,
+        "failure": None,
         "run_id": os.path.basename(_run_dir(outputs)),
         "pipeline": opts.pipeline,
         "model_name": opts.serving_name,
         "steps": dict(steps or {}),
         "report": report,
+        "data_report": data_report,
         "data": source_uri,
         "data_validation": _task_record(outputs, SHARD_TASK, VALIDATION_RECORD) or None,
         "label": _label(outputs),
@@ -197,6 +207,7 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
 
 def _lowest_slice(slices: Dict[str, Dict[str, float]]) -> list:
     """The line naming the lowest-accuracy slice of `MIN_SLICE_EXAMPLES` or more examples."""
+    from kfdist.components.common.wording import counted
     from kfdist.components.evaluate_model.slices import MIN_SLICE_EXAMPLES
 
     if not slices:
@@ -206,9 +217,9 @@ def _lowest_slice(slices: Dict[str, Dict[str, float]]) -> list:
         return [f"slices: none has {MIN_SLICE_EXAMPLES} or more examples, too few to single one "
                 "out (every slice in the evaluation's report)"]
     key, worst = min(big.items(), key=lambda item: (item[1]["accuracy"], -item[1]["examples"]))
-    return [f"lowest-accuracy slice: {key} {worst['accuracy']:.4f} ({worst['examples']:.0f} "
-            f"examples; of the slices of at least {MIN_SLICE_EXAMPLES}; every slice in the "
-            "evaluation's report)"]
+    return [f"lowest-accuracy slice: {key} {worst['accuracy']:.4f} ("
+            f"{counted(worst['examples'], 'example')}; of the slices of at least "
+            f"{MIN_SLICE_EXAMPLES}; every slice in the evaluation's report)"]
 
 
 def format_summary(summary: Dict[str, Any]) -> str:
@@ -234,6 +245,8 @@ def format_summary(summary: Dict[str, Any]) -> str:
     lines += _lowest_slice(evaluation.get("slices") or {})
     lines.append(f"model exported to {export['path']}" if export.get("exported")
                  else f"not exported: {export.get('reason')}")
+    if summary.get("data_report"):
+        lines.append(f"data report: {summary['data_report']}")
     if summary.get("report"):
         lines.append(f"evaluation report: {summary['report']}")
     lines.append(f"done in {summary['wall_seconds']:.1f}s; summary: "

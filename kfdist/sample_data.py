@@ -199,7 +199,7 @@ def write_tabular_sample(out_dir: str) -> dict:
     with open(penguins_csv_path(), "rb") as f:
         data = f.read()
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "penguins.csv")
+    path = os.path.join(out_dir, SAMPLE_FILES["tabular"])
     _write_if_changed(path, data)
     rows = data.count(b"\n") - 1 + (0 if data.endswith(b"\n") else 1)
     return {"rows": rows, "path": path, "label_column": TABULAR_LABEL_COLUMN, "dir": out_dir}
@@ -214,5 +214,7 @@ SAMPLE_DESCRIPTIONS = {"mnist": "handwritten digits as MNIST IDX files",
                        "tabular": "the Palmer penguins table as a CSV file, label: species"}
 #: The samples that are tables: the CSV each is written from (checked before it is written).
 SAMPLE_TABLES = {"tabular": penguins_csv_path}
+#: The file a sample's source is, in the folder it is written to (the others: the folder).
+SAMPLE_FILES = {"tabular": "penguins.csv"}
 #: The label column of each sample that has one other than `label`.
 SAMPLE_LABEL_COLUMNS = {"tabular": TABULAR_LABEL_COLUMN}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Mapping
 
 from kfdist.components.common.class_counts import label_lines
+from kfdist.components.common.wording import counted
 
 
 def _shard(outputs: Mapping[str, Any], epochs: int) -> str:
@@ -15,8 +16,8 @@ def _shard(outputs: Mapping[str, Any], epochs: int) -> str:
     train, held_out = int(meta["train_examples"]), int(meta.get("eval_examples", 0))
     how = {"predefined": ": the source's own split", "hash": ": a hash split"}.get(
         meta.get("split"), "")
-    figure = (f"{train + held_out:,} examples written ({train:,} train in "
-              f"{int(meta.get('train_shards', 0))} shards, {held_out:,} eval{how})")
+    figure = (f"{counted(train + held_out, 'example')} written ({train:,} train in "
+              f"{counted(meta.get('train_shards', 0), 'shard')}, {held_out:,} eval{how})")
     return figure + "".join(f"\n{SHARD_DETAIL_INDENT}{line}" for line in _data_lines(meta))
 
 
@@ -46,11 +47,14 @@ def _train(outputs: Mapping[str, Any], epochs: int) -> str:
         return ""
     held_out = (f", held-out {metrics['final_val_accuracy']:.4f}"
                 if metrics.get("final_val_accuracy") is not None else "")
-    text = (f"{epochs} epochs, " if epochs else "") + (
+    # The step's time (`done in`) also starts the replicas and saves the model: say fit's.
+    fit = metrics.get("training_seconds")
+    text = (f"{counted(epochs, 'epoch')}, " if epochs else "") + (
+        f"{fit:.1f}s of it in model.fit, " if fit is not None else "") + (
         f"training accuracy {metrics['final_accuracy']:.4f}{held_out}, "
         f"{metrics.get('examples_per_second', 0):,.0f} examples/s")
     restarts = int(metrics.get("restarts", 0) or 0)
-    text += f", {restarts} replica restart(s)" if restarts else ""
+    text += f", {counted(restarts, 'replica restart')}" if restarts else ""
     lowered = metrics.get("lowered_batch_size")
     return text + (f"; --batch-size lowered to {int(lowered)}: the train split holds less than "
                    "one global batch" if lowered else "")

@@ -223,7 +223,8 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
                               export_base=values["export_base"],
                               serving_model_name=values["serving_model_name"],
                               min_improvement=values["min_improvement"],
-                              allow_class_change=values["allow_class_change"])
+                              allow_class_change=values["allow_class_change"],
+                              run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
     with dsl.If(evaluate.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a DSL condition)
         export = export_saved_model(model=train.outputs["model"],
                                     blessing=evaluate.outputs["blessing"],

@@ -22,6 +22,7 @@ def evaluate_model(
     serving_model_name: str = "",
     min_improvement: float = 0.0,  # verdict.MIN_IMPROVEMENT (KFP embeds this source)
     allow_class_change: bool = False,
+    run_name: str = "",
 ) -> bool:
     """Evaluates a trained model on the held-out split and decides its blessing.
 
@@ -64,6 +65,9 @@ def evaluate_model(
             served model (a class gained, lost or spelled another way) replace
             it, on the threshold alone. By default such a model is not blessed,
             and the reason names both models' classes.
+        run_name: The pipeline run's name (the pipeline passes it); the report
+            names it beside the data evaluated. Empty: the report names the data
+            alone.
 
     Returns:
         Whether the model is blessed: its held-out accuracy reached the threshold
@@ -86,7 +90,7 @@ def evaluate_model(
     with open(report.path, "w") as f:
         f.write(runtime.render_report_html(
             result, model_artifact.read_history(model.path),
-            model_artifact.read_training_report(model.path)))
+            model_artifact.read_training_report(model.path), run_name=run_name or None))
     with open(summary.path, "w") as f:
         f.write(runtime.render_report_markdown(result))
     verdict = {"blessed": result.blessed, "reason": result.reason,

@@ -16,6 +16,7 @@ import io
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from kfdist.components.common.html_page import card, list_items, page, percent, table_rows
+from kfdist.components.common.wording import counted
 from kfdist.components.evaluate_model.fit_gap import accuracy_gap
 from kfdist.components.evaluate_model.slices import MIN_SLICE_EXAMPLES, SliceMetrics, lowest
 
@@ -149,8 +150,9 @@ def _slices_html(result: EvaluationResult) -> List[str]:
                   "</table></div>"]
         if len(every) > len(shown):
             rest = every[len(shown):]
-            parts.append(f"<p class='muted'>{len(rest):,} smaller slices "
-                         f"({sum(s.examples for s in rest):,} examples) not shown.</p>")
+            parts.append(f"<p class='muted'>{counted(len(rest), 'smaller slice')} "
+                         f"({counted(sum(s.examples for s in rest), 'example')}) not "
+                         "shown.</p>")
     return parts
 
 
@@ -161,14 +163,23 @@ def _gap_html(result: EvaluationResult, training_report: Optional[TrainingReport
     return [f"<div class='warn'>{html.escape(gap[0].upper() + gap[1:])}.</div>"] if gap else []
 
 
+def _what_html(result: EvaluationResult, run_name: Optional[str]) -> List[str]:
+    """The line naming the run and the data evaluated (none when neither is known)."""
+    named = ([f"run <b>{html.escape(run_name)}</b>"] if run_name else []) + (
+        [f"data <b>{html.escape(result.data_source)}</b>"] if result.data_source else [])
+    return [f"<p>{' · '.join(named)}</p>"] if named else []
+
+
 def render_report_html(result: EvaluationResult, history: Dict[str, List[float]],
-                       training_report: Optional[TrainingReport]) -> str:
+                       training_report: Optional[TrainingReport],
+                       run_name: Optional[str] = None) -> str:
     """Renders the evaluation as one self-contained HTML page.
 
     Args:
       result: The evaluation to report.
       history: Per-epoch metric lists (`model_artifact.read_history`); may be empty.
       training_report: The model's training report, or None.
+      run_name: The pipeline run the model was trained and evaluated in; None: not named.
 
     Returns:
       The HTML document; pictures are embedded as `data:image/png;base64` URIs.
@@ -177,6 +188,7 @@ def render_report_html(result: EvaluationResult, history: Dict[str, List[float]]
 
     verdict = "Blessed" if result.blessed else "Not blessed"
     parts = [
+        *_what_html(result, run_name),
         f'<div class="verdict {"ok" if result.blessed else "no"}">{verdict}: '
         f"{html.escape(result.reason)}</div>",
         *_gap_html(result, training_report),
@@ -209,7 +221,9 @@ def render_report_html(result: EvaluationResult, history: Dict[str, List[float]]
             ("final training loss", f"{r.final_loss:.4f}"),
             ("final training accuracy", percent(r.final_accuracy)),
             ("throughput", f"{r.examples_per_second:,.0f} examples/s"),
-            ("wall time", f"{r.wall_seconds:.1f} s"), ("replica processes", len(r.replicas)),
+            ("time in model.fit", f"{r.wall_seconds:.1f} s (the training step's start-up and "
+                                  "saving not included)"),
+            ("replica processes", len(r.replicas)),
         ] + ([("side-car evaluator", ", ".join(
             f"epoch {e['epoch']}: {percent(e.get('accuracy'))}" for e in r.evaluations))]
              if r.evaluations else [])), "</table>"]

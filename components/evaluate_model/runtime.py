@@ -72,6 +72,7 @@ class EvaluationResult:
       min_improvement: How much more accuracy than the served model's was needed.
       allow_class_change: Whether a model with other classes than the served one's
         could replace it.
+      data_source: Where the evaluated dataset's examples came from (its `source_uri`).
     """
 
     accuracy: float
@@ -89,6 +90,7 @@ class EvaluationResult:
     served_root: str = ""
     min_improvement: float = vd.MIN_IMPROVEMENT
     allow_class_change: bool = False
+    data_source: Optional[str] = None
 
     @property
     def accuracy_change(self) -> Optional[float]:
@@ -269,7 +271,7 @@ def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
         per_class=per_class,
         excluded_columns=[c.describe() for c in data_meta.excluded_columns or ()],
         served=served, served_root=served_root, min_improvement=min_improvement,
-        allow_class_change=allow_class_change)
+        allow_class_change=allow_class_change, data_source=data_meta.source_uri)
 
 
 # The report renderers are part of this runtime's interface (component.py calls them here).

@@ -117,22 +117,31 @@ def shard_dataset(
             between a numeric column's histograms, binned at the reference's
             edges, above which it drifted: a warning.
         data_report: HTML: what became of each column, the table's statistics
-            and, with a reference, the anomalies and each column's drift.
+            and, with a reference, the anomalies and each column's drift; also
+            written when the anomalies stop the step.
     """
     from kfdist.components.common import process_exit
     from kfdist.components.shard_dataset import data_check, runtime
+    from kfdist.components.shard_dataset.validation import DataAnomalyError
 
     process_exit.skip_final_collection()
-    meta = runtime.shard(
-        source_uri, dataset.path, source_format=source_format, label_column=label_column,
-        num_shards=num_shards, num_eval_shards=num_eval_shards or None, eval_fraction=eval_fraction,
-        split=split, seed=seed, compression=compression, image_shape=image_shape,
-        image_feature=image_feature, runner=runner, beam_options=beam_options or (),
-        exclude_columns=exclude_columns, keep_columns=keep_columns,
-        reference_dataset=reference_dataset, export_base=export_base,
-        serving_model_name=serving_model_name, allow_anomalies=allow_anomalies,
-        categorical_drift_threshold=categorical_drift_threshold,
-        numeric_drift_threshold=numeric_drift_threshold)
+    try:
+        meta = runtime.shard(
+            source_uri, dataset.path, source_format=source_format, label_column=label_column,
+            num_shards=num_shards, num_eval_shards=num_eval_shards or None,
+            eval_fraction=eval_fraction, split=split, seed=seed, compression=compression,
+            image_shape=image_shape, image_feature=image_feature, runner=runner,
+            beam_options=beam_options or (), exclude_columns=exclude_columns,
+            keep_columns=keep_columns, reference_dataset=reference_dataset,
+            export_base=export_base, serving_model_name=serving_model_name,
+            allow_anomalies=allow_anomalies,
+            categorical_drift_threshold=categorical_drift_threshold,
+            numeric_drift_threshold=numeric_drift_threshold)
+    except DataAnomalyError as stopped:  # the page says why, although no dataset is written
+        if stopped.page is not None:
+            with open(data_report.path, "w") as f:
+                f.write(stopped.page)
+        raise
     dataset.metadata.update(data_check.artifact_summary(
         dataset.path, meta, data_report.path, keep_columns or ()))
     dataset.metadata.update({

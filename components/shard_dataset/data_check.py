@@ -5,10 +5,10 @@
 After the scan, `judge` compares the data with the reference
 (`validation.compare`, and the label's classes: `label_check`): each
 anomaly is logged on a line of its own and fails the step
-(`DataAnomalyError`, before a shard is written) unless `allow_anomalies`;
-drift is logged as a warning. `write` puts `statistics.json`,
-`validation.json` (the comparison) and the HTML page (`validation_report`)
-into the dataset directory.
+(`DataAnomalyError`, before a shard is written; it carries the HTML page)
+unless `allow_anomalies`; drift is logged as a warning. `write` puts
+`statistics.json`, `validation.json` (the comparison) and the HTML page
+(`validation_report`) into the dataset directory.
 """
 
 from __future__ import annotations
@@ -111,8 +111,9 @@ class DataCheck:
         """
         if self.collector is None or self.reference is None:
             return
+        statistics = self.collector.finish(identifiers)
         result = validation.compare(
-            self.reference.statistics, self.collector.finish(identifiers),
+            self.reference.statistics, statistics,
             reference_name=self.reference.name,
             binned_at_reference=self.collector.binned_at_reference(), excluded=self.excluded,
             reference_excluded=self.reference.excluded,
@@ -134,7 +135,8 @@ class DataCheck:
             raise validation.DataAnomalyError(
                 f"{_count(result.anomalies, 'anomaly')} in the data against {result.reference} "
                 "(each on an `anomaly:` line above); fix the data, or set allow_anomalies "
-                "(kfdist run --allow-anomalies) to go on with it")
+                "(kfdist run --allow-anomalies) to go on with it",
+                page=render_validation_html([], statistics, result))
 
     def write(self, root: str, meta: DatasetMetadata, identifiers: Sequence[str],
               keep_columns: Sequence[str] = ()) -> Optional[DatasetStatistics]:

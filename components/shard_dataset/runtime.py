@@ -31,6 +31,7 @@ from kfdist.components.common.dataset_spec import (
     IMAGE_KEY, PREDEFINED_SPLIT, SPLITS, DatasetMetadata, Preprocessing, SplitInfo,
     write_metadata)
 from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.components.common.wording import counted
 from kfdist.components.shard_dataset import beam_remote, readers
 from kfdist.components.shard_dataset.categorical import check_kept, requested, without_columns
 from kfdist.components.shard_dataset.column_report import explain_columns
@@ -127,7 +128,7 @@ def _open_source(source_uri: str, local_source: str, options: ShardOptions, imag
     check_kept(source.feature, options.keep_columns)
     for column in requested(options.exclude_columns):
         log(column.describe())
-    log(f"source {source_uri}: {source.source_format}, {len(source.files)} file(s), "
+    log(f"source {source_uri}: {source.source_format}, {counted(len(source.files), 'file')}, "
         f"feature {source.feature.key} {list(source.feature.shape)}")
     return source
 

@@ -53,7 +53,17 @@ L_INFINITY, JENSEN_SHANNON = "L-infinity", "Jensen-Shannon"
 
 
 class DataAnomalyError(KfdistError, ValueError):
-    """The new data breaks the reference's schema; the message has one line per anomaly."""
+    """The new data breaks the reference's schema; the message has one line per anomaly.
+
+    Args:
+      message: What broke the schema.
+      page: The data check's HTML page (the anomalies, the drift and the data's statistics),
+        for the step to keep although it writes no dataset; None: none was rendered.
+    """
+
+    def __init__(self, message: str, page: Optional[str] = None):
+        super().__init__(message)
+        self.page = page
 
 
 @dataclasses.dataclass(frozen=True)

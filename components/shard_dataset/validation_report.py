@@ -12,6 +12,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from kfdist.components.common.dataset_statistics import NUMERIC, DatasetStatistics
 from kfdist.components.common.html_page import list_items, page, table_rows
+from kfdist.components.common.wording import counted
 from kfdist.components.shard_dataset.validation import ValidationResult
 
 REPORT_FILE = "data_validation.html"
@@ -41,7 +42,7 @@ def _validation_html(result: Optional[ValidationResult]) -> Sequence[str]:
     else:
         parts.append('<div class="verdict ok">No anomaly: the schema matches the reference.</div>')
     if result.drifted:
-        parts.append(f'<div class="warn">Drift in {len(result.drifted)} column(s): '
+        parts.append(f'<div class="warn">Drift in {counted(len(result.drifted), "column")}: '
                      + html.escape(", ".join(d.column for d in result.drifted)) + "</div>")
     parts += ["<h3>Drift per column</h3><table><tr><th>column</th><th>measure</th>"
               "<th>distance</th><th>threshold</th><th>verdict</th></tr>",
@@ -72,7 +73,8 @@ def render_validation_html(columns: Sequence[str], statistics: Optional[DatasetS
     """The shard step's page.
 
     Args:
-      columns: What became of each column (`column_report.explain_columns`).
+      columns: What became of each column (`column_report.explain_columns`); none when the
+        check stopped the step before the dataset was built.
       statistics: The data's statistics (None: images).
       result: The comparison with the reference (None: no reference).
       label: The label's classes (`class_counts.label_record`; None: not counted).
@@ -82,7 +84,7 @@ def render_validation_html(columns: Sequence[str], statistics: Optional[DatasetS
                  "holds images.</p>"]
     else:
         parts = [*_validation_html(result), *_label_html(label),
-                 "<h2>Columns</h2><ul>", list_items(columns), "</ul>",
+                 *(["<h2>Columns</h2><ul>", list_items(columns), "</ul>"] if columns else []),
                  f"<h2>Statistics ({statistics.rows:,} rows)</h2><table><tr><th>column</th>"
                  "<th>kind</th><th>missing</th><th>values</th></tr>",
                  table_rows(_statistics_rows(statistics)), "</table>"]

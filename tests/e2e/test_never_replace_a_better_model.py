@@ -28,6 +28,8 @@ pytestmark = pytest.mark.slow
 
 COMMON = ["tabular", "--strategy", "mirrored", "--accuracy-threshold", "0.5",
           "--slice-columns", "island"]
+#: The bundled sample, penguins.csv, names the served model.
+SERVED = "penguins"
 
 
 def _run(out: str, *extra: str) -> "tuple[dict, str]":
@@ -39,7 +41,7 @@ def _run(out: str, *extra: str) -> "tuple[dict, str]":
 
 
 def _versions(out: str) -> list:
-    return sorted(os.listdir(os.path.join(out, "serving", "tabular")))
+    return sorted(os.listdir(os.path.join(out, "serving", SERVED)))
 
 
 def _latest_evaluation(out: str) -> str:
@@ -77,7 +79,7 @@ def test_the_first_model_is_blessed_on_the_threshold_as_nothing_is_served(runs):
     summary, printed = runs["first"]
     assert summary["blessed"] is True and summary["export"]["exported"] is True
     assert summary["eval"]["served"] is None
-    root = os.path.join(runs["out"], "serving", "tabular")
+    root = os.path.join(runs["out"], "serving", SERVED)
     assert f"no served model under {root} to compare with" in summary["eval"]["reason"]
     assert f"no served model under {root}" in printed
     assert len(runs["after_first"]) == 1
@@ -120,7 +122,7 @@ def test_the_report_and_metrics_show_both_models_overall_and_per_slice(runs):
 
 def test_a_served_model_of_other_inputs_is_named_and_not_compared(runs):
     summary, printed = runs["third"]
-    served_path = os.path.join(runs["out"], "serving", "tabular", runs["after_first"][0])
+    served_path = os.path.join(runs["out"], "serving", SERVED, runs["after_first"][0])
     reason = summary["eval"]["reason"]
     assert f"the served model {served_path} could not be compared" in reason
     assert "'year' float32" in reason  # what it takes that the dataset no longer holds

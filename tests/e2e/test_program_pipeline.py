@@ -59,7 +59,7 @@ def test_the_program_model_is_evaluated_blessed_and_exported(program_run):
         evaluated = json.load(f)
     [metrics] = evaluated["artifacts"]["metrics"]["artifacts"]
     assert metrics["metadata"]["accuracy"] >= 0.8
-    assert glob.glob(os.path.join(out, "serving", "program", "*", "saved_model.pb"))
+    assert glob.glob(os.path.join(out, "serving", "mnist", "*", "saved_model.pb"))
 
 
 def test_the_summary_names_the_run_the_model_every_step_and_the_report(program_run):
@@ -68,13 +68,18 @@ def test_the_summary_names_the_run_the_model_every_step_and_the_report(program_r
         summary = json.load(f)
     [run_dir] = glob.glob(os.path.join(out, "pipeline_root", "*"))
     assert summary["run_id"] == os.path.basename(run_dir)
-    assert summary["model_name"] == "program"
+    assert summary["model_name"] == "mnist"  # after the data: the bundled MNIST sample
     assert summary["steps"] == {"shard": "succeeded", "train-program": "succeeded",
                                 "evaluate": "succeeded", "export": "succeeded"}
     report = os.path.join(out, "report.html")
     assert summary["report"] == report and f"evaluation report: {report}" in printed
     with open(report) as f:
-        assert "<h1>Model evaluation</h1>" in f.read()
+        page = f.read()
+    assert "<h1>Model evaluation</h1>" in page
+    assert f"<p>run <b>{summary['run_id']}</b> · data <b>{summary['data']}</b></p>" in page
+    data_report = os.path.join(out, "data_report.html")
+    assert summary["data_report"] == data_report and f"data report: {data_report}" in printed
+    assert summary["status"] == "succeeded" and summary["failure"] is None
 
 
 def test_the_export_answers_raw_images(program_run):
@@ -88,7 +93,7 @@ def test_the_export_answers_raw_images(program_run):
     raw = tf.data.TFRecordDataset(meta.shard_paths(dataset_dir, "eval"),
                                   compression_type=tf_features.compression_type(meta))
     images, labels = next(iter(raw.batch(100_000).map(tf_features.parse_fn(meta))))
-    [version] = glob.glob(os.path.join(out, "serving", "program", "*"))
+    [version] = glob.glob(os.path.join(out, "serving", "mnist", "*"))
     served = tf.saved_model.load(version)
     predicted = served.signatures["serving_default"](image=images)["class_ids"].numpy()
     assert np.mean(predicted == labels.numpy()) >= 0.8

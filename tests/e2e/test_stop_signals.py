@@ -6,6 +6,7 @@ still alive afterwards (re-parented to init or not) are found by it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -163,11 +164,16 @@ def test_a_signal_to_a_run_stops_each_step(command, moment, sig):
 
 
 @pytest.mark.slow
-def test_ctrl_c_of_a_run_ends_in_one_line_not_a_traceback(command):
+def test_ctrl_c_of_a_run_ends_in_one_line_not_a_traceback(command, tmp_path):
     cmd = command("run", "mnist", "--strategy", "mirrored", "--epochs", "2", "--no-cache",
                   "--verbose", "--output", "run")
     cmd.wait_for(TRAINING)
     _assert_stopped(cmd, cmd.stop(signal.SIGINT, group=True), signal.SIGINT)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())  # the stop's record
+    assert summary["status"] == "stopped" and summary["failure"]["step"] == "train"
+    assert summary["steps"] == {"shard": "succeeded", "train": "stopped", "evaluate": "not run",
+                                "export": "not run"}
+    assert summary["failure"]["error"] == "received SIGINT: the run was terminated"
 
 
 @pytest.mark.slow

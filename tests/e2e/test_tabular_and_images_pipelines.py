@@ -58,6 +58,8 @@ ACCURACY_BAR = {"tabular": 0.95, "images": 0.90}
 #: Options beyond `--strategy` (tabular keeps its own defaults: 30 epochs, batch 32, lr 0.01,
 #: and has its held-out split sliced by a string column and a numeric one of three values).
 EXTRA_ARGS = {"tabular": ("--slice-columns", "island,year"), "images": ("--epochs", "5")}
+#: The name each model is served under: after its data, the bundled samples.
+SERVED = {"tabular": "penguins", "images": "images"}
 #: Wall seconds of each run, printed at the end of the module (pytest -s) and in its failures.
 RUN_SECONDS = {}
 
@@ -275,11 +277,12 @@ def _check_blessed_summary(run: Run) -> None:
     assert summary["blessed"] is True
     export = summary["export"]
     assert export["exported"] is True and os.path.isdir(export["path"])
-    assert export["path"].startswith(os.path.join(run.out, "serving", run.pipeline) + os.sep)
+    assert export["path"].startswith(os.path.join(run.out, "serving", SERVED[run.pipeline])
+                                     + os.sep)
     assert os.path.isfile(os.path.join(export["path"], "saved_model.pb"))
     info = run.export_info
     assert info["version"] == export["version"] and info["path"] == export["path"]
-    assert info["serving_model_name"] == run.pipeline
+    assert info["serving_model_name"] == SERVED[run.pipeline] == run.summary["model_name"]
 
 
 def _check_signature_matches_export_info(run: Run) -> None:

@@ -97,9 +97,12 @@ def test_a_new_category_and_a_changed_scale_are_caught_before_anything_is_writte
         tables, tmp_path):
     lines = []
     with pytest.raises(DataAnomalyError, match=r"^1 anomaly in the data against the dataset "
-                                                r".*allow_anomalies"):
+                                                r".*allow_anomalies") as stopped:
         runtime.shard(tables[2], str(tmp_path / "out"), label_column=TABULAR_LABEL_COLUMN,
                       reference_dataset=tables[0], log=lines.append)
+    page = stopped.value.page  # the step keeps it as its data report
+    assert "<h1>Data validation</h1>" in page and f"&#x27;{NEW_ISLAND}&#x27;" in page
+    assert "<td>body_mass_g</td><td>Jensen-Shannon</td>" in page
     assert [line for line in lines if line.startswith("anomaly:")] == [
         f"anomaly: column 'island': 1 value(s) the reference never had, in 12 of 120 rows: "
         f"'{NEW_ISLAND}' (12 rows)"]

@@ -47,7 +47,7 @@ TRAIN = _successful_step(
     ["    metrics: Metrics( name='metrics',",
      "                      uri='/x/m',",
      "                      metadata={'final_accuracy': 0.975, 'examples_per_second': 8401.2, "
-     "'restarts': 0.0} )",
+     "'restarts': 0.0, 'training_seconds': 7.46} )",
      "    model: Model( name='model',", "                  uri='/x/model',",
      "                  metadata={'framework': 'tensorflow'} )"])
 EVALUATE = _successful_step(
@@ -73,7 +73,9 @@ def test_each_step_shows_a_start_line_and_its_figure(tmp_path):
     assert shown[1].startswith("  shard     done in ")
     assert shown[1].endswith(": 1,797 examples written (1,429 train in 4 shards, 368 eval: "
                              "the source's own split)")
-    assert shown[-4].endswith("10 epochs, training accuracy 0.9750, 8,401 examples/s")
+    # the step's time, and the share of it model.fit took
+    assert shown[-4].endswith("10 epochs, 7.5s of it in model.fit, training accuracy 0.9750, "
+                              "8,401 examples/s")
     assert shown[-2].endswith("held-out accuracy 0.400 < threshold 0.990: not blessed")
     assert shown[-1] == "  export    skipped: the model is not blessed"
     assert not [line for line in shown if "KFP Executor" in line or "C++" in line]
