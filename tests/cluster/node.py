@@ -17,6 +17,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -35,6 +36,8 @@ RUNC = "/usr/sbin/runc"
 CONTAINER_LOG_LINKS = Path("/var/log/containers")
 #: Where libcni caches each attachment's result (its default; containerd sets no other).
 CNI_CACHE = Path("/var/lib/cni/results")
+#: Where containerd's shims put their sockets (fixed in its code), innermost first.
+SHIM_DIRS = (Path("/run/containerd/s"), Path("/run/containerd"))
 #: The subnets a node's pods may take: the first /24 here that no interface or route uses.
 SUBNET_POOL = ipaddress.ip_network("10.240.0.0/16")
 READY_TIMEOUT_S = 180.0
@@ -309,6 +312,7 @@ def clean(root: Path) -> Dict[str, list]:
     gone = subprocess.run(["ip", "link", "del", layout.bridge], capture_output=True)
     found["bridge"] = [layout.bridge] if gone.returncode == 0 else []
     subprocess.run([record["kube-proxy"], "--cleanup"], capture_output=True, timeout=120)
+    found["chains"] = remove_kube_chains()
     found["log links"] = []
     if CONTAINER_LOG_LINKS.is_dir():
         for link in CONTAINER_LOG_LINKS.iterdir():
@@ -318,7 +322,46 @@ def clean(root: Path) -> Dict[str, list]:
     if CNI_CACHE.is_dir():
         for cached in CNI_CACHE.glob(f"{node_config.CNI_NETWORK}-*"):
             cached.unlink()
+    for directory in SHIM_DIRS:  # the shims' sockets' (fixed in containerd), once empty
+        try:
+            directory.rmdir()
+        except OSError:
+            pass
     return found
+
+
+def _kube_chains(tool: str) -> List[tuple]:
+    """(table, chain) of every KUBE-* chain, and (table, rule) of every rule jumping to one
+    from a chain of another name, in `tool`'s (iptables or ip6tables) rules."""
+    chains, jumps, table = [], [], None
+    saved = subprocess.run([f"{tool}-save"], capture_output=True, text=True).stdout
+    for line in saved.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith(":KUBE-"):
+            chains.append((table, line[1:].split()[0]))
+        elif line.startswith("-A ") and " -j KUBE-" in line and not line.split()[1].startswith(
+                "KUBE-"):
+            jumps.append((table, line))
+    return [("chain", *c) for c in chains] + [("jump", *j) for j in jumps]
+
+
+def remove_kube_chains() -> List[str]:
+    """Removes every KUBE-* chain (kube-proxy's and the kubelet's) and the rules that jump to
+    them, in IPv4 and IPv6: one genuine node runs on a machine at a time, and nothing else
+    here makes such chains. Returns what it removed."""
+    removed = []
+    for tool in ("iptables", "ip6tables"):
+        found = _kube_chains(tool)
+        for _, table, rule in (f for f in found if f[0] == "jump"):
+            subprocess.run([tool, "-t", table, "-D", *shlex.split(rule)[1:]], capture_output=True)
+            removed.append(f"{tool} -t {table} {rule}")
+        for verb in ("-F", "-X"):
+            for _, table, chain in (f for f in found if f[0] == "chain"):
+                subprocess.run([tool, "-t", table, verb, chain], capture_output=True)
+        removed += [f"{tool} -t {table} {chain}" for kind, table, chain in found
+                    if kind == "chain"]
+    return removed
 
 
 def leftovers(root: Path, layout: node_config.NodeLayout) -> Dict[str, list]:
@@ -328,9 +371,8 @@ def leftovers(root: Path, layout: node_config.NodeLayout) -> Dict[str, list]:
              "mounts": _mounts_under(Path(root)),
              "bridge": [layout.bridge] if Path(f"/sys/class/net/{layout.bridge}").exists()
              else [],
-             "kube-proxy chains": [line for line in subprocess.run(
-                 ["iptables-save"], capture_output=True, text=True).stdout.splitlines()
-                 if line.startswith(":KUBE-")],
+             "iptables chains": [f"{tool} {entry}" for tool in ("iptables", "ip6tables")
+                                 for entry in _kube_chains(tool)],
              "log links": [link.name for link in (CONTAINER_LOG_LINKS.iterdir()
                                                   if CONTAINER_LOG_LINKS.is_dir() else ())
                            if link.is_symlink()

@@ -119,20 +119,26 @@ def image(name: str, version: str) -> str:
 
 
 def containerd_config(layout: NodeLayout, runc: str, sandbox_image: str) -> str:
-    """containerd's configuration (version 3): CRI on runc with cgroupfs, CNI from the node's
+    """containerd's configuration (version 4, containerd 2.4's): CRI on runc with cgroupfs, CNI from the node's
     directories, the bed's sandbox image."""
     cri_runtime = "plugins.'io.containerd.cri.v1.runtime'"
     return "\n".join([
-        "version = 3",
+        "version = 4",
         f"root = {json.dumps(str(layout.containerd_root))}",
         f"state = {json.dumps(str(layout.containerd_state))}",
-        "[grpc]",
-        f"  address = {json.dumps(str(layout.containerd_socket))}",
-        "[ttrpc]",
-        f"  address = {json.dumps(str(layout.containerd_socket) + '.ttrpc')}",
+        # Nothing read or made at fixed paths: no drop-in directory, no NRI socket under
+        # /var/run/nri, no /opt/containerd.
+        "imports = []",
+        "disabled_plugins = ['io.containerd.nri.v1.nri', 'io.containerd.internal.v1.opt']",
         "[debug]",
         "  level = 'warn'",
-        "[metrics]",
+        "[plugins.'io.containerd.server.v1.grpc']",
+        f"  address = {json.dumps(str(layout.containerd_socket))}",
+        "[plugins.'io.containerd.server.v1.ttrpc']",
+        f"  address = {json.dumps(str(layout.containerd_socket) + '.ttrpc')}",
+        "[plugins.'io.containerd.server.v1.debug']",
+        "  address = ''",
+        "[plugins.'io.containerd.server.v1.metrics']",
         "  address = ''",
         "[plugins.'io.containerd.cri.v1.images']",
         "  snapshotter = 'overlayfs'",
@@ -199,6 +205,9 @@ def kubelet_config(layout: NodeLayout, pki: Path) -> Dict:
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
                          "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
         "serializeImagePulls": False, "rotateCertificates": False,
+        # kube-proxy owns the node's iptables rules; the kubelet's own chains (KUBE-FIREWALL and
+        # its canaries) would only outlive the bed.
+        "makeIPTablesUtilChains": False,
         "registerNode": True, "maxPods": 110,
         "syncFrequency": "10s", "fileCheckFrequency": "10s", "nodeStatusReportFrequency": "10s",
         "shutdownGracePeriod": "0s",
