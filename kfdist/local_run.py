@@ -21,7 +21,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from kfdist import run_program, run_summary
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
-from kfdist.components.evaluate_model.verdict import MIN_IMPROVEMENT
+from kfdist.components.evaluate_model.verdict import ALLOW_CLASS_CHANGE, MIN_IMPROVEMENT
 from kfdist.components.shard_dataset.validation import (
     CATEGORICAL_DRIFT_THRESHOLD, NUMERIC_DRIFT_THRESHOLD)
 from kfdist.run_summary import LOGS_DIR, SUMMARY_FILE  # noqa: F401  (part of this module's API)
@@ -84,7 +84,7 @@ class RunOptions:
     numeric_drift_threshold: float = NUMERIC_DRIFT_THRESHOLD
     accuracy_threshold: float = 0.9
     min_improvement: float = MIN_IMPROVEMENT
-    allow_class_change: bool = False
+    allow_class_change: bool = ALLOW_CLASS_CHANGE
     slice_columns: Tuple[str, ...] = ()
     serving_model_name: Optional[str] = None
     cache: bool = True
@@ -195,7 +195,10 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
         source_uri = os.path.join(output_dir, "data", opts.sample)
         source_uri = SAMPLES[opts.sample](source_uri).get("path", source_uri)
     export_base = opts.export_base or os.path.join(output_dir, "serving")
-    console = RunConsole(os.path.join(output_dir, LOGS_DIR), verbose=opts.verbose)
+    from kfdist.flag_wording import command_wording
+
+    console = RunConsole(os.path.join(output_dir, LOGS_DIR), verbose=opts.verbose,
+                         wording=command_wording("run"))
     run_summary.forget_earlier_run(output_dir)
     print(run_summary.headline(opts, output_dir), flush=True)
     engine_errors = _engine_errors() if opts.runner == "docker" else ()
@@ -237,6 +240,7 @@ def _step_failure(opts: RunOptions, console, err: Exception) -> TrainingFailedEr
     said = console.tail(failed, 1) if failed and isinstance(err, RuntimeError) else []
     reason = said[0] if said else strip_colours(str(err)) if isinstance(err, RuntimeError) else (
         f"the container engine failed the step's container: {err}")
+    reason = console.wording(reason)  # the step names its parameters; the user gave flags
     step = failed or "a step"
     where = (f"; its whole log: {console.log_path(failed)}"
              if failed else f"; logs: {console.logs_dir}")

@@ -27,6 +27,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from kfdist.components.common.class_counts import add_class_counts
 from kfdist.components.common.dataset_spec import ExcludedColumn
 from kfdist.components.common.errors import KfdistError
 from kfdist.components.shard_dataset.categorical import VocabularyCounter
@@ -130,19 +131,6 @@ def eval_mask(batch: ExampleBatch, threshold: int) -> np.ndarray:
         return np.zeros(0, dtype=bool)
     hashes = np.frombuffer(b"".join(example_keys(batch)), dtype="<u8")
     return hashes % SPLIT_BUCKETS < threshold
-
-
-def sum_counts(a: Sequence[int], b: Sequence[int]) -> List[int]:
-    """Two lists of examples per class id added up (as long as the longer)."""
-    merged = np.zeros(max(len(a), len(b)), np.int64)
-    merged[:len(a)] += np.asarray(a, np.int64)
-    merged[:len(b)] += np.asarray(b, np.int64)
-    return merged.tolist()
-
-
-def add_class_counts(total: Sequence[int], labels: np.ndarray) -> List[int]:
-    """`total` (examples per class id) plus the examples of `labels`."""
-    return sum_counts(total, np.bincount(labels) if len(labels) else ())
 
 
 class RunningMoments:
