@@ -13,6 +13,7 @@ from kfdist.components.evaluate_model import runtime
 from kfdist.components.evaluate_model.component import evaluate_model
 from kfdist.components.evaluate_model.verdict import (
     ALLOW_CLASS_CHANGE, MIN_IMPROVEMENT, ServedModel, check_min_improvement, class_change, decide)
+from kfdist.flag_wording import command_wording
 from kfdist.local_run import RunOptions
 from kfdist.pipelines.pipeline_factory import common_params
 
@@ -113,3 +114,19 @@ def test_the_served_version_is_the_highest_numeric_one(tmp_path):
     served = serving_versions.served_version(base + "/", "m")
     assert served == serving_versions.ServedVersion(10, f"{base}/m/10")
     assert serving_versions.existing_versions(serving_versions.model_root(base, "m")) == [2, 9, 10]
+
+
+def test_the_reason_names_the_parameter_and_kfdist_run_says_the_flag_once():
+    other = ServedModel(path="/srv/models/penguins/7", version=7, class_change=True,
+                        mismatch="it predicts 3 classes ['a', 'b', 'c']; the new model predicts 2")
+    refused = decide(0.99, 0.9, served=other, allow_class_change=False)[1]
+    allowed = decide(0.99, 0.9, served=other, allow_class_change=True)[1]
+    assert refused.endswith("replaces it only with allow_class_change=True")  # KFP, submit
+    run = command_wording("run")
+    assert run(refused).endswith("replaces it only with --allow-class-change")
+    assert run(allowed).endswith("which --allow-class-change allows")
+    assert "allow_class_change" not in run(refused) + run(allowed)
+    anomalies = (
+        "2 anomalies in the data against x (each on an `anomaly:` line above); fix the data, or "
+        "go on with it with allow_anomalies=True")
+    assert run(anomalies).endswith("go on with it with --allow-anomalies")
