@@ -241,14 +241,27 @@ def test_forty_even_classes_are_not_rare_and_a_line_names_ten(tmp_path):
         "they are predicted: read their rows of the confusion matrix"]
 
 
-def test_ids_without_an_example_are_warned_of_not_called_rare(tmp_path):
-    """A TFRecord's labels are the class ids: labels 1, 2, 3 give 4 outputs, id 0 empty."""
-    meta = shard(wine(tmp_path / "w.csv"), tmp_path / "out")
-    record = label_record(_with_counts(meta, [0, 40, 50, 30], [0, 10, 10, 10]))
-    assert record["warnings"] == [
-        "1 of the 4 class ids have no example ('0'): the labels are used as class ids, so the "
-        "model has an output for each id up to the largest; number the labels 0 to k-1 to give "
-        "it one per class"]
+def test_tfrecord_labels_without_id_0_are_warned_of_not_called_rare(tmp_path):
+    """A TFRecord's labels are the class ids: wine labelled 1, 2, 3 gives 4 outputs, id 0 empty."""
+    import tensorflow as tf
+
+    frame = sklearn.datasets.load_wine(as_frame=True).frame
+    features = frame.drop(columns="target").to_numpy("float32")
+    with tf.io.TFRecordWriter(str(tmp_path / "wine.tfrecord")) as writer:
+        for x, y in zip(features, frame["target"] + 1):
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=x)),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(y)])),
+            })).SerializeToString())
+    lines = []
+    meta = runtime.shard(str(tmp_path / "wine.tfrecord"), str(tmp_path / "out"), num_shards=2,
+                         log=lines.append)
+    assert meta.num_classes == 4
+    warning = ("1 of the 4 class ids have no example ('0'): the labels are used as class ids, "
+               "so the model has an output for each id up to the largest; number the labels 0 "
+               "to k-1 to give it one per class")
+    assert label_record(meta)["warnings"] == [warning]  # not rare, nor missing from a split
+    assert f"warning: {warning}" in lines
 
 
 def test_a_held_out_split_lacking_a_class_names_the_flag_kfdist_run_takes(tmp_path):
