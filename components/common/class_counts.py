@@ -65,7 +65,7 @@ def class_totals(class_counts: Mapping[str, Sequence[int]]) -> List[int]:
     return totals
 
 
-def _warnings(classes: List[Dict[str, Any]], split: Optional[str]) -> List[str]:
+def _warnings(classes: List[Dict[str, Any]], split: Optional[str], ids_named: bool) -> List[str]:
     empty = [c["name"] for c in classes if not c[TRAIN] + c[HELD_OUT]]
     classes = [c for c in classes if c[TRAIN] + c[HELD_OUT]]
     total = sum(c[TRAIN] + c[HELD_OUT] for c in classes)
@@ -74,11 +74,14 @@ def _warnings(classes: List[Dict[str, Any]], split: Optional[str]) -> List[str]:
     rare = [(c["name"], c[TRAIN] + c[HELD_OUT]) for c in classes
             if (c[TRAIN] + c[HELD_OUT]) / total < bound]
     out = []
-    if empty:  # a TFRecord's labels are the class ids themselves
+    if empty and ids_named:  # a TFRecord's labels are the class ids themselves
         out.append(f"{len(empty)} of the {len(classes) + len(empty)} class ids have no example "
                    f"({_names(empty)}): the labels are used as class ids, so the model has an "
                    "output for each id up to the largest; number the labels 0 to k-1 to give it "
                    "one per class")
+    elif empty:
+        out.append(f"the data has no example of class(es) {_names(empty)}: the model has an "
+                   "output for each but cannot learn them")
     if rare:
         each = listed(f"{name!r} {n:,} ({n / total:.1%})" for name, n in rare)
         out.append(f"{len(rare)} class(es) under {bound:.1%} of the {total:,} examples: {each}"
@@ -112,7 +115,7 @@ def label_record(meta: DatasetMetadata) -> Optional[Dict[str, Any]]:
                                  for split in (TRAIN, HELD_OUT)}}
                for i, name in enumerate(names)]
     return {"column": meta.label_column, "classes": classes,
-            "warnings": _warnings(classes, meta.split)}
+            "warnings": _warnings(classes, meta.split, ids_named=meta.class_names is None)}
 
 
 def label_lines(record: Optional[Mapping[str, Any]]) -> List[str]:

@@ -262,6 +262,10 @@ def test_tfrecord_labels_without_id_0_are_warned_of_not_called_rare(tmp_path):
                "to k-1 to give it one per class")
     assert label_record(meta)["warnings"] == [warning]  # not rare, nor missing from a split
     assert f"warning: {warning}" in lines
+    named = _with_counts(meta, [0, 50, 40], [0, 10, 10], ("cat", "dog", "emu"))
+    assert label_record(named)["warnings"] == [
+        "the data has no example of class(es) 'cat': the model has an output for each but "
+        "cannot learn them"]
 
 
 def test_a_held_out_split_lacking_a_class_names_the_flag_kfdist_run_takes(tmp_path):
