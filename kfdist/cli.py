@@ -213,10 +213,12 @@ def run_options(args):
 
 
 def _cmd_run(args) -> int:
+    from kfdist.flag_wording import command_wording
     from kfdist.local_run import run_pipeline
     from kfdist.run_summary import format_summary
 
-    print(format_summary(run_pipeline(run_options(args))))
+    # The steps name their parameters (the verdict's reason); the user gave flags.
+    print(command_wording("run")(format_summary(run_pipeline(run_options(args)))))
     return 0
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
-from typing import TYPE_CHECKING, Dict, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Mapping, Optional, Tuple
 
 if TYPE_CHECKING:
     from kfdist.cli_parser import CommandParser
@@ -109,3 +109,12 @@ def in_flag_terms(message: str, flags: Mapping[str, Flag]) -> str:
         return flags[match["joined"] or match["leading"]].option
 
     return pattern.sub(spelled, message)
+
+
+def command_wording(command: str) -> Callable[[str], str]:
+    """`in_flag_terms` with the flags of `kfdist <command>`: how that command words what its
+    steps say in their parameters' names (a verdict's reason, a shard step's warning)."""
+    from kfdist.cli import build_parser
+
+    flags = flags_of(build_parser().subcommands()[command])
+    return lambda message: in_flag_terms(message, flags)

@@ -18,7 +18,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from kfdist import run_program, run_record, run_summary
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
-from kfdist.components.evaluate_model.verdict import MIN_IMPROVEMENT
+from kfdist.components.evaluate_model.verdict import ALLOW_CLASS_CHANGE, MIN_IMPROVEMENT
 from kfdist.components.shard_dataset.validation import (
     CATEGORICAL_DRIFT_THRESHOLD, NUMERIC_DRIFT_THRESHOLD)
 from kfdist.run_summary import LOGS_DIR, SUMMARY_FILE  # noqa: F401  (part of this module's API)
@@ -82,7 +82,7 @@ class RunOptions:
     numeric_drift_threshold: float = NUMERIC_DRIFT_THRESHOLD
     accuracy_threshold: float = 0.9
     min_improvement: float = MIN_IMPROVEMENT
-    allow_class_change: bool = False
+    allow_class_change: bool = ALLOW_CLASS_CHANGE
     slice_columns: Tuple[str, ...] = ()
     serving_model_name: Optional[str] = None
     cache: bool = True
@@ -196,7 +196,10 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
         source_uri = os.path.join(output_dir, "data", opts.sample)
         source_uri = SAMPLES[opts.sample](source_uri).get("path", source_uri)
     export_base = opts.export_base or os.path.join(output_dir, "serving")
-    console = RunConsole(os.path.join(output_dir, LOGS_DIR), verbose=opts.verbose)
+    from kfdist.flag_wording import command_wording
+
+    console = RunConsole(os.path.join(output_dir, LOGS_DIR), verbose=opts.verbose,
+                         wording=command_wording("run"))
     run_summary.forget_earlier_run(output_dir)
     print(run_summary.headline(opts, output_dir), flush=True)
     print(serving_line(opts, export_base), flush=True)

@@ -19,7 +19,7 @@ import os
 import re
 import sys
 import time
-from typing import Dict, List, Optional, TextIO
+from typing import Callable, Dict, List, Optional, TextIO
 
 from kfdist.components.train_distributed.job.epoch_line import parse_epoch_line
 from kfdist.pipelines.step_pods import CONDITIONAL_STEPS, STEP_NAMES
@@ -73,11 +73,15 @@ class RunConsole:
       out: Where the short view goes (the real stdout by default).
       verbose: Also echo every line to `out` as it comes.
       tty: Whether `out` is a terminal (a live progress bar); default: asked of `out`.
+      wording: Rewrites a step's figure as the command's user reads it (its parameters as
+        the command's flags: `flag_wording.command_wording`); default: as the step said it.
     """
 
     def __init__(self, logs_dir: str, out: Optional[TextIO] = None, verbose: bool = False,
-                 tty: Optional[bool] = None):
+                 tty: Optional[bool] = None,
+                 wording: Optional[Callable[[str], str]] = None):
         self.logs_dir = logs_dir
+        self.wording = wording or (lambda text: text)
         self.out = out or sys.stdout
         self.verbose = verbose
         self.tty = self.out.isatty() if tty is None else tty
@@ -217,7 +221,7 @@ class RunConsole:
     def _show_done(self, step: str) -> None:
         seconds = self._seconds.get(step, 0.0)
         figure = step_figure(step, self.outputs.get(step, {}), epochs=self._epochs_seen)
-        self._say(step, f"done in {seconds:.1f}s" + (f": {figure}" if figure else ""))
+        self._say(step, f"done in {seconds:.1f}s" + (f": {self.wording(figure)}" if figure else ""))
 
     def _epoch(self, progress) -> None:
         self._epochs_seen = max(self._epochs_seen, progress.epoch)

@@ -70,6 +70,8 @@ def step_failure(console, err: BaseException, engine_failed: bool = False) -> St
         error = f"the container engine failed the step's container: {err}"
     else:
         error = tail[-1] if tail else strip_colours(str(err))
+    # The step names its parameters; the person typed the command's flags.
+    error = console.wording(error)
     return StepFailure(step, error, console.log_path(step) if step else console.logs_dir, tail)
 
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Tuple
 from kfp import dsl
 
 from kfdist.components.evaluate_model.component import evaluate_model
-from kfdist.components.evaluate_model.verdict import MIN_IMPROVEMENT
+from kfdist.components.evaluate_model.verdict import ALLOW_CLASS_CHANGE, MIN_IMPROVEMENT
 from kfdist.components.export_saved_model.component import export_saved_model
 from kfdist.components.launch_program.component import train_program
 from kfdist.components.shard_dataset.component import shard_dataset
@@ -99,7 +99,7 @@ def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
          "under the same export base and serving model name, scored on the same examples) the "
          "new model needs to be exported, in [-1, 1]: 0 not worse, 0.01 a point better, -0.01 up to a point "
          "worse, -1 the threshold alone. Without a served model the threshold alone decides."),
-        ("allow_class_change", bool, False,
+        ("allow_class_change", bool, ALLOW_CLASS_CHANGE,
          "Export a model that predicts other classes than the served one (a class gained, "
          "lost or spelled another way), on the threshold alone; by default such a model is not "
          "exported and the evaluation names both models' classes."),

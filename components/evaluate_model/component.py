@@ -21,7 +21,7 @@ def evaluate_model(
     export_base: str = "",
     serving_model_name: str = "",
     min_improvement: float = 0.0,  # verdict.MIN_IMPROVEMENT (KFP embeds this source)
-    allow_class_change: bool = False,
+    allow_class_change: bool = False,  # verdict.ALLOW_CLASS_CHANGE (KFP embeds this source)
     run_name: str = "",
 ) -> bool:
     """Evaluates a trained model on the held-out split and decides its blessing.

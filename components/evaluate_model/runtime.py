@@ -89,7 +89,7 @@ class EvaluationResult:
     served: Optional[vd.ServedModel] = None
     served_root: str = ""
     min_improvement: float = vd.MIN_IMPROVEMENT
-    allow_class_change: bool = False
+    allow_class_change: bool = vd.ALLOW_CLASS_CHANGE
     data_source: Optional[str] = None
 
     @property
@@ -182,7 +182,8 @@ def validate_evaluation_args(*, accuracy_threshold: float = 0.9, slice_columns: 
 def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.9,
              slice_columns: Sequence[str] = (), batch_size: int = ep.EVAL_BATCH,
              export_base: str = "", serving_model_name: str = "",
-             min_improvement: float = vd.MIN_IMPROVEMENT, allow_class_change: bool = False,
+             min_improvement: float = vd.MIN_IMPROVEMENT,
+             allow_class_change: bool = vd.ALLOW_CLASS_CHANGE,
              log: Callable[[str], None] = print) -> EvaluationResult:
     """Evaluates a model artifact on a dataset's eval split and decides its blessing.
 
@@ -242,7 +243,7 @@ def _result(scored: ep.EvalPredictions, model_meta: ds.DatasetMetadata,
             data_meta: ds.DatasetMetadata, threshold: float,
             log: Callable[[str], None], *, served: Optional[vd.ServedModel] = None,
             served_root: str = "", min_improvement: float = vd.MIN_IMPROVEMENT,
-            allow_class_change: bool = False) -> EvaluationResult:
+            allow_class_change: bool) -> EvaluationResult:
     """The metrics and the verdict from the eval split's predictions."""
     num_classes = model_meta.num_classes
     labels = scored.labels

@@ -38,15 +38,30 @@ from kfdist.components.export_saved_model.runtime import EXPORT_INFO_FILE
 _EXPORT_INFO = os.path.join("assets.extra", EXPORT_INFO_FILE)
 
 
-def _served_class_names(local: str) -> Optional[List[str]]:
+def _served_classes(local: str) -> Tuple[Optional[List[str]], bool]:
     """The classes an exported version predicts, as its export record names them (None:
-    exported without one)."""
+    exported without one), and whether that export counted its classes (one whose
+    dataset did not named every id up to its largest number label `0`, `1`, ...)."""
     info_path = os.path.join(local, _EXPORT_INFO)
     if not os.path.isfile(info_path):
-        return None
+        return None, False
     with open(info_path) as f:
-        names = json.load(f).get("class_names")
-    return None if names is None else [str(n) for n in names]
+        info = json.load(f)
+    names = info.get("class_names")
+    return (None if names is None else [str(n) for n in names]), bool(
+        info.get("classes_counted"))
+
+
+def _class_change(local: str, meta: ds.DatasetMetadata) -> Optional[str]:
+    """How the served version's classes differ from the new model's (None: the same, or not
+    recorded); an export whose ids are its numbers 0..max, from before classes were
+    counted, is said to be one."""
+    served, counted = _served_classes(local)
+    change = vd.class_change(served, list(ds.display_class_names(meta)))
+    if change is None or counted or served != [str(i) for i in range(len(served))]:
+        return change
+    return (f"{change}; it was exported before classes were counted: its ids run 0..max of "
+            "its number labels, whichever occurred")
 
 
 def _output_mismatch(loaded, meta: ds.DatasetMetadata) -> Tuple[Optional[str], bool]:
@@ -118,6 +133,30 @@ def _stage(found: serving_versions.ServedVersion, work: str) -> str:
     return storage.copy_dir_from(found.path, os.path.join(work, "served", str(found.version)))
 
 
+def _loaded(local: str, meta: ds.DatasetMetadata) -> Tuple[object, Optional[str], bool]:
+    """The served version loaded as TF Serving would, or why it cannot be scored on this
+    dataset: `(loaded, None, False)` or `(None, why, whether it predicts other classes)`."""
+    if not os.path.isfile(os.path.join(local, "saved_model.pb")):
+        return None, "it holds no saved_model.pb, so TF Serving cannot load it", False
+    from google.protobuf.message import DecodeError
+
+    try:
+        mismatch = signature_check.mismatch(local, meta, served=True)
+    except (OSError, DecodeError) as err:
+        mismatch = f"its saved_model.pb could not be read: {err}"
+    if mismatch is not None:
+        return None, mismatch, False
+    import tensorflow as tf
+
+    try:
+        loaded = tf.saved_model.load(local)
+    except (OSError, ValueError, tf.errors.OpError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return None, f"it could not be loaded: {first}", False
+    mismatch, other_classes = _output_mismatch(loaded, meta)
+    return (None, mismatch, other_classes) if mismatch is not None else (loaded, None, False)
+
+
 def score_served(export_base: str, serving_model_name: str, meta: ds.DatasetMetadata,
                  dataset_dir: str, slice_columns: Sequence[str], work: str, *,
                  batch_size: int = ep.EVAL_BATCH,
@@ -146,28 +185,10 @@ def score_served(export_base: str, serving_model_name: str, meta: ds.DatasetMeta
         log(f"no served model under {root}: the threshold alone decides")
         return None, root
     local = _stage(found, work)
-    change = vd.class_change(_served_class_names(local), list(ds.display_class_names(meta)))
+    change = _class_change(local, meta)
     if change is not None:
         return _not_compared(found, change, log, class_change=True), root
-    if not os.path.isfile(os.path.join(local, "saved_model.pb")):
-        return _not_compared(found, "it holds no saved_model.pb, so TF Serving cannot load it",
-                             log), root
-    from google.protobuf.message import DecodeError
-
-    try:
-        mismatch = signature_check.mismatch(local, meta, served=True)
-    except (OSError, DecodeError) as err:
-        mismatch = f"its saved_model.pb could not be read: {err}"
-    if mismatch is not None:
-        return _not_compared(found, mismatch, log), root
-    import tensorflow as tf
-
-    try:
-        loaded = tf.saved_model.load(local)
-    except (OSError, ValueError, tf.errors.OpError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        return _not_compared(found, f"it could not be loaded: {first}", log), root
-    mismatch, other_classes = _output_mismatch(loaded, meta)
+    loaded, mismatch, other_classes = _loaded(local, meta)
     if mismatch is not None:
         return _not_compared(found, mismatch, log, class_change=other_classes), root
     log(f"scoring the served model {found.path} on the same {ep.EVAL_SPLIT} split")

@@ -79,8 +79,8 @@ def _class_change_words(result: EvaluationResult) -> str:
     """What became of a served model with other classes."""
     if result.allow_class_change:
         return "allow_class_change lets the new model replace it: the threshold alone decided."
-    return ("A model with other classes replaces it only with allow_class_change "
-            "(--allow-class-change): the new model is not blessed.")
+    return ("A model with other classes replaces it only with allow_class_change=True: the "
+            "new model is not blessed.")
 
 
 def served_html(result: EvaluationResult) -> List[str]:

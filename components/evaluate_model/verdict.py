@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
+from kfdist.components.common.class_counts import listed
 from kfdist.components.common.errors import require
 
 if TYPE_CHECKING:  # the rule itself needs neither numpy nor the dataset's modules
@@ -39,8 +40,8 @@ if TYPE_CHECKING:  # the rule itself needs neither numpy nor the dataset's modul
 
 #: The default of `min_improvement`: the new model may not be worse than the served one.
 MIN_IMPROVEMENT = 0.0
-#: Classes a verdict names (the rest are counted).
-NAMED_CLASSES = 10
+#: The default of `allow_class_change`: a model with other classes never replaces the served one.
+ALLOW_CLASS_CHANGE = False
 #: Accuracies are fractions of one split's examples; a change within this of the bound meets it.
 _TOLERANCE = 1e-9
 
@@ -89,9 +90,7 @@ def check_min_improvement(min_improvement) -> None:
 
 
 def _listed(names: Sequence[str]) -> str:
-    shown = ", ".join(repr(n) for n in names[:NAMED_CLASSES])
-    return f"[{shown}" + (f", and {len(names) - NAMED_CLASSES} more]"
-                          if len(names) > NAMED_CLASSES else "]")
+    return f"[{listed(repr(n) for n in names)}]"
 
 
 def class_change(served: Optional[Sequence[str]], new: Sequence[str]) -> Optional[str]:
@@ -124,7 +123,7 @@ def fmt_pair(a: float, b: float) -> Tuple[str, str]:
 
 def decide(accuracy: float, threshold: float, *, served: Optional[ServedModel] = None,
            served_root: str = "", min_improvement: float = MIN_IMPROVEMENT,
-           allow_class_change: bool = False) -> Tuple[bool, str]:
+           allow_class_change: bool) -> Tuple[bool, str]:
     """The blessing and its reason.
 
     Args:
@@ -148,8 +147,8 @@ def decide(accuracy: float, threshold: float, *, served: Optional[ServedModel] =
         return passes, f"{reason}; no served model {where} to compare with"
     if served.class_change and not allow_class_change:
         return False, (f"{reason}; the served model {served.path} predicts other classes: "
-                       f"{served.mismatch}; a model with other classes replaces it only when "
-                       "allow_class_change is set (kfdist run --allow-class-change)")
+                       f"{served.mismatch}; a model with other classes replaces it only with "
+                       "allow_class_change=True")
     if served.class_change:
         return passes, (f"{reason}; the served model {served.path} predicts other classes "
                         f"({served.mismatch}), which allow_class_change allows")

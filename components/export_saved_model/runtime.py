@@ -121,6 +121,8 @@ def _export_info(meta: ds.DatasetMetadata, *, target: str, version: int, name: s
         "feature": dataclasses.asdict(meta.feature), "preprocessing": dataclasses.asdict(meta.preprocessing),
         "num_classes": meta.num_classes,
         "class_names": list(ds.display_class_names(meta)),
+        # Number labels of a dataset that predates class counts named every id up to the max.
+        "classes_counted": meta.class_counts is not None,
         "signature": {"name": SIGNATURE_NAME, "inputs": {
             i.name: {"dtype": i.dtype, "shape": list(i.shape), "kind": i.kind,
                      **({"column": i.column} if i.column is not None else {})}

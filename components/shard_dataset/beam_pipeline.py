@@ -35,7 +35,9 @@ from kfdist.components.shard_dataset import beam_remote
 from kfdist.components.shard_dataset import beam_transforms as bt
 from kfdist.components.common.dataset_spec import IDENTIFIER, ExcludedColumn
 from kfdist.components.shard_dataset.categorical import VocabularyCounter, present_counts
-from kfdist.components.shard_dataset.scan import RunningMoments, ScanResult, sum_counts
+from kfdist.components.common.class_counts import sum_counts
+from kfdist.components.shard_dataset.moments import RunningMoments
+from kfdist.components.shard_dataset.scan import ScanResult
 
 #: Beam on this machine: FnApiRunner (not DirectRunner, which first tries to download Prism),
 #: one worker process per core.

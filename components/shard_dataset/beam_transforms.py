@@ -35,9 +35,10 @@ import numpy as np
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.shard_dataset.categorical import VocabularyCounter, drop_strings
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
-from kfdist.components.shard_dataset.scan import (RunningMoments, SourceChangedError,
-                                                  add_class_counts,
-                                                  batch_checksum, scanned_eval_mask)
+from kfdist.components.common.class_counts import add_class_counts
+from kfdist.components.shard_dataset.moments import RunningMoments
+from kfdist.components.shard_dataset.scan import (SourceChangedError, batch_checksum,
+                                                  scanned_eval_mask)
 from kfdist.components.shard_dataset.source import check_labels
 from kfdist.components.common.tfrecord_framing import frame_all, gzip_bytes
 from kfdist.components.shard_dataset.writer import shard_relpath

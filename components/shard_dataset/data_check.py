@@ -97,7 +97,7 @@ class DataCheck:
             self.collector.observe_histograms(batch)
 
     def judge(self, identifiers: Sequence[str], log: Callable[[str], None],
-              classes: Optional[Mapping[str, int]] = None) -> None:
+              classes: Optional[Mapping[str, int]]) -> None:
         """Compares the scanned data with the reference, logging every anomaly and drift.
 
         Args:
@@ -134,8 +134,8 @@ class DataCheck:
         if result.anomalies and not self.options.allow_anomalies:
             raise validation.DataAnomalyError(
                 f"{_count(result.anomalies, 'anomaly')} in the data against {result.reference} "
-                "(each on an `anomaly:` line above); fix the data, or set allow_anomalies "
-                "(kfdist run --allow-anomalies) to go on with it",
+                "(each on an `anomaly:` line above); fix the data, or go on with it with "
+                "allow_anomalies=True",
                 page=render_validation_html([], statistics, result))
 
     def write(self, root: str, meta: DatasetMetadata, identifiers: Sequence[str],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from kfdist.components.common.class_counts import class_totals, listed
 from kfdist.components.common.dataset_spec import DatasetMetadata, display_class_names
 from kfdist.components.shard_dataset.validation import NAMED_VALUES, Anomaly
 
@@ -19,15 +20,18 @@ NEW_CLASS, MISSING_CLASS = "new class", "missing class"
 
 
 def dataset_classes(meta: DatasetMetadata) -> Dict[str, Optional[int]]:
-    """A dataset's classes and their examples (both splits; None: the dataset predates
-    counting them); a class id without an example is no class of the data."""
-    names = display_class_names(meta)
+    """A dataset's classes and their examples (both splits); a class id without an example
+    is no class of the data.
+
+    A dataset written before classes were counted (`class_counts` None) gives its class
+    names with None examples: they may name ids that never occurred (its ids ran 0..max of
+    its labels), so only the new data's classes it lacks are anomalies
+    (`label_anomalies`); without names either, its classes are not known: empty.
+    """
     if meta.class_counts is None:
-        return dict.fromkeys(names)
-    totals = [0] * len(names)
-    for counts in meta.class_counts.values():
-        for i, n in enumerate(counts[:len(names)]):
-            totals[i] += int(n)
+        return dict.fromkeys(meta.class_names or ())
+    names = display_class_names(meta)
+    totals = class_totals(meta.class_counts)
     return {name: n for name, n in zip(names, totals) if n}
 
 
@@ -39,20 +43,14 @@ def scanned_classes(class_names: Optional[Sequence[str]],
       class_names: The source's class names (index = class id); None: the ids are the names.
       class_counts: Per split, the examples of each class id (`scan.ScanResult.class_counts`).
     """
-    totals: List[int] = []
-    for counts in class_counts.values():
-        totals += [0] * (len(counts) - len(totals))
-        for i, n in enumerate(counts):
-            totals[i] += int(n)
+    totals = class_totals(class_counts)
     names = class_names or [str(i) for i in range(len(totals))]
     return {names[i]: n for i, n in enumerate(totals) if n}
 
 
 def _named(values: Sequence[str], counts: Mapping[str, Optional[int]]) -> str:
-    shown = ", ".join(f"{v!r}" + (f" ({counts[v]:,} rows)" if counts.get(v) is not None else "")
-                      for v in values[:NAMED_VALUES])
-    more = f" and {len(values) - NAMED_VALUES} more" if len(values) > NAMED_VALUES else ""
-    return shown + more
+    return listed((f"{v!r}" + (f" ({counts[v]:,} rows)" if counts.get(v) is not None else "")
+                   for v in values), NAMED_VALUES)
 
 
 def label_anomalies(reference: Mapping[str, Optional[int]], current: Mapping[str, int],
@@ -61,15 +59,19 @@ def label_anomalies(reference: Mapping[str, Optional[int]], current: Mapping[str
     new data lacks.
 
     Args:
-      reference: The reference's classes and their examples (`dataset_classes`).
+      reference: The reference's classes and their examples (`dataset_classes`); a class
+        with None examples (a reference written before classes were counted) is not
+        looked for in the new data, nor is any when the reference names none.
       current: The new data's (`scanned_classes`).
       label_column: The label's name in messages (None: the source's folders).
     """
     column = label_column or "label"
+    if not reference:
+        return []  # an old reference of numeric labels: its classes are not known
     known = sorted(reference)
     new = sorted(current, key=lambda v: (-current[v], v))
     new = [v for v in new if v not in reference]
-    gone = [v for v in known if v not in current]
+    gone = [v for v in known if v not in current and reference[v] is not None]
     out = []
     if new:
         rows = sum(current[v] for v in new)

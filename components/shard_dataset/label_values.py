@@ -14,20 +14,29 @@ The distinct values of the label column decide what the classes are:
   guess would make the odd value a class of its own;
 * numbers that are not whole, or more than `MAX_NUMBER_CLASSES` distinct
   numbers, are a quantity (a weight, a price), not classes: refused in one
-  line naming the column and its distinct values, rather than trained as
-  thousands of classes of a few rows each.
+  line naming the column and a number that is not whole, or how many distinct
+  numbers it holds, rather than trained as thousands of classes of a few rows
+  each.
+
+Whole numbers are read as written (`int`), never through a float, which would
+merge those past 2**53 and name them otherwise than their text.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+import re
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from kfdist.components.common.class_counts import listed
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.shard_dataset.csv_columns import MISSING_VALUES, is_number, where
+from kfdist.components.shard_dataset.scan import SourceChangedError
 
 #: Most distinct numbers a label column may hold as classes; more is a quantity to predict.
 MAX_NUMBER_CLASSES = 100
+#: A label's number: an int when whole.
+Number = Union[int, float]
 #: Values of the rarer kind a refusal names.
 _NAMED = 3
 #: `row_blocks(path, num_columns)`: `(first line, rows)` blocks of a CSV file, as
@@ -48,19 +57,25 @@ class LabelClasses:
     names: Optional[Tuple[str, ...]]
     ids: Dict[str, int]
 
-    @property
-    def num_classes(self) -> int:
-        """How many classes there are."""
-        return len(set(self.ids.values()))
+
+#: A whole number written as one (`7`, `-12`, `+3`): read exactly, never through a float,
+#: which merges the whole numbers past 2**53.
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
-def _number(text: str) -> Optional[float]:
-    return float(text) if is_number(text) else None
+def _number(text: str) -> Optional[Number]:
+    """The number a label holds (an int when it is whole: `7`, `2.0`), None for text."""
+    if not is_number(text):
+        return None
+    if _INTEGER.fullmatch(text):
+        return int(text)
+    value = float(text)
+    return int(value) if value.is_integer() else value
 
 
-def number_name(value: float) -> str:
-    """How a numeric class is named: `3` for 3.0, `2.5` for 2.5."""
-    return str(int(value)) if value.is_integer() else repr(value)
+def number_name(value: Number) -> str:
+    """How a numeric class is named: `3` for 3 (or 3.0), `2.5` for 2.5."""
+    return str(value) if isinstance(value, int) else repr(value)
 
 
 def _first_rows(paths: Sequence[str], num_columns: int, label_index: int,
@@ -76,15 +91,16 @@ def _first_rows(paths: Sequence[str], num_columns: int, label_index: int,
                     found[kind] = (where(path, first_line + offset), value)
                     if len(found) == 2:
                         return found[True], found[False]
-    raise AssertionError("a label column that mixes numbers and text has both")
+    raise SourceChangedError(
+        "the label column's files changed while they were read: a value seen when they were "
+        "first read is gone; shard a copy that does not change meanwhile")
 
 
-def _refuse_mixed(labels: Sequence[str], numbers: Dict[str, float], label_column: str,
+def _refuse_mixed(labels: Sequence[str], numbers: Dict[str, Number], label_column: str,
                   first: Tuple[Tuple[str, str], Tuple[str, str]]) -> None:
     (n_where, number), (t_where, text) = first
     texts = sorted(v for v in labels if v not in numbers)
-    named = ", ".join(repr(v) for v in texts[:_NAMED]) + (
-        f" and {len(texts) - _NAMED} more" if len(texts) > _NAMED else "")
+    named = listed((repr(v) for v in texts), _NAMED)
     missing = (" (an empty or NA label is a missing one: every row needs its class)"
                if any(v in MISSING_VALUES for v in texts) else "")
     raise InvalidInputError(
@@ -94,9 +110,9 @@ def _refuse_mixed(labels: Sequence[str], numbers: Dict[str, float], label_column
         "another column with label_column")
 
 
-def _numeric_classes(numbers: Dict[str, float], label_column: str) -> LabelClasses:
+def _numeric_classes(numbers: Dict[str, Number], label_column: str) -> LabelClasses:
     distinct = sorted(set(numbers.values()))
-    odd = next((v for v in distinct if not v.is_integer()), None)
+    odd = next((v for v in distinct if not isinstance(v, int)), None)
     if len(distinct) > MAX_NUMBER_CLASSES or odd is not None:
         why = (f"numbers that are not whole (e.g. {odd!r})" if odd is not None else
                f"{len(distinct):,} distinct numbers (classes are at most {MAX_NUMBER_CLASSES})")
@@ -105,7 +121,7 @@ def _numeric_classes(numbers: Dict[str, float], label_column: str) -> LabelClass
             f"label column {label_column!r} holds {why}: a quantity to predict, not classes; "
             "kfdist trains classifiers: bin the values into classes in a column of their own"
             f"{ids}, or name another column with label_column")
-    if distinct == [float(i) for i in range(len(distinct))]:
+    if distinct == list(range(len(distinct))):
         return LabelClasses(names=None, ids={t: int(v) for t, v in numbers.items()})
     index = {v: i for i, v in enumerate(distinct)}
     return LabelClasses(names=tuple(number_name(v) for v in distinct),
@@ -127,6 +143,7 @@ def label_classes(labels: Sequence[str], label_column: str, *, paths: Sequence[s
     Raises:
       InvalidInputError: On numbers mixed with text, numbers that are not whole, or more
         than `MAX_NUMBER_CLASSES` distinct numbers.
+      SourceChangedError: If the files no longer hold both kinds when their lines are sought.
     """
     numbers = {v: n for v in labels if (n := _number(v)) is not None}
     if not numbers:

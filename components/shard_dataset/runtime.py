@@ -26,7 +26,7 @@ import uuid
 from typing import Callable, Dict, Optional, Sequence, TypeVar
 
 from kfdist.components.common import storage
-from kfdist.components.common.class_counts import label_lines, label_record
+from kfdist.components.common.class_counts import label_lines, label_record, sum_counts
 from kfdist.components.common.dataset_spec import (
     IMAGE_KEY, PREDEFINED_SPLIT, SPLITS, DatasetMetadata, Preprocessing, SplitInfo,
     write_metadata)
@@ -42,7 +42,7 @@ from kfdist.components.shard_dataset.validation import (
 from kfdist.components.shard_dataset.options import (
     BEAM_RUNNER, LOCAL_RUNNER, ShardOptions, validate_options)
 from kfdist.components.shard_dataset.passes import shard_locally, shard_with_beam
-from kfdist.components.shard_dataset.scan import ScanResult, sum_counts
+from kfdist.components.shard_dataset.scan import ScanResult
 from kfdist.components.shard_dataset.splits import SplitPlan, plan_split, source_root
 from kfdist.components.shard_dataset.source import ReaderOptions, Source
 

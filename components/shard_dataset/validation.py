@@ -35,6 +35,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from kfdist.components.common.class_counts import listed
 from kfdist.components.common.dataset_statistics import (
     CATEGORICAL, NUMERIC, ColumnStatistics, DatasetStatistics)
 from kfdist.components.common.errors import KfdistError, require
@@ -72,8 +73,9 @@ class Anomaly:
 
     Attributes:
       column: The column.
-      kind: `missing column`, `new column`, `kind changed`, `unseen values` or
-        `missing share`.
+      kind: `missing column`, `new column`, `kind changed`, `unseen values`,
+        `missing share`, or for the label `new class` or `missing class`
+        (`label_check`).
       message: One line saying what changed.
     """
 
@@ -173,11 +175,10 @@ def _unseen(ref: ColumnStatistics, cur: ColumnStatistics) -> Optional[Anomaly]:
     if not unseen:
         return None
     rows = sum(n for _, n in unseen)
-    named = ", ".join(f"{v!r} ({n} rows)" for v, n in unseen[:NAMED_VALUES])
-    more = f" and {len(unseen) - NAMED_VALUES} more" if len(unseen) > NAMED_VALUES else ""
+    named = listed((f"{v!r} ({n} rows)" for v, n in unseen), NAMED_VALUES)
     return Anomaly(cur.name, "unseen values",
                    f"column {cur.name!r}: {len(unseen)} value(s) the reference never had, in "
-                   f"{rows} of {cur.rows} rows: {named}{more}")
+                   f"{rows} of {cur.rows} rows: {named}")
 
 
 def _column_anomalies(ref: ColumnStatistics, cur: ColumnStatistics) -> List[Anomaly]:

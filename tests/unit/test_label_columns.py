@@ -10,6 +10,8 @@ is an anomaly of the data check.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import subprocess
 import sys
 
@@ -18,8 +20,11 @@ import sklearn.datasets
 
 from kfdist.components.common.class_counts import label_lines, label_record
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.shard_dataset import runtime
+from kfdist.components.shard_dataset import csv_reader, runtime
+from kfdist.components.shard_dataset.label_values import label_classes
+from kfdist.components.shard_dataset.scan import SourceChangedError
 from kfdist.components.shard_dataset.validation import DataAnomalyError
+from kfdist.flag_wording import command_wording
 
 CULTIVARS = {0: "barolo", 1: "grignolino", 2: "barbera"}
 
@@ -132,7 +137,7 @@ def test_a_rare_class_and_a_class_the_held_out_split_lacks_are_warned_of(tmp_pat
         "1 class(es) under 5.0% of the 133 examples: 'barbera' 3 (2.3%); accuracy barely shows "
         "how they are predicted: read their rows of the confusion matrix",
         "the held-out split has no example of class(es) 'barbera': the evaluation never scores "
-        "them (more data, or a larger eval_fraction)"]
+        "them (add rows of it to the test files)"]
     assert [f"warning: {w}" for w in warnings] == label_lines(label_record(meta))[1:]
     assert all(f"warning: {w}" in lines for w in warnings)
     page = (tmp_path / "out" / "data_validation.html").read_text()
@@ -165,3 +170,107 @@ def test_a_class_renamed_or_missing_is_an_anomaly_against_the_reference(tmp_path
     same = shard(wine(tmp_path / "same.csv", CULTIVARS), tmp_path / "same",
                  reference_dataset=str(tmp_path / "reference"))
     assert same.class_names == reference.class_names  # the same classes: no anomaly
+
+
+def test_whole_numbers_past_2_to_the_53_stay_apart_and_keep_their_text(tmp_path):
+    big = ["9007199254740993", "9007199254740992", "18014398509481985"]
+    classes = label_classes(big, "id", paths=[], num_columns=1, label_index=0,
+                            row_blocks=csv_reader._iter_row_blocks)
+    assert classes.names == ("9007199254740992", "9007199254740993", "18014398509481985")
+    assert [classes.ids[v] for v in big] == [1, 0, 2]
+    assert label_classes(["2.0", "0", "1"], "c", paths=[], num_columns=1, label_index=0,
+                         row_blocks=csv_reader._iter_row_blocks).names is None  # 2.0 is 2
+
+
+def test_files_that_change_while_the_label_is_read_are_named_not_a_traceback(tmp_path):
+    """The distinct values held text, but the file read again for its lines holds none."""
+    (tmp_path / "t.csv").write_text("x,target\n1,0\n2,1\n")
+    with pytest.raises(SourceChangedError, match="changed while they were read"):
+        label_classes(["0", "1", "benign"], "target", paths=[str(tmp_path / "t.csv")],
+                      num_columns=2, label_index=1, row_blocks=csv_reader._iter_row_blocks)
+
+
+def _written_before_class_counts(root) -> None:
+    """Rewrites a dataset's metadata as a release that counted no classes wrote it: number
+    labels as ids 0..max, no names, no counts."""
+    path = root / "metadata.json"
+    meta = json.loads(path.read_text())
+    meta["num_classes"] = int(max(meta["class_names"], key=int)) + 1
+    meta.pop("class_names"), meta.pop("class_counts")
+    path.write_text(json.dumps(meta))
+
+
+def test_a_reference_written_before_classes_were_counted_is_no_false_anomaly(tmp_path):
+    labels = {0: 2, 1: 4, 2: 6}  # an old dataset of 2, 4, 6 named ids 0..6
+    shard(wine(tmp_path / "w.csv", labels), tmp_path / "reference")
+    _written_before_class_counts(tmp_path / "reference")
+    lines = []
+    meta = shard(wine(tmp_path / "later.csv", labels), tmp_path / "out", lines,
+                 reference_dataset=str(tmp_path / "reference"))
+    assert meta.class_names == ("2", "4", "6")
+    assert not [line for line in lines if line.startswith("anomaly: ")], lines
+    # Names without counts: a new class is still one; a missing one is not looked for.
+    shard(wine(tmp_path / "names.csv", CULTIVARS), tmp_path / "named")
+    path = tmp_path / "named" / "metadata.json"
+    path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items()
+                                if k != "class_counts"}))
+    renamed = wine(tmp_path / "renamed.csv", {**CULTIVARS, 2: "Barbera"})
+    lines = []
+    with pytest.raises(DataAnomalyError, match="^1 anomaly"):
+        shard(renamed, tmp_path / "out2", lines, reference_dataset=str(tmp_path / "named"))
+    assert [line for line in lines if line.startswith("anomaly: ")] == [
+        "anomaly: label 'target': 1 class(es) the reference never had, in 48 of 178 rows: "
+        "'Barbera' (48 rows); the reference's classes are 'barbera', 'barolo', 'grignolino'"]
+
+
+def _with_counts(meta, train, held_out, names=None):
+    return dataclasses.replace(meta, num_classes=len(train), class_names=names,
+                               class_counts={"train": tuple(train), "eval": tuple(held_out)})
+
+
+def test_forty_even_classes_are_not_rare_and_a_line_names_ten(tmp_path):
+    meta = shard(wine(tmp_path / "w.csv"), tmp_path / "out")
+    names = tuple(f"c{i:02d}" for i in range(40))
+    record = label_record(_with_counts(meta, [8] * 40, [2] * 40, names))
+    assert record["warnings"] == []  # 2.5% each: under 5%, not under half an even share
+    first = ", ".join(f"'c{i:02d}' 10 (2%)" for i in range(10))
+    assert label_lines(record) == [f"label 'target': 40 classes: {first} and 30 more"]
+    uneven = label_record(_with_counts(meta, [8] * 39 + [1], [2] * 40, names))
+    assert uneven["warnings"] == [
+        "1 class(es) under 1.2% of the 393 examples: 'c39' 3 (0.8%); accuracy barely shows how "
+        "they are predicted: read their rows of the confusion matrix"]
+
+
+def test_tfrecord_labels_without_id_0_are_warned_of_not_called_rare(tmp_path):
+    """A TFRecord's labels are the class ids: wine labelled 1, 2, 3 gives 4 outputs, id 0 empty."""
+    import tensorflow as tf
+
+    frame = sklearn.datasets.load_wine(as_frame=True).frame
+    features = frame.drop(columns="target").to_numpy("float32")
+    with tf.io.TFRecordWriter(str(tmp_path / "wine.tfrecord")) as writer:
+        for x, y in zip(features, frame["target"] + 1):
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=x)),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(y)])),
+            })).SerializeToString())
+    lines = []
+    meta = runtime.shard(str(tmp_path / "wine.tfrecord"), str(tmp_path / "out"), num_shards=2,
+                         log=lines.append)
+    assert meta.num_classes == 4
+    warning = ("1 of the 4 class ids have no example ('0'): the labels are used as class ids, "
+               "so the model has an output for each id up to the largest; number the labels 0 "
+               "to k-1 to give it one per class")
+    assert label_record(meta)["warnings"] == [warning]  # not rare, nor missing from a split
+    assert f"warning: {warning}" in lines
+    named = _with_counts(meta, [0, 50, 40], [0, 10, 10], ("cat", "dog", "emu"))
+    assert label_record(named)["warnings"] == [
+        "the data has no example of class(es) 'cat': the model has an output for each but "
+        "cannot learn them"]
+
+
+def test_a_held_out_split_lacking_a_class_names_the_flag_kfdist_run_takes(tmp_path):
+    meta = shard(wine(tmp_path / "w.csv"), tmp_path / "out")
+    hashed = label_record(_with_counts(meta, [40, 50, 30], [10, 10, 0]))["warnings"]
+    assert hashed == ["the held-out split has no example of class(es) '2': the evaluation never "
+                      "scores them (more data, or a larger eval_fraction)"]
+    assert command_wording("run")(hashed[0]).endswith("(more data, or a larger --eval-fraction)")
