@@ -11,7 +11,8 @@ import tempfile
 from kfdist import launch_notes, launch_shipping
 from kfdist.components.common import storage
 from kfdist.step_flags import add_step_flags, step_values
-from kfdist.components.launch_program import program_cluster, program_files, program_job
+from kfdist.components.launch_program import (
+    program_cluster, program_failures, program_files, program_job)
 from kfdist.components.launch_program.pod_entry import SCRATCH_ENV
 from kfdist.components.launch_program.program_cluster import PROGRAM_BACKENDS
 from kfdist.components.launch_program.program_framework import choose_framework
@@ -82,14 +83,16 @@ def add_launch_flags(p) -> None:
                         "containers (repeatable), e.g. --env TF_USE_LEGACY_KERAS=1")
     p.add_argument("--dataset", help="KFDIST_DATA_DIR: a directory or any URI")
     p.add_argument("--output", required=True,
-                   help="directory for the model (OUTPUT/model) and checkpoints (OUTPUT/checkpoints)")
+                   help="directory for the model (OUTPUT/model) and checkpoints "
+                        "(OUTPUT/checkpoints)")
     p.add_argument("--restart-policy", choices=strategy_rules.RESTART_POLICIES,
                    help="default: ExitCode, OnFailure for an MPI program (an MPIJob's launcher "
                         "takes Never or OnFailure), and a TrainJob's runtime's (kfdist-tensorflow: "
                         "ExitCode; torch-distributed: OnFailure), which it cannot change")
     p.add_argument("--backoff-limit", type=int, default=program_default("backoff_limit"),
                    help="replica restarts allowed before the job fails (default: %(default)s)")
-    p.add_argument("--timeout", type=float, help="seconds before the job fails (no limit by default)")
+    p.add_argument("--timeout", type=float,
+                   help="seconds before the job fails (no limit by default)")
     p.add_argument("--image", help="cluster backends: the image holding the program (with "
                    "--program-dir, --stage or a TensorFlow TrainJob it must hold kfdist too)")
     p.add_argument("--namespace", help="cluster backends: the job's namespace (default: the pod's, "
@@ -98,7 +101,7 @@ def add_launch_flags(p) -> None:
                                   "kfdist-<tf|pt>-<hash of the command and --output>); running "
                                   "again under the same name re-attaches to the job")
     p.add_argument("--pvc-name", help="cluster backends: a PersistentVolumeClaim mounted into "
-                                      "every replica, on which --output (and a local --dataset) lie")
+                   "every replica, on which --output (and a local --dataset) lie")
     p.add_argument("--pvc-mount-path", default=PVC_MOUNT_PATH,
                    help="where the replicas mount --pvc-name (default: %(default)s)")
     launch_shipping.add_shipping_flags(p)
@@ -136,6 +139,7 @@ def _cmd_launch(args) -> int:
         restart_policy=args.restart_policy or program_cluster.default_restart_policy(
             args.framework, args.mpi, args.backend),
         mpi=args.mpi, env=env)
+    job.validate()
     if args.requirements and not args.program_dir:
         raise InvalidInputError("--requirements are installed with the program --program-dir "
                                 "ships; pass --program-dir DIR too")
@@ -151,7 +155,6 @@ def _cmd_launch(args) -> int:
             command, entry, local))
     if not local:
         return _on_cluster(job, args)
-    job.validate()
     check_local_command(job.command)
     if storage.is_gcs(output):
         storage.list_uris(storage.join(output, "model") + "/")  # a missing bucket, refused now
@@ -159,10 +162,11 @@ def _cmd_launch(args) -> int:
         if args.program_dir:
             program_files.ship(args.program_dir, args.requirements, output)
         extra = {SCRATCH_ENV: scratch} if entry else {}  # the replicas' copies, removed after
-        result = run_local(job, lambda line: print(line, flush=True), extra)
+        result = run_local(job, lambda line: print(line, flush=True), extra,
+                           program_failures.LAUNCH_LOCAL)
     print(f"kfdist: job succeeded ({result.restarts} restart(s)); model directory: "
           f"{job.model_dir}", file=sys.stderr)
-    _say(launch_notes.empty_model_note(job.model_dir))
+    _say(launch_notes.empty_model_note(job.model_dir, job.framework))
     return 0
 
 
@@ -197,11 +201,7 @@ def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
     placement.check_location("--output", args.output)
     if job.data_dir is not None and "://" not in job.data_dir:
         placement.check_location("--dataset", job.data_dir)
-    rendered = program_cluster.render(job, args.backend, placement, customisation)
-    _say(launch_notes.image_note(args.image, launch_notes.entry_users(
-        bool(args.program_dir), args.stage,
-        args.backend == program_cluster.TRAINJOB and job.framework == "tensorflow")))
-    return rendered
+    return program_cluster.render(job, args.backend, placement, customisation)
 
 
 def cluster_options(args) -> "ClusterOptions":
@@ -245,8 +245,9 @@ def _on_cluster(job, args) -> int:
         launch_shipping.ship_for_cluster(args)
     api = api or kube_api.KubeApi.from_environment()
     outcome = program_cluster.follow(rendered, api, timeout_seconds=args.timeout, log=log,
-                                     timeout_from=args.timeout_from)
+                                     timeout_from=args.timeout_from,
+                                     wording=program_failures.LAUNCH_CLUSTER)
     print(f"kfdist: job succeeded ({outcome.restarts} restart(s)); model directory: "
           f"{job.model_dir} (on the replicas' PVC or gs://)", file=sys.stderr)
-    _say(launch_notes.empty_model_note(job.model_dir))  # where it can be read from here
+    _say(launch_notes.empty_model_note(job.model_dir, job.framework))  # if readable here
     return 0
