@@ -10,6 +10,7 @@ import tempfile
 
 from kfdist import launch_notes, launch_shipping
 from kfdist.components.common import storage
+from kfdist.components.common.errors import InvalidInputError
 from kfdist.step_flags import add_step_flags, step_values
 from kfdist.components.launch_program import (
     program_cluster, program_failures, program_files, program_job)
@@ -28,7 +29,6 @@ from kfdist.run_program import program_default
 #: `job.step_params`); image, namespace, PVC and timeout have launch flags of their own.
 CLUSTER_PARAMS = ("gpus_per_worker", "cpu_per_worker", "memory_per_worker", "node_selector",
                   "service_account", "queue_name", "timeout_from")
-BACKENDS = PROGRAM_BACKENDS
 
 
 def add_launch_parser(sub) -> None:
@@ -47,8 +47,6 @@ def render_launch(args) -> int:
     (its `--dry-run`, with the TrainJob for `--trainer-version`)."""
     args.dry_run = True
     if args.backend == "local":
-        from kfdist.components.common.errors import InvalidInputError
-
         raise InvalidInputError("kfdist render launch prints a cluster job: pass --backend "
                                 "tfjob, pytorchjob, trainjob, mpijob or auto, not 'local'")
     return _cmd_launch(args)
@@ -60,7 +58,7 @@ def add_launch_flags(p) -> None:
                    help="tensorflow (TF_CONFIG) or pytorch (MASTER_ADDR, RANK, ...); default: "
                         "the one COMMAND's Python file imports (read, not run), else "
                         f"{program_default('framework')}")
-    p.add_argument("--backend", choices=BACKENDS, default="local",
+    p.add_argument("--backend", choices=PROGRAM_BACKENDS, default="local",
                    help="local processes, a TFJob, a PyTorchJob, a TrainJob (PyTorch on "
                         "torch-distributed; TensorFlow on kfdist-tensorflow, in an image that "
                         "holds kfdist), an MPIJob (--mpi), or auto: local without a Kubernetes "
@@ -113,7 +111,6 @@ def add_launch_flags(p) -> None:
 
 
 def _cmd_launch(args) -> int:
-    from kfdist.components.common.errors import InvalidInputError
     from kfdist.components.launch_program.local_launch import run_local
 
     command = tuple(args.program[1:] if args.program[:1] == ["--"] else args.program)
@@ -164,16 +161,18 @@ def _cmd_launch(args) -> int:
         extra = {SCRATCH_ENV: scratch} if entry else {}  # the replicas' copies, removed after
         result = run_local(job, lambda line: print(line, flush=True), extra,
                            program_failures.LAUNCH_LOCAL)
-    print(f"kfdist: job succeeded ({result.restarts} restart(s)); model directory: "
-          f"{job.model_dir}", file=sys.stderr)
-    _say(launch_notes.empty_model_note(job.model_dir, job.framework))
-    return 0
+    return _succeeded(job, result.restarts, "")
 
 
-def _say(note) -> None:
-    """Prints a note of `launch_notes` on stderr, if there is one."""
+def _succeeded(job, restarts: int, where: str) -> int:
+    """Says on stderr that `job` succeeded, and that its model directory is empty when it is
+    (where that can be read from here: `launch_notes`); returns the exit code, 0."""
+    print(f"kfdist: job succeeded ({restarts} restart(s)); model directory: {job.model_dir}"
+          f"{where}", file=sys.stderr)
+    note = launch_notes.empty_model_note(job.model_dir, job.framework)
     if note is not None:
         print(note, file=sys.stderr, flush=True)
+    return 0
 
 
 def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
@@ -184,7 +183,6 @@ def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
       InvalidInputError: A backend that does not run the framework, a missing --image or
         --name, or a directory the replicas cannot reach.
     """
-    from kfdist.components.common.errors import InvalidInputError
     from kfdist.components.launch_program import program_cluster, program_pod
 
     program_cluster.check_backend(job, args.backend)
@@ -247,7 +245,4 @@ def _on_cluster(job, args) -> int:
     outcome = program_cluster.follow(rendered, api, timeout_seconds=args.timeout, log=log,
                                      timeout_from=args.timeout_from,
                                      wording=program_failures.LAUNCH_CLUSTER)
-    print(f"kfdist: job succeeded ({outcome.restarts} restart(s)); model directory: "
-          f"{job.model_dir} (on the replicas' PVC or gs://)", file=sys.stderr)
-    _say(launch_notes.empty_model_note(job.model_dir, job.framework))  # if readable here
-    return 0
+    return _succeeded(job, outcome.restarts, " (on the replicas' PVC or gs://)")
