@@ -10,8 +10,10 @@ import tempfile
 
 from kfdist import launch_notes, launch_shipping
 from kfdist.components.common import storage
+from kfdist.components.common.errors import InvalidInputError
 from kfdist.step_flags import add_step_flags, step_values
-from kfdist.components.launch_program import program_cluster, program_files, program_job
+from kfdist.components.launch_program import (
+    program_cluster, program_failures, program_files, program_job)
 from kfdist.components.launch_program.pod_entry import SCRATCH_ENV
 from kfdist.components.launch_program.program_cluster import PROGRAM_BACKENDS
 from kfdist.components.launch_program.program_framework import choose_framework
@@ -27,7 +29,6 @@ from kfdist.run_program import program_default
 #: `job.step_params`); image, namespace, PVC and timeout have launch flags of their own.
 CLUSTER_PARAMS = ("gpus_per_worker", "cpu_per_worker", "memory_per_worker", "node_selector",
                   "service_account", "queue_name", "timeout_from")
-BACKENDS = PROGRAM_BACKENDS
 
 
 def add_launch_parser(sub) -> None:
@@ -46,8 +47,6 @@ def render_launch(args) -> int:
     (its `--dry-run`, with the TrainJob for `--trainer-version`)."""
     args.dry_run = True
     if args.backend == "local":
-        from kfdist.components.common.errors import InvalidInputError
-
         raise InvalidInputError("kfdist render launch prints a cluster job: pass --backend "
                                 "tfjob, pytorchjob, trainjob, mpijob or auto, not 'local'")
     return _cmd_launch(args)
@@ -59,7 +58,7 @@ def add_launch_flags(p) -> None:
                    help="tensorflow (TF_CONFIG) or pytorch (MASTER_ADDR, RANK, ...); default: "
                         "the one COMMAND's Python file imports (read, not run), else "
                         f"{program_default('framework')}")
-    p.add_argument("--backend", choices=BACKENDS, default="local",
+    p.add_argument("--backend", choices=PROGRAM_BACKENDS, default="local",
                    help="local processes, a TFJob, a PyTorchJob, a TrainJob (PyTorch on "
                         "torch-distributed; TensorFlow on kfdist-tensorflow, in an image that "
                         "holds kfdist), an MPIJob (--mpi), or auto: local without a Kubernetes "
@@ -82,14 +81,16 @@ def add_launch_flags(p) -> None:
                         "containers (repeatable), e.g. --env TF_USE_LEGACY_KERAS=1")
     p.add_argument("--dataset", help="KFDIST_DATA_DIR: a directory or any URI")
     p.add_argument("--output", required=True,
-                   help="directory for the model (OUTPUT/model) and checkpoints (OUTPUT/checkpoints)")
+                   help="directory for the model (OUTPUT/model) and checkpoints "
+                        "(OUTPUT/checkpoints)")
     p.add_argument("--restart-policy", choices=strategy_rules.RESTART_POLICIES,
                    help="default: ExitCode, OnFailure for an MPI program (an MPIJob's launcher "
                         "takes Never or OnFailure), and a TrainJob's runtime's (kfdist-tensorflow: "
                         "ExitCode; torch-distributed: OnFailure), which it cannot change")
     p.add_argument("--backoff-limit", type=int, default=program_default("backoff_limit"),
                    help="replica restarts allowed before the job fails (default: %(default)s)")
-    p.add_argument("--timeout", type=float, help="seconds before the job fails (no limit by default)")
+    p.add_argument("--timeout", type=float,
+                   help="seconds before the job fails (no limit by default)")
     p.add_argument("--image", help="cluster backends: the image holding the program (with "
                    "--program-dir, --stage or a TensorFlow TrainJob it must hold kfdist too)")
     p.add_argument("--namespace", help="cluster backends: the job's namespace (default: the pod's, "
@@ -98,7 +99,7 @@ def add_launch_flags(p) -> None:
                                   "kfdist-<tf|pt>-<hash of the command and --output>); running "
                                   "again under the same name re-attaches to the job")
     p.add_argument("--pvc-name", help="cluster backends: a PersistentVolumeClaim mounted into "
-                                      "every replica, on which --output (and a local --dataset) lie")
+                   "every replica, on which --output (and a local --dataset) lie")
     p.add_argument("--pvc-mount-path", default=PVC_MOUNT_PATH,
                    help="where the replicas mount --pvc-name (default: %(default)s)")
     launch_shipping.add_shipping_flags(p)
@@ -110,7 +111,6 @@ def add_launch_flags(p) -> None:
 
 
 def _cmd_launch(args) -> int:
-    from kfdist.components.common.errors import InvalidInputError
     from kfdist.components.launch_program.local_launch import run_local
 
     command = tuple(args.program[1:] if args.program[:1] == ["--"] else args.program)
@@ -136,6 +136,7 @@ def _cmd_launch(args) -> int:
         restart_policy=args.restart_policy or program_cluster.default_restart_policy(
             args.framework, args.mpi, args.backend),
         mpi=args.mpi, env=env)
+    job.validate()
     if args.requirements and not args.program_dir:
         raise InvalidInputError("--requirements are installed with the program --program-dir "
                                 "ships; pass --program-dir DIR too")
@@ -151,7 +152,6 @@ def _cmd_launch(args) -> int:
             command, entry, local))
     if not local:
         return _on_cluster(job, args)
-    job.validate()
     check_local_command(job.command)
     if storage.is_gcs(output):
         storage.list_uris(storage.join(output, "model") + "/")  # a missing bucket, refused now
@@ -159,17 +159,20 @@ def _cmd_launch(args) -> int:
         if args.program_dir:
             program_files.ship(args.program_dir, args.requirements, output)
         extra = {SCRATCH_ENV: scratch} if entry else {}  # the replicas' copies, removed after
-        result = run_local(job, lambda line: print(line, flush=True), extra)
-    print(f"kfdist: job succeeded ({result.restarts} restart(s)); model directory: "
-          f"{job.model_dir}", file=sys.stderr)
-    _say(launch_notes.empty_model_note(job.model_dir))
-    return 0
+        result = run_local(job, lambda line: print(line, flush=True), extra,
+                           program_failures.LAUNCH_LOCAL)
+    return _succeeded(job, result.restarts, "")
 
 
-def _say(note) -> None:
-    """Prints a note of `launch_notes` on stderr, if there is one."""
+def _succeeded(job, restarts: int, where: str) -> int:
+    """Says on stderr that `job` succeeded, and that its model directory is empty when it is
+    (where that can be read from here: `launch_notes`); returns the exit code, 0."""
+    print(f"kfdist: job succeeded ({restarts} restart(s)); model directory: {job.model_dir}"
+          f"{where}", file=sys.stderr)
+    note = launch_notes.empty_model_note(job.model_dir, job.framework)
     if note is not None:
         print(note, file=sys.stderr, flush=True)
+    return 0
 
 
 def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
@@ -180,7 +183,6 @@ def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
       InvalidInputError: A backend that does not run the framework, a missing --image or
         --name, or a directory the replicas cannot reach.
     """
-    from kfdist.components.common.errors import InvalidInputError
     from kfdist.components.launch_program import program_cluster, program_pod
 
     program_cluster.check_backend(job, args.backend)
@@ -197,11 +199,7 @@ def render_cluster_job(job, args, customisation: str = RUNTIME_PATCHES):
     placement.check_location("--output", args.output)
     if job.data_dir is not None and "://" not in job.data_dir:
         placement.check_location("--dataset", job.data_dir)
-    rendered = program_cluster.render(job, args.backend, placement, customisation)
-    _say(launch_notes.image_note(args.image, launch_notes.entry_users(
-        bool(args.program_dir), args.stage,
-        args.backend == program_cluster.TRAINJOB and job.framework == "tensorflow")))
-    return rendered
+    return program_cluster.render(job, args.backend, placement, customisation)
 
 
 def cluster_options(args) -> "ClusterOptions":
@@ -245,8 +243,6 @@ def _on_cluster(job, args) -> int:
         launch_shipping.ship_for_cluster(args)
     api = api or kube_api.KubeApi.from_environment()
     outcome = program_cluster.follow(rendered, api, timeout_seconds=args.timeout, log=log,
-                                     timeout_from=args.timeout_from)
-    print(f"kfdist: job succeeded ({outcome.restarts} restart(s)); model directory: "
-          f"{job.model_dir} (on the replicas' PVC or gs://)", file=sys.stderr)
-    _say(launch_notes.empty_model_note(job.model_dir))  # where it can be read from here
-    return 0
+                                     timeout_from=args.timeout_from,
+                                     wording=program_failures.LAUNCH_CLUSTER)
+    return _succeeded(job, outcome.restarts, " (on the replicas' PVC or gs://)")

@@ -57,9 +57,9 @@ def check_stage(args, job) -> None:
                                 "workers, where kfdist's entry does not run; give the program "
                                 "gs:// locations it writes itself, or the PVC")
     if not any("://" in (where or "") for where in (args.output, args.dataset)):
+        dataset = "" if args.dataset is None else f" and --dataset {args.dataset!r}"
         raise InvalidInputError(f"--stage stages gs:// locations, and --output {args.output!r}"
-                                f"{'' if args.dataset is None else ' and --dataset ' + repr(args.dataset)}"
-                                " are not: pass a gs:// --output, or leave --stage out")
+                                f"{dataset} are not: pass a gs:// --output, or leave --stage out")
     if not args.sync_seconds > 0:
         raise InvalidInputError(f"--sync-seconds must be > 0, got {args.sync_seconds:g}")
 

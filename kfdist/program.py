@@ -19,6 +19,8 @@ Importing kfdist sets no variable: the program chooses its Keras. `save_model` w
 SavedModel with either: `model.save(dir)` under tf-keras, which the program selects by setting
 `TF_USE_LEGACY_KERAS=1` before it imports TensorFlow (as `examples/keras_fit_backup_restore.py`
 does), and `model.export(dir)` under Keras 3, whose `model.save` writes only `.keras` files.
+Beside it, `assets.extra/kfdist_outputs.json` records whether the model outputs logits or
+probabilities (its last activation), which an export's signature does not say.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from kfdist.components.common.errors import InvalidInputError
 DATA_DIR_VAR = "KFDIST_DATA_DIR"
 MODEL_DIR_VAR = "KFDIST_MODEL_DIR"
 CHECKPOINT_DIR_VAR = "KFDIST_CHECKPOINT_DIR"
+#: Where `save_model` records, inside the SavedModel, what the model outputs: {"outputs": ...}.
+OUTPUTS_FILE = os.path.join("assets.extra", "kfdist_outputs.json")
+OUTPUTS_LOGITS, OUTPUTS_PROBABILITIES = "logits", "probabilities"
 
 
 def _variable(name: str) -> str:
@@ -145,10 +150,37 @@ def save_model(model, directory: Optional[str] = None) -> str:
             model.export(target, verbose=False)
         else:
             model.save(target)
+        _record_outputs(model, target)
     finally:
         if not leader:
             shutil.rmtree(target, ignore_errors=True)
     return target
+
+
+def outputs_kind(model) -> Optional[str]:
+    """`logits` when a Keras model's last layer is linear, `probabilities` when it is a softmax
+    (an activation or a `Softmax` layer), else None (unknown)."""
+    layers = getattr(model, "layers", None)
+    if not layers:
+        return None
+    last = layers[-1]
+    if type(last).__name__ == "Softmax":
+        return OUTPUTS_PROBABILITIES
+    name = getattr(getattr(last, "activation", None), "__name__", None)
+    return {"softmax": OUTPUTS_PROBABILITIES, "linear": OUTPUTS_LOGITS}.get(name)
+
+
+def _record_outputs(model, saved_model_dir: str) -> None:
+    """Writes `OUTPUTS_FILE` into the SavedModel when what the model outputs is known."""
+    kind = outputs_kind(model)
+    if kind is None:
+        return
+    import tensorflow as tf  # the program's, already imported: its model is built
+
+    path = os.path.join(saved_model_dir, OUTPUTS_FILE)
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(json.dumps({"outputs": kind}))
 
 
 def _is_keras3(model) -> bool:

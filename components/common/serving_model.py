@@ -12,14 +12,20 @@ and `probabilities` (float32 `[None, num_classes]`).
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Optional
+
+import numpy as np
 
 from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 import tensorflow as tf
 
 from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import tf_features
+from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.common.serving_inputs import SIGNATURE_NAME
+from kfdist.program import OUTPUTS_FILE, OUTPUTS_LOGITS
 
 
 #: The file a tf-keras SavedModel holds and an exported one (Keras 3's `model.export`) lacks.
@@ -28,14 +34,50 @@ KERAS_METADATA_FILE = "keras_metadata.pb"
 
 class ExportedModel(tf.Module):
     """A SavedModel without Keras metadata (Keras 3's `model.export`), called through its
-    serving signature as a Keras model is called: `model(inputs, training=False)`."""
+    serving signature as a Keras model is called: `model(inputs, training=False)`.
 
-    def __init__(self, loaded):
+    Attributes:
+      logits: Whether its output is logits (softmax not applied) rather than probabilities.
+    """
+
+    def __init__(self, loaded, where: str, logits: Optional[bool] = None):
+        """Wraps a loaded SavedModel.
+
+        Args:
+          loaded: `tf.saved_model.load`'s object.
+          where: Its directory, named in a refusal.
+          logits: Whether its output is logits, as `kfdist.program.save_model` recorded it; None:
+            unknown, told from one batch's outputs (`logits_of_outputs`).
+
+        Raises:
+          InvalidInputError: It has no serving signature of one input and one output.
+        """
         super().__init__()
         self.loaded = loaded
+        if SIGNATURE_NAME not in loaded.signatures:
+            raise InvalidInputError(
+                f"the SavedModel {where} has no {SIGNATURE_NAME!r} signature (it has "
+                f"{sorted(loaded.signatures) or 'none'}): save the Keras model with "
+                "kfdist.program.save_model(model)")
         signature = loaded.signatures[SIGNATURE_NAME]
-        [self._input_name] = signature.structured_input_signature[1]
-        [self._output_name] = signature.structured_outputs
+        inputs, outputs = signature.structured_input_signature[1], signature.structured_outputs
+        if len(inputs) != 1 or len(outputs) != 1:
+            names = lambda specs: ", ".join(sorted(specs))  # noqa: E731
+            raise InvalidInputError(
+                f"the SavedModel {where} takes {len(inputs)} input(s) ({names(inputs)}) and gives "
+                f"{len(outputs)} output(s) ({names(outputs)}): kfdist scores a model of one input "
+                "(the preprocessed example) and one output (a score per class)")
+        [(self._input_name, spec)] = inputs.items()
+        [self._output_name] = outputs
+        if logits is None:
+            shape = [1 if d is None else d for d in spec.shape.as_list()]
+            probe = self(tf.zeros([2] + shape[1:], spec.dtype))
+            logits = logits_of_outputs(probe.numpy())
+            print(f"kfdist: the SavedModel {where} does not record whether it outputs logits; "
+                  f"one batch's outputs {'are not' if logits else 'are'} probabilities (in [0, 1],"
+                  f" each row summing to 1), so they are read as "
+                  f"{'logits (softmax applied)' if logits else 'probabilities'}", flush=True)
+        self.logits = logits
 
     def __call__(self, inputs, training: bool = False):
         del training  # an exported model is for inference only
@@ -52,7 +94,19 @@ def load_trained_model(saved_model_dir: str):
     """
     if tf.io.gfile.exists(os.path.join(saved_model_dir, KERAS_METADATA_FILE)):
         return tf.keras.models.load_model(saved_model_dir, compile=False)
-    return ExportedModel(tf.saved_model.load(saved_model_dir))
+    record, logits = os.path.join(saved_model_dir, OUTPUTS_FILE), None
+    if tf.io.gfile.exists(record):
+        with tf.io.gfile.GFile(record) as f:
+            logits = json.load(f).get("outputs") == OUTPUTS_LOGITS
+    return ExportedModel(tf.saved_model.load(saved_model_dir), saved_model_dir, logits)
+
+
+def logits_of_outputs(outputs: np.ndarray) -> bool:
+    """Whether a batch of a model's outputs is logits: a value outside [0, 1], or a row that
+    does not sum to 1 (a softmax's always does)."""
+    outputs = np.asarray(outputs, dtype=np.float64)
+    return bool(outputs.min() < 0 or outputs.max() > 1
+                or not np.allclose(outputs.sum(axis=-1), 1.0, atol=1e-3))
 
 
 def outputs_are_logits(model) -> bool:
@@ -60,11 +114,11 @@ def outputs_are_logits(model) -> bool:
 
     A final softmax (as an activation, an `Activation` layer or a `Softmax`
     layer) means probabilities; a final layer with a linear activation means
-    logits. Anything else, an `ExportedModel`'s outputs included (its layers are
-    not saved), is taken as probabilities.
+    logits. An `ExportedModel` (whose layers are not saved) says it itself. Anything else is
+    taken as probabilities.
     """
     if isinstance(model, ExportedModel):
-        return False
+        return model.logits
     last = model.layers[-1]
     if isinstance(last, tf.keras.layers.Softmax):
         return False

@@ -34,13 +34,15 @@ def base_env() -> dict:
 
 
 def run_local(job: ProgramJob, log: Callable[[str], None],
-              extra_env: Optional[Dict[str, str]] = None) -> LocalJobResult:
+              extra_env: Optional[Dict[str, str]] = None,
+              wording: program_failures.Wording = program_failures.STEP_LOCAL) -> LocalJobResult:
     """Runs `job` locally until it succeeds or fails.
 
     Args:
       job: The job; validated here, and its command checked, before anything starts.
       log: Receives every replica line, prefixed `[worker-i] ` (`[master-0] `).
       extra_env: Variables for kfdist's own wrapper of the command (`pod_entry`), if any.
+      wording: How the caller's user fixes a failure kfdist knows (`program_failures`).
 
     Returns:
       The restarts made and the replicas ended at the end (PS, evaluator).
@@ -60,7 +62,7 @@ def run_local(job: ProgramJob, log: Callable[[str], None],
                           restart_policy=job.restart_policy, backoff_limit=job.backoff_limit,
                           active_deadline_seconds=job.active_deadline_seconds,
                           success_policy="")
-    with program_failures.explained():
+    with program_failures.explained(wording):
         if job.mpi:
             return _run_mpi(job, spec, log, extra_env or {})
         return _run_replicas(job, spec, log, extra_env or {})

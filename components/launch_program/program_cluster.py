@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from kfdist.components.common.errors import require
+from kfdist.components.launch_program import program_failures
 from kfdist.components.launch_program.program_job import PYTORCH, TENSORFLOW, ProgramJob
 from kfdist.components.launch_program.program_pod import ProgramPlacement
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
@@ -79,26 +80,26 @@ def customisation_for(backend: str, api, log: Callable[[str], None]) -> str:
 
 
 def follow(rendered: RenderedJob, api, *, timeout_seconds: Optional[float],
-           log: Callable[[str], None], timeout_from: str = FROM_CREATION):
+           log: Callable[[str], None], timeout_from: str = FROM_CREATION,
+           wording: Optional[program_failures.Wording] = None):
     """Creates the job (or re-attaches to it), streams its leader's log and waits for its end;
     SIGTERM and the timeout delete it. Returns the launcher's outcome.
+
+    `wording` says how the caller's user fixes a failure kfdist knows (default: the
+    `train_program` step's parameters).
 
     Raises:
       TrainingFailedError: The job failed (the operator's reason and the failed replicas' lines,
         and what the failure is when kfdist knows: `program_failures`).
       JobTimeoutError: It did not end in time (it was deleted).
     """
-    from kfdist.components.launch_program import program_failures
     from kfdist.components.train_distributed.kubernetes.lifecycle import failed_replicas
     from kfdist.components.train_distributed.kubernetes.lifecycle import launcher, step_signals
 
     log(f"kfdist: {rendered.kind.kind} {rendered.namespace}/{rendered.name}")
-    folding = program_failures.FoldingLog(log)
-    try:
-        with step_signals.cancel_on_sigterm(), program_failures.explained(), \
-                failed_replicas.quoted(api, rendered):
-            return launcher.launch_and_wait(rendered, api, timeout_seconds=timeout_seconds,
-                                            log=folding, owner=api.read_own_pod_reference(),
-                                            timeout_from=timeout_from)
-    finally:
-        folding.flush()
+    with step_signals.cancel_on_sigterm(), \
+            program_failures.explained(wording or program_failures.STEP_CLUSTER), \
+            failed_replicas.quoted(api, rendered):
+        return launcher.launch_and_wait(rendered, api, timeout_seconds=timeout_seconds,
+                                        log=log, owner=api.read_own_pod_reference(),
+                                        timeout_from=timeout_from)

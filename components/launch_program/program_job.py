@@ -46,7 +46,8 @@ class ProgramJob:
       active_deadline_seconds: The job fails once it ran this long (None: no deadline).
       mpi: An MPI program (Horovod): `mpirun`, as an MPIJob's launcher runs it, starts
         `workers x procs_per_worker` ranks, with neither TF_CONFIG nor the PyTorch variables.
-      env: Variables set in every replica beside the operator's (`--env NAME=VALUE`).
+      env: Variables set in every replica beside the operator's (`--env NAME=VALUE`, checked
+        by `user_env.parse_env_flags`).
     """
 
     framework: str
@@ -98,9 +99,6 @@ class ProgramJob:
                  f"valid: {list(strategy_rules.RESTART_POLICIES)}")
         _require(self.backoff_limit is None or self.backoff_limit >= 0,
                  f"backoff_limit must be >= 0, got {self.backoff_limit}")
-        from kfdist.components.launch_program.user_env import check_env
-
-        check_env(self.env)
 
     @property
     def replica_count(self) -> int:

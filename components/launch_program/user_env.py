@@ -4,13 +4,14 @@ As `kubectl run --env` does, each `--env` sets one variable in every replica's c
 (every process under `--backend local`), beside those the operator injects. A name must be
 one a shell and Kubernetes both take; the operator's and kfdist's own variables (TF_CONFIG,
 RANK, KFDIST_*, ...) are theirs to set and refused here. A name given twice takes its last
-value.
+value. The flag's values are checked here, once, where their text is known; a `ProgramJob`
+gets its `env` only from here.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 from kfdist.components.common.errors import require
 
@@ -38,12 +39,6 @@ def parse_env_flags(values: Optional[Sequence[str]]) -> Dict[str, str]:
         _check_name(name, f"--env {value!r}")
         env[name] = setting
     return env
-
-
-def check_env(env: Mapping[str, str]) -> None:
-    """Raises InvalidInputError naming the first variable `--env` may not set."""
-    for name, setting in env.items():
-        _check_name(name, f"--env {name}={setting}")
 
 
 def _check_name(name: str, given: str) -> None:

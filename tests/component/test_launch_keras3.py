@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from kfdist.components.launch_program.program_failures import KERAS3_HINT
+from kfdist.components.launch_program.program_failures import LAUNCH_LOCAL, keras3_hint
+
+KERAS3_HINT = keras3_hint(LAUNCH_LOCAL)
 
 # The tutorial's program (tensorflow.org/tutorials/distribute/multi_worker_with_keras), small:
 # scikit-learn's handwritten digits in place of MNIST.

@@ -1,5 +1,6 @@
-"""`kfdist launch`: `--env` reaches every local replica, a succeeded job that left its model
-directory empty says so, and a user's `--image` that must hold kfdist is named."""
+"""`kfdist launch`: `--env` reaches every local replica (and every MPI rank), a succeeded job that
+left its model directory empty says so in its framework's words, a replica that lacks kfdist is
+told where kfdist must be, and a cluster job gets no word about its image before it runs."""
 
 import json
 import os
@@ -8,7 +9,7 @@ import sys
 
 import pytest
 
-from kfdist import RUNTIME_IMAGE
+from kfdist.components.launch_program import program_failures
 
 # Writes the variables asked for to KFDIST_CHECKPOINT_DIR/<TF_CONFIG task or RANK>.json.
 DUMP = """
@@ -49,7 +50,40 @@ def test_a_job_that_left_its_model_directory_empty_says_so(tmp_path):
     assert done.returncode == 0, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"kfdist: {EMPTY_NOTE} {tmp_path / 'model'} (KFDIST_MODEL_DIR)"), last
-    assert "kfdist.program.save_model(model)" in last
+    assert last.endswith("e.g. kfdist.program.save_model(model)")
+
+
+def test_a_pytorch_job_is_told_to_save_with_torch(tmp_path):
+    done = _kfdist("launch", "--framework", "pytorch", "--workers", "1", "--output",
+                   str(tmp_path), "--", sys.executable, "-c", "print('trained')")
+    assert done.returncode == 0, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"kfdist: {EMPTY_NOTE}") and "torch.save(model.state_dict()" in last
+    assert "kfdist.program" not in last
+
+
+def test_env_reaches_every_mpi_rank(tmp_path):
+    # Open MPI numbers its ranks in OMPI_COMM_WORLD_RANK (no RANK, no TF_CONFIG).
+    dump = DUMP.replace('os.environ.get("RANK")', 'os.environ.get("OMPI_COMM_WORLD_RANK")')
+    done = _kfdist("launch", "--mpi", "--workers", "2", "--backoff-limit", "0", "--output",
+                   str(tmp_path), "--env", "SEED=7", "--", sys.executable, "-c", dump,
+                   env={**os.environ, "MODE": "from-the-shell"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    ckpt = tmp_path / "checkpoints"
+    dumps = {name[:-5]: json.load(open(ckpt / name)) for name in os.listdir(ckpt)}
+    assert sorted(dumps) == ["0", "1"]
+    assert all(seen["SEED"] == "7" for seen in dumps.values()), dumps
+
+
+def test_a_replica_without_kfdist_is_told_to_use_the_python_that_has_it(tmp_path):
+    # `python -I -S` reads no site-packages nor the working directory: `from kfdist` fails.
+    done = _kfdist("launch", "--framework", "tensorflow", "--workers", "1", "--output",
+                   str(tmp_path), "--", sys.executable, "-I", "-S", "-c",
+                   "from kfdist import program")
+    assert done.returncode == 1, done.stderr
+    assert "No module named 'kfdist'" in done.stdout
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == program_failures.no_kfdist_hint(program_failures.LAUNCH_LOCAL), last
 
 
 @pytest.mark.parametrize("writes, noted", [("", True), ("model/saved_model.pb", False)])
@@ -76,34 +110,14 @@ def test_a_job_that_wrote_its_model_says_nothing_more(tmp_path):
     assert done.stderr.strip().splitlines()[-1].startswith("kfdist: job succeeded")
 
 
-CLUSTER = ["launch", "--dry-run", "--framework", "tensorflow", "--workers", "2", "--output",
-           "gs://team-bucket/runs/r"]
-
-
-@pytest.mark.parametrize("flags, said", [
-    (["--backend", "tfjob", "--program-dir", "examples"], "--program-dir"),
-    (["--backend", "tfjob", "--stage"], "--stage"),
-    (["--backend", "trainjob"], "a TensorFlow TrainJob (its TF_CONFIG)"),
-    (["--backend", "trainjob", "--program-dir", "examples"],
-     "--program-dir and a TensorFlow TrainJob (its TF_CONFIG)"),
-])
-def test_a_users_image_that_must_hold_kfdist_is_named(flags, said):
-    done = _kfdist(*CLUSTER, *flags, "--image", "registry.example/team/train:1", "--",
-                   "python", "train.py")
-    assert done.returncode == 0, done.stderr
-    [note] = [line for line in done.stderr.splitlines() if "must hold kfdist" in line]
-    assert note.startswith(f"kfdist: with {said}, every replica starts your command through "
-                           "kfdist's entry (python -m kfdist...) in --image "
-                           "registry.example/team/train:1, so that image must hold kfdist"), note
-    assert RUNTIME_IMAGE in note and "No module named 'kfdist'" in note
-
-
 @pytest.mark.parametrize("flags", [
-    ["--backend", "tfjob", "--image", "registry.example/team/train:1"],  # the program alone
-    ["--backend", "tfjob", "--program-dir", "examples"],  # kfdist's runtime image
-    ["--backend", "tfjob", "--program-dir", "examples", "--image", RUNTIME_IMAGE],
+    # The README's PyTorch command on a cluster, with an image of torch built on kfdist's.
+    ["--framework", "pytorch", "--backend", "pytorchjob", "--program-dir", "examples", "--stage",
+     "--image", "registry.example.com/team/kfdist-torch:1.0"],
+    ["--framework", "tensorflow", "--backend", "trainjob", "--image", "registry.example/t:1"],
 ])
-def test_no_word_where_the_image_needs_no_kfdist_or_holds_it(flags):
-    done = _kfdist(*CLUSTER, *flags, "--", "python", "train.py")
+def test_a_cluster_job_gets_no_guess_about_its_image(flags):
+    done = _kfdist("launch", "--dry-run", "--workers", "2", "--output",
+                   "gs://team-bucket/runs/r", *flags, "--", "python", "train.py")
     assert done.returncode == 0, done.stderr
-    assert "must hold kfdist" not in done.stderr
+    assert "image" not in done.stderr, done.stderr

@@ -1,5 +1,6 @@
 """`kfdist run program` with a Keras 3 program: the program guide's snippet, `save_model`
-included, gives a SavedModel that is evaluated, blessed and exported as tf-keras' is.
+included, gives a SavedModel that is evaluated, blessed and exported as tf-keras' is, whether
+the model ends in a softmax or, as the TensorFlow tutorial's, in logits (`from_logits=True`).
 
 The program runs as one replica (Keras 3's `fit` does not run under MultiWorkerMirroredStrategy)
 on the bundled digits, without TF_USE_LEGACY_KERAS: TensorFlow 2.21's `tf.keras` is Keras 3.
@@ -28,21 +29,22 @@ def build(input_shape, num_classes):
     return tf.keras.Sequential([
         tf.keras.Input(shape=input_shape), tf.keras.layers.Flatten(),
         tf.keras.layers.Dense(64, activation="relu"),
-        tf.keras.layers.Dense(num_classes, activation="softmax")])
+        tf.keras.layers.Dense(num_classes, activation=ACTIVATION)])
 
 train = program.dataset("train", batch_size=64).repeat()
-model = build(program.input_shape(), program.num_classes())  # ends in a softmax
-model.compile(optimizer=tf.keras.optimizers.Adam(0.003), loss="sparse_categorical_crossentropy",
-              metrics=["accuracy"])
+model = build(program.input_shape(), program.num_classes())
+loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=ACTIVATION is None)
+model.compile(optimizer=tf.keras.optimizers.Adam(0.003), loss=loss, metrics=["accuracy"])
 model.fit(train, epochs=4, steps_per_epoch=20, verbose=2)
 program.save_model(model)
 print("saved with Keras", tf.keras.__version__, flush=True)
 """
 
 
-def test_a_keras3_program_is_evaluated_blessed_and_exported(tmp_path):
+@pytest.mark.parametrize("activation", ["softmax", None])
+def test_a_keras3_program_is_evaluated_blessed_and_exported(tmp_path, activation):
     program = tmp_path / "train.py"
-    program.write_text(PROGRAM)
+    program.write_text(f"ACTIVATION = {activation!r}\n" + PROGRAM)
     out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     done = subprocess.run(
@@ -56,6 +58,8 @@ def test_a_keras3_program_is_evaluated_blessed_and_exported(tmp_path):
     [saved] = glob.glob(str(out / "pipeline_root" / "*" / "train-program" / "model"
                             / "saved_model"))
     assert not os.path.exists(os.path.join(saved, "keras_metadata.pb"))  # Keras 3's export
+    with open(os.path.join(saved, "assets.extra", "kfdist_outputs.json")) as f:
+        assert json.load(f) == {"outputs": "probabilities" if activation else "logits"}
     with open(out / "summary.json") as f:
         summary = json.load(f)
     assert summary["blessed"] is True and summary["eval"]["accuracy"] >= 0.8, summary

@@ -204,7 +204,8 @@ class Supervisor:
         if not exit_codes.should_restart(policy, code):
             why = f"restartPolicy {policy} does not restart exit code {code}"
         elif limit is not None and self.restarts >= limit:
-            why = f"backoff limit reached: {self.restarts} restart(s) of backoff_limit={limit} already made"
+            why = (f"backoff limit reached: {self.restarts} restart(s) of backoff_limit={limit} "
+                   "already made")
         if why is not None:
             self.stop_all()  # the others first; also completes the failed replica's tail
             raise TrainingFailedError(self._failure_message(replica, returncode, why))

@@ -12,6 +12,9 @@ Resuming without duplicates: lines emitted are counted per container run
 that container's log and the lines already emitted are skipped. This is exact
 as long as the kubelet has not rotated the log file in between; the cost is
 re-reading the log once per drop.
+
+A per-replica value an error prints whole is folded into one line within each container run
+(`value_folding`), as the local supervisor folds it within each process.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
+from kfdist.components.common import value_folding
 from kfdist.components.train_distributed.kubernetes.lifecycle import job_status as js
 from kfdist.components.train_distributed.kubernetes.client.api_retry import Backoff, RetryPolicy, call_with_retry
 from kfdist.components.train_distributed.kubernetes.client.kube_errors import (
@@ -55,6 +59,8 @@ class PodLogFollower:
         self._pods: Dict[str, dict] = {}
         self._offsets: Dict[_RunKey, int] = {}
         self._finished: Set[_RunKey] = set()
+        self._folder = value_folding.ValueFolder()  # per container run
+        self._run_labels: Dict[_RunKey, str] = {}  # the replica of each run followed
         self._phases: Dict[str, str] = {}
         self._problems: List[str] = []
         #: Replica (`worker-1`) -> {pod uid: restartCount}: every pod that played it.
@@ -96,6 +102,9 @@ class PodLogFollower:
         except KubeApiError as error:
             self._emit(f"[logs] could not read the remaining pod logs: {error}")
         finally:
+            if self._idle.is_set():  # no stream feeds the folder any more
+                for key, line in self._folder.flush_all():
+                    self._emit(f"[{self._run_labels[key]}] {line}")
             with self._lock:
                 self._closed = True
 
@@ -206,7 +215,7 @@ class PodLogFollower:
             self._stream_backoff.pause_or_raise(error)  # dropped: reopen and skip what was read
             return
         except NotFoundError:
-            self._finished.add(key)
+            self._end_run(key)
             self._pods.pop(name, None)
             return
         except KubeApiError as error:
@@ -219,19 +228,28 @@ class PodLogFollower:
         try:
             fresh = call_with_retry(self._retry, self._api.get_pod, self._namespace, name)
         except NotFoundError:
-            self._finished.add(key)
+            self._end_run(key)
             self._pods.pop(name, None)
             return
         self._observe("MODIFIED", fresh)
         if _run_key(fresh, container) != key or js.container_terminated(fresh, container):
-            self._finished.add(key)
+            self._end_run(key)
         else:  # the stream ended while the container runs (e.g. a proxy): reopen
             self._stream_backoff.pause_or_raise(
                 TransientApiError(f"the log stream of pod {name} ended while it runs"))
 
+    def _end_run(self, key: _RunKey) -> None:
+        """Marks a container run as read to its end; a value it ended within is said."""
+        self._finished.add(key)
+        line = self._folder.flush(key)
+        if line is not None:
+            self._emit(f"[{self._run_labels[key]}] {line}")
+
     def _emit_new_lines(self, pod: dict, key: _RunKey, lines) -> bool:
-        """Emits the lines past those already emitted for `key`; True if there were any."""
+        """Emits the lines past those already emitted for `key`, each run's per-replica values
+        folded; True if there were any."""
         who = js.pod_display_name(pod)
+        self._run_labels[key] = who
         skip, seen = self._offsets.get(key, 0), 0
         for line in lines:
             if self._closed:
@@ -239,7 +257,8 @@ class PodLogFollower:
             seen += 1
             if seen > skip:
                 self._offsets[key] = seen
-                self._emit(f"[{who}] {line}")
+                for out in self._folder.feed(line, key):
+                    self._emit(f"[{who}] {out}")
         return seen > skip
 
     def _read_remaining_logs(self) -> None:
