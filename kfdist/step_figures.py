@@ -41,9 +41,13 @@ def _train(outputs: Mapping[str, Any], epochs: int) -> str:
     metrics = outputs.get("metrics") or {}
     if "final_accuracy" not in metrics:
         return ""
+    from kfdist.components.common.kept_epoch import KeptEpoch
+
     held_out = (f", held-out {metrics['final_val_accuracy']:.4f}"
                 if metrics.get("final_val_accuracy") is not None else "")
-    text = (f"{epochs} epochs, " if epochs else "") + (
+    kept = KeptEpoch.from_metrics(metrics)
+    ran = f"{epochs} epoch{'s' if epochs != 1 else ''}, " if epochs else ""
+    text = (f"{kept.describe()}; " if kept is not None else ran) + (
         f"training accuracy {metrics['final_accuracy']:.4f}{held_out}, "
         f"{metrics.get('examples_per_second', 0):,.0f} examples/s")
     restarts = int(metrics.get("restarts", 0) or 0)
