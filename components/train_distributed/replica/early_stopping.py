@@ -17,9 +17,10 @@ each new best epoch into memory and, beside `BackupAndRestore`'s backup, into
 `BEST_WEIGHTS_FILE` (written after the epoch's backup). A replica restarted
 from the backup of epoch `r` recomputes the decision from the history up to
 `r`; the best weights are the restored ones when the best epoch is `r`, else
-the file's. A job restarted after the leader had decided to stop runs one
-more call of the train function before it stops again (Keras starts an
-epoch's steps before it checks); the weights kept are still the best epoch's.
+the file's. A job restarted after the leader had decided to stop (a replica
+lost after the last epoch) raises `AlreadyStopped` from the first epoch's
+start in every replica, before any step (Keras would start an epoch's steps
+before it checks `stop_training`); `fit`'s caller goes on as if it returned.
 """
 
 from __future__ import annotations
@@ -79,6 +80,18 @@ def from_leader(role: Role, arrays: List[np.ndarray], name: str) -> List[np.ndar
     return arrays
 
 
+class AlreadyStopped(Exception):
+    """Raised out of `fit` when a restarted job had already stopped early: nothing to train.
+
+    Attributes:
+      epochs_done: The epochs the restored backup holds.
+    """
+
+    def __init__(self, epochs_done: int):
+        super().__init__(f"training had stopped early after epoch {epochs_done}")
+        self.epochs_done = epochs_done
+
+
 class KeepBestEpoch(tf.keras.callbacks.Callback):
     """Stops training `patience` epochs after the lowest validation-part loss; keeps its weights.
 
@@ -102,7 +115,6 @@ class KeepBestEpoch(tf.keras.callbacks.Callback):
         self._best: Optional[List[np.ndarray]] = None
         self.best_epoch: Optional[int] = None
         self._first = True
-        self._stopping = False
 
     def _decision(self) -> Optional[kept_epoch.Decision]:
         if not self._role.leader:
@@ -125,13 +137,14 @@ class KeepBestEpoch(tf.keras.callbacks.Callback):
         if decision is not None and decision.best_epoch is not None:
             self._resume_best(decision.best_epoch, epoch)
         if self._agree_to_stop(decision, epoch):
-            self._stopping = self.model.stop_training = True
+            raise AlreadyStopped(epoch)
 
     def _resume_best(self, best_epoch: int, restored_epoch: int) -> None:
         """The leader's best weights after a restart: the restored ones or the file's."""
         self.best_epoch = best_epoch
         if best_epoch == restored_epoch:
             self._best = local_weights(self.model)
+            log(f"early stopping resumed: best epoch so far {best_epoch}, the one restored")
             return
         try:
             with np.load(self._path) as saved:
@@ -148,14 +161,12 @@ class KeepBestEpoch(tf.keras.callbacks.Callback):
         log(f"early stopping resumed: best epoch so far {best_epoch}, its weights restored")
 
     def on_epoch_end(self, epoch, logs=None):
-        if self._stopping:
-            return
         decision = self._decision()
         if decision is not None and decision.improved:
             self._best, self.best_epoch = local_weights(self.model), epoch + 1
             self._save_best(epoch + 1)
         if self._agree_to_stop(decision, epoch + 1):
-            self._stopping = self.model.stop_training = True
+            self.model.stop_training = True
             if self._role.leader:
                 log(f"early stopping after epoch {epoch + 1}: no lower validation loss since "
                     f"epoch {self.best_epoch} ({self._patience} epochs)")

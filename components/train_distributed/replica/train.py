@@ -31,7 +31,7 @@ from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job import work_files
 from kfdist.components.train_distributed.replica import callbacks as replica_callbacks
 from kfdist.components.train_distributed.replica import epoch_validation, input_pipeline, input_wait, models
-from kfdist.components.train_distributed.replica import validation_input
+from kfdist.components.train_distributed.replica import early_stopping, validation_input
 from kfdist.components.train_distributed.replica.outputs import (ReplicaOutcome, log, save_model, weights_sha256,
                                  write_chief_outputs, write_json)
 from kfdist.components.train_distributed.replica.strategies import Role, make_role, serve_forever, wait_for_all_workers
@@ -127,11 +127,17 @@ def _fit_and_report(job: config.JobConfig, role: Role) -> ReplicaOutcome:
                 f"validation part of {validation_input.validation_examples(meta, fraction):,} "
                 f"train examples ({fraction:g} of the train split, not trained on)")
     start = time.perf_counter()
-    history = model.fit(dataset, epochs=training.epochs, steps_per_epoch=steps, verbose=0,
-                        initial_epoch=initial_epoch, callbacks=callbacks)
+    # The epochs a restored backup holds when nothing is left to train.
+    done = training.epochs
+    try:
+        ran = model.fit(dataset, epochs=training.epochs, steps_per_epoch=steps, verbose=0,
+                        initial_epoch=initial_epoch, callbacks=callbacks).epoch
+    except early_stopping.AlreadyStopped as stopped:  # restarted after it had stopped early
+        log(f"{stopped}: nothing left to train")
+        ran, done = [], stopped.epochs_done
     wall = time.perf_counter() - start
-    initial_epoch = history.epoch[0] if history.epoch else training.epochs
-    epochs_run = len(history.epoch)
+    initial_epoch = ran[0] if ran else done
+    epochs_run = len(ran)
     if keeper is not None:
         keeper.restore_best(model)
     # Training is complete: nothing is left to resume. The other workers remove their own
