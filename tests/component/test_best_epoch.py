@@ -57,9 +57,12 @@ def assert_the_kept_epoch_was_saved(report, model_dir: str, dataset_dir: str) ->
     entries = _history(model_dir)
     assert [e["epoch"] for e in entries] == list(range(1, report.epochs + 1))
     patience = report.early_stopping_patience
-    decision = decide([e[SELECTION_LOSS] for e in entries], patience)
-    assert report.kept_epoch == decision.best_epoch
-    assert decision.stop == (report.epochs < report.epochs_planned)  # stopped when it said so
+    losses = [e[SELECTION_LOSS] for e in entries]
+    assert report.kept_epoch == decide(losses, patience).best_epoch
+    # Stopped after the first epoch the rule said to, or ran every epoch.
+    said_stop = [decide(losses[:n], patience).stop for n in range(1, len(losses) + 1)]
+    assert not any(said_stop[:-1])
+    assert said_stop[-1] or report.epochs == report.epochs_planned
     kept = entries[report.kept_epoch - 1]
     held_out = evaluate(model_dir, dataset_dir, log=lambda _: None)
     assert held_out.loss == pytest.approx(kept["val_loss"], abs=1e-5)
