@@ -8,9 +8,9 @@ Layout of a model directory::
     dataset_metadata.json   # the training dataset's metadata (feature, preprocessing, classes)
     dataset_statistics.json # a table's: the training dataset's statistics (`dataset_statistics`)
     history.json            # per epoch: {"epochs": [{"epoch": 1, "loss": ..., "seconds": ...}]}
-                            # (and the eval split's "val_loss", "val_accuracy", "validation_seconds";
-                            # with early stopping the validation part's "selection_loss",
-                            # "selection_accuracy")
+                            # (and the eval split's "val_loss", "val_accuracy",
+                            # "validation_seconds"; with early stopping the validation
+                            # part's "selection_loss", "selection_accuracy")
     training_report.json    # TrainingReport: strategy, replicas, final metrics, throughput
     eval_predictions.npz    # the leader's scoring of saved_model on the eval split, keyed by
                             # fingerprints of both (`eval_predictions`)

@@ -6,9 +6,10 @@ builds once, outside any strategy, a plain copy of the model. After every
 epoch it copies the trained weights into that copy and scores, each in a
 `tf.function`, the validation part of the train split (`selection_loss`,
 `selection_accuracy`: what early stopping selects the epoch by) and the
-held-out eval split (`val_loss`, `val_accuracy`: shown, never used to choose). Nothing here is a collective op, so it works alike under
-every strategy, and the other replicas go on with the next epoch (they wait
-for the leader at its first synchronised step).
+held-out eval split (`val_loss`, `val_accuracy`: shown, never used to
+choose). Nothing here is a collective op, so it works alike under every
+strategy; the other replicas wait for the leader at the next collective
+(early stopping's decision, or the next epoch's first synchronised step).
 
 The figures are the ones `evaluate_model` computes for the same weights: the
 mean sparse categorical cross-entropy of the predicted probabilities (the

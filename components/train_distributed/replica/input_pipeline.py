@@ -10,6 +10,9 @@ and switches tf.data auto-sharding off:
 `sharding="file"` or `"record"` forces one mode; forcing `file` with fewer
 files than pipelines is an error (some workers would get no data).
 
+With early stopping, the validation part of the split (`job.validation_part`)
+is left out first, file by file, before the sharding by record.
+
 Then, when the pipeline's part fits in memory (`CACHE_LIMIT_BYTES`, counting
 float32 inputs): read it once (files interleaved in parallel), parse and
 preprocess it in one go, cache the tensors, and cut every epoch from a fresh
@@ -183,7 +186,8 @@ def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_rep
                   seed: int, split: str = "train", sharding: str = "auto",
                   log: Optional[Callable[[str], None]] = None, wait_meter=None,
                   per_worker_order: bool = False,
-                  validation_fraction: Optional[float] = None) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+                  validation_fraction: Optional[float] = None
+                  ) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
     """Returns the `dataset_fn` for `strategy.distribute_datasets_from_function`.
 
     Args:
