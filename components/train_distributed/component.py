@@ -67,8 +67,9 @@ def train_distributed(
     Args:
         dataset: Sharded dataset written by `shard_dataset`.
         model: Output model: `saved_model/` (written by the chief replica only),
-            the dataset metadata, per-epoch history (training and eval-split
-            loss and accuracy) and a training report.
+            the dataset metadata, per-epoch history (loss and accuracy in
+            training, on the validation part and on the eval split) and a
+            training report; the weights are the kept epoch's.
         metrics: Final training loss and accuracy, the final loss and accuracy
             on the dataset's eval split (`final_val_loss`, `final_val_accuracy`:
             the leader validates after every epoch; absent without an eval
