@@ -165,3 +165,21 @@ def test_zero_patience_turns_early_stopping_off():
     assert step.training.early_stopping_patience is None
     assert not step.training.holds_out_validation
     assert runtime.build_job().training.early_stopping_patience == 5
+
+
+def test_a_train_split_too_small_to_set_an_example_aside_is_refused(tmp_path):
+    from kfdist.components.shard_dataset import runtime as shard_runtime
+
+    csv = tmp_path / "tiny.csv"
+    csv.write_text("x,label\n" + "".join(f"{i},{i % 2}\n" for i in range(8)))
+    meta = shard_runtime.shard(str(csv), str(tmp_path / "dataset"), source_format="csv",
+                               num_shards=1, log=lambda _: None)
+    train = meta.splits["train"].num_examples
+    assert train < 10
+    with pytest.raises(InvalidInputError) as error:
+        runtime.train(str(tmp_path / "dataset"), str(tmp_path / "model"), log=lambda _: None,
+                      workers=1, batch_size_per_replica=1)
+    assert str(error.value) == (
+        f"validation_fraction=0.1 of a train split of {train} examples sets none aside for "
+        "early stopping; raise validation_fraction, or set early_stopping_patience=0")
+    assert not (tmp_path / "model").exists()  # refused before anything was created
