@@ -79,9 +79,9 @@ class EpochSummaries(tf.keras.callbacks.Callback):
         rate = learning_rate(self.model.optimizer)
         if rate is not None:
             train["learning_rate"] = rate
-        write_scalars(os.path.join(self._root, TRAIN), epoch + 1, train)
         selection = {k[len(SELECTION_PREFIX):]: train.pop(k) for k in list(train)
                      if k.startswith(SELECTION_PREFIX)}
+        write_scalars(os.path.join(self._root, TRAIN), epoch + 1, train)
         if validation:
             write_scalars(os.path.join(self._root, VALIDATION), epoch + 1, validation)
         if selection:
