@@ -4,7 +4,7 @@ Held-out loss that falls, bottoms out and climbs again while training goes on
 is over-fitting, however close the final accuracies are: the epoch where it
 bottomed is the one to keep. With early stopping on, the run kept the epoch
 with the lowest loss on its validation part, and the advice says how that
-epoch fares; with it off, the last epoch was kept, and the advice says which
+epoch fares (a warning when its held-out loss is itself past the rise); with it off, the last epoch was kept, and the advice says which
 would have been better. Without such a rise, a final training accuracy far
 above held-out accuracy still says the model memorised its examples, and a
 held-out loss still falling at the last epoch says more epochs may help.
@@ -76,6 +76,12 @@ def _rise(history, kept: Optional[KeptEpoch]) -> Optional[FitAdvice]:
     if kept is not None and kept.patience is not None:
         at_kept = dict(points).get(kept.epoch)
         fares = f", {name} {at_kept:.4f}" if at_kept is not None else ""
+        if at_kept is not None and at_kept > low * (1 + MIN_LOSS_RISE):
+            return FitAdvice(f"{seen}; early stopping kept epoch {kept.epoch}{fares}, a "
+                             "later one than the held-out loss would: a larger "
+                             "validation_fraction (a steadier validation loss), a lower "
+                             "learning rate or fewer epochs would keep a better epoch",
+                             warning=True)
         return FitAdvice(f"{seen}; early stopping kept epoch {kept.epoch}{fares}. A lower "
                          "learning rate, a smaller model or more data would let it learn "
                          "longer before it over-fits", warning=False)

@@ -107,13 +107,19 @@ def test_the_console_summary_and_report_say_which_epoch_and_why(run):
 
 
 def test_the_over_fitting_advice_reads_the_curves(run):
-    stdout, summary, out, _, _ = run
+    stdout, summary, out, model_dir, _ = run
     advice = summary["train"]["fit_advice"]
-    # The held-out loss rose after its lowest epoch; early stopping kept a better one.
-    assert re.match(r"held-out loss was lowest at epoch \d+ \([\d.]+\) and rose to [\d.]+ by "
-                    r"epoch \d+", advice["text"]), advice
-    assert f"early stopping kept epoch {summary['train']['kept_epoch']}, held-out loss " in (
-        advice["text"])
-    assert not advice["warning"] and f"note: {advice['text']}" in stdout.splitlines()
+    kept = summary["train"]["kept_epoch"]
+    held_out = model_artifact.read_history(model_dir)["val_loss"]
+    # The held-out loss rose after its lowest epoch; the advice says how the kept epoch fares,
+    # as a warning when its held-out loss is itself more than 20 % above the lowest.
+    assert re.match(rf"held-out loss was lowest at epoch {held_out.index(min(held_out)) + 1} "
+                    r"\([\d.]+\) and rose to [\d.]+ by epoch \d+", advice["text"]), advice
+    assert (f"early stopping kept epoch {kept}, held-out loss {held_out[kept - 1]:.4f}"
+            in advice["text"])
+    assert advice["warning"] == (held_out[kept - 1] > 1.2 * min(held_out))
+    level = "warning" if advice["warning"] else "note"
+    assert f"{level}: {advice['text']}" in stdout.splitlines()
     with open(os.path.join(out, "report.html")) as f:
-        assert "<div class='note'>Held-out loss was lowest at epoch" in f.read()
+        assert f"<div class='{'warn' if advice['warning'] else 'note'}'>Held-out loss was " in (
+            f.read())

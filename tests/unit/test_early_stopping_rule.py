@@ -125,9 +125,27 @@ def test_a_rising_held_out_loss_is_over_fitting_whatever_the_final_gap():
 
 
 def test_with_early_stopping_the_advice_says_how_the_kept_epoch_fares():
-    advice = fit_advice(BREAST_CANCER_LIKE, 0.98, 0.96, KeptEpoch(3, 8, 30, 5, True, 0.215))
-    assert not advice.warning
-    assert "early stopping kept epoch 3, held-out loss 0.1320" in advice.text
+    near = dict(BREAST_CANCER_LIKE, val_loss=[0.078, 0.094, 0.09, 0.108, 0.132, 0.193, 0.145,
+                                              0.112])
+    advice = fit_advice(near, 0.98, 0.96, KeptEpoch(3, 8, 30, 5, True, 0.215))
+    assert not advice.warning  # its held-out loss within 20 % of the lowest: a note
+    assert "early stopping kept epoch 3, held-out loss 0.0900. A lower learning rate" in (
+        advice.text)
+    far = fit_advice(BREAST_CANCER_LIKE, 0.98, 0.96, KeptEpoch(3, 8, 30, 5, True, 0.215))
+    assert far.warning and "kept epoch 3, held-out loss 0.1320, a later one" in far.text
+
+
+def test_a_kept_epoch_far_past_the_held_out_minimum_is_a_warning():
+    """Scikit-learn's wine table at the tabular defaults: the validation part's loss fell to the
+    last epoch while the held-out loss doubled."""
+    wine = {"loss": [0.9, 0.42, 0.17, 0.07, 0.06, 0.015, 0.01],
+            "val_loss": [0.47, 0.25, 0.17, 0.16, 0.158, 0.1583, 0.397]}
+    advice = fit_advice(wine, 1.0, 0.917, KeptEpoch(7, 7, 7, 5, False, 0.0001))
+    assert advice.warning
+    assert advice.text.endswith("early stopping kept epoch 7, held-out loss 0.3970, a later "
+                                "one than the held-out loss would: a larger validation_fraction "
+                                "(a steadier validation loss), a lower learning rate or fewer "
+                                "epochs would keep a better epoch")
 
 
 def test_without_an_eval_curve_the_validation_part_is_read():
