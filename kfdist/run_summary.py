@@ -74,6 +74,20 @@ def publish_report(outputs, output_dir: str) -> Optional[str]:
     return target
 
 
+def _training_advice(outputs, trained: Dict[str, Any], held_out: float) -> Dict[str, Any]:
+    """Which epoch the model holds and why, and what its curves say (`fit_gap`)."""
+    from kfdist.components.common.kept_epoch import KeptEpoch
+    from kfdist.components.common.model_artifact import read_history
+    from kfdist.components.evaluate_model.fit_gap import fit_advice
+
+    kept = KeptEpoch.from_metrics(outputs["training_metrics"].metadata)
+    history = read_history(os.path.join(_run_dir(outputs), TRAIN_TASKS[0], MODEL_OUTPUT))
+    advice = fit_advice(history, trained.get("final_accuracy"), held_out, kept)
+    return {**(kept.summary() if kept is not None else {}),
+            "fit_advice": None if advice is None else {"text": advice.text,
+                                                       "warning": advice.warning}}
+
+
 def _trained_model_name(outputs) -> Optional[str]:
     """The model kfdist trained, as its training report names it (None for a program's)."""
     from kfdist.components.common.model_artifact import read_training_report
@@ -180,6 +194,8 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
             "input_bound_fraction": train_metrics.get("input_bound_fraction"),
             "restarts": train_metrics.get("restarts"),
         }
+        trained.update(_training_advice(outputs, trained,
+                                        outputs["evaluation_metrics"].metadata["accuracy"]))
     return {
         "status": SUCCEEDED,
         "failure": None,
@@ -233,9 +249,15 @@ def format_summary(summary: Dict[str, Any]) -> str:
                if served.get("accuracy") is not None else "")
     lines = [f"held-out accuracy {evaluation['accuracy']:.4f} (threshold "
              f"{evaluation['threshold']}{against}): {verdict}"]
-    gap = accuracy_gap(summary.get("train", {}).get("final_accuracy"), evaluation["accuracy"])
-    if gap:
-        lines.append(f"warning: {gap}")
+    trained = summary.get("train", {})
+    if trained.get("kept_why"):
+        lines.append(f"training {trained['kept_why']}")
+    advice = trained.get("fit_advice")
+    if advice is None and "fit_advice" not in trained:  # a program's run: the accuracies alone
+        gap = accuracy_gap(trained.get("final_accuracy"), evaluation["accuracy"])
+        advice = {"text": gap, "warning": True} if gap else None
+    if advice:
+        lines.append(f"{'warning' if advice['warning'] else 'note'}: {advice['text']}")
     if served.get("class_change"):
         lines.append(f"warning: the served model {served['path']} predicts other classes: "
                      f"{served['not_compared']}")

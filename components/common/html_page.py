@@ -27,6 +27,7 @@ td,th{border-bottom:1px solid #e4e7eb;padding:4px 12px;text-align:right}
 th{background:#f5f7fa}td:first-child,th:first-child{text-align:left}
 img{max-width:100%;height:auto}.muted{color:#829ab1}
 .warn{background:#fff3c4;color:#8d2b0b;border:1px solid #f0b429;padding:10px 14px;border-radius:6px}
+.note{background:#eef4fb;color:#243b53;border:1px solid #9fb3c8;padding:10px 14px;border-radius:6px}
 .row{display:flex;flex-wrap:wrap;gap:28px;align-items:flex-start}.row img{max-width:620px}
 table.kv td:last-child{text-align:left}
 """
@@ -43,6 +44,16 @@ def page(title: str, heading: str, body: Sequence[str]) -> str:
     return "\n".join([
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>kfdist {title}</title>",
         f"<style>{CSS}</style></head><body><h1>{heading}</h1>", *body, "</body></html>"])
+
+
+def png_data_uri(fig) -> str:
+    """A matplotlib figure as a `data:image/png;base64` URI, to embed in a page."""
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def percent(x: Optional[float]) -> str:

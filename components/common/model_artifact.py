@@ -8,7 +8,9 @@ Layout of a model directory::
     dataset_metadata.json   # the training dataset's metadata (feature, preprocessing, classes)
     dataset_statistics.json # a table's: the training dataset's statistics (`dataset_statistics`)
     history.json            # per epoch: {"epochs": [{"epoch": 1, "loss": ..., "seconds": ...}]}
-                            # (and the eval split's "val_loss", "val_accuracy", "validation_seconds")
+                            # (and the eval split's "val_loss", "val_accuracy",
+                            # "validation_seconds"; with early stopping the validation
+                            # part's "selection_loss", "selection_accuracy")
     training_report.json    # TrainingReport: strategy, replicas, final metrics, throughput
     eval_predictions.npz    # the leader's scoring of saved_model on the eval split, keyed by
                             # fingerprints of both (`eval_predictions`)
@@ -17,7 +19,8 @@ Layout of a model directory::
                             # evaluator runs, pending/epoch-<n>/: each epoch's copy it has
                             # not evaluated yet)
     backup/                 # only while training runs or after it was interrupted: the
-                            # state (weights, optimizer, epoch) a restarted job resumes from
+                            # state (weights, optimizer, epoch) a restarted job resumes from,
+                            # and the best epoch's weights so far (early stopping)
     tensorboard/            # TensorBoard event files, written as training goes: train/,
                             # validation/ (the leader's) and evaluator/ (`tensorboard_events`)
 
@@ -31,6 +34,8 @@ import dataclasses
 import json
 import os
 from typing import Dict, List, Optional
+
+from kfdist.components.common.kept_epoch import KeptEpoch
 
 SAVED_MODEL_DIR = "saved_model"
 SERVING_MODEL_DIR = "serving_model"
@@ -110,6 +115,11 @@ class TrainingReport:
       lowered_batch_size: The batch per replica training used in place of the one asked
         for, when the train split held fewer examples than one global batch of it (None:
         the batch asked for).
+      kept_epoch: The epoch whose weights the model holds (None: a report
+        written before it was recorded); the final figures above are its.
+      epochs_planned: The epochs asked for (`epochs` can be fewer: early stopping).
+      early_stopping_patience: The early-stopping patience; None: it was off.
+      kept_validation_loss: The kept epoch's loss on the validation part.
     """
 
     backend: str
@@ -129,6 +139,18 @@ class TrainingReport:
     final_val_accuracy: Optional[float] = None
     evaluations: List[Dict[str, float]] = dataclasses.field(default_factory=list)
     lowered_batch_size: Optional[int] = None
+    kept_epoch: Optional[int] = None
+    epochs_planned: Optional[int] = None
+    early_stopping_patience: Optional[int] = None
+    kept_validation_loss: Optional[float] = None
+
+    def kept(self) -> Optional[KeptEpoch]:
+        """Which epoch the model holds and why (None when the report does not say)."""
+        if self.kept_epoch is None:
+            return None
+        planned = self.epochs_planned or self.epochs
+        return KeptEpoch(self.kept_epoch, self.epochs, planned, self.early_stopping_patience,
+                         self.epochs < planned, self.kept_validation_loss)
 
     def to_json(self) -> str:
         """Serialises to JSON."""

@@ -10,61 +10,22 @@ sliced column) and the training summary.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
-from kfdist.components.common.html_page import card, list_items, page, percent, table_rows
+from kfdist.components.common.html_page import (card, list_items, page, percent, png_data_uri,
+                                                table_rows)
+from kfdist.components.evaluate_model.curves import curves_png
+from kfdist.components.evaluate_model.fit_gap import fit_advice
 from kfdist.components.common.wording import counted
-from kfdist.components.evaluate_model.fit_gap import accuracy_gap
 from kfdist.components.evaluate_model.slices import MIN_SLICE_EXAMPLES, SliceMetrics, lowest
 
 if TYPE_CHECKING:  # runtime re-exports this module's functions: no import cycle at run time
     from kfdist.components.common.model_artifact import TrainingReport
     from kfdist.components.evaluate_model.runtime import EvaluationResult
 
-def _png_data_uri(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 #: Slices per column the report shows: its first in report order (a string column's largest).
 REPORTED_SLICES = 25
-#: The side-car evaluator's curve, beside the training and validation curves.
-EVALUATOR_LABEL = "evaluator (checkpoints)"
-
-
-def _curves_png(history: Dict[str, List[float]],
-                evaluations: Sequence[Dict[str, float]] = ()) -> Optional[str]:
-    """Loss and accuracy per epoch: training, validation when recorded, and the side-car
-    evaluator's result on each epoch's checkpoint when there was one."""
-    from matplotlib.figure import Figure  # Agg canvas, no pyplot state
-
-    panels = [(m, [k for k in (m, f"val_{m}") if history.get(k)],
-               [(e["epoch"], e[m]) for e in evaluations if m in e and "epoch" in e])
-              for m in ("loss", "accuracy")]
-    panels = [(m, keys, evaluated) for m, keys, evaluated in panels if keys or evaluated]
-    if not panels:
-        return None
-    fig = Figure(figsize=(5 * len(panels), 3.4))
-    for i, (metric, keys, evaluated) in enumerate(panels):
-        ax = fig.add_subplot(1, len(panels), i + 1)
-        for key in keys:
-            points = [(e + 1, v) for e, v in enumerate(history[key]) if v is not None]
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
-                    label="validation" if key.startswith("val_") else "training")
-        if evaluated:
-            ax.plot([p[0] for p in evaluated], [p[1] for p in evaluated], marker="s",
-                    linestyle="--", label=EVALUATOR_LABEL)
-        ax.set_title(metric)
-        ax.set_xlabel("epoch")
-        ax.grid(alpha=0.3)
-        ax.legend()
-        ax.xaxis.get_major_locator().set_params(integer=True)
-    fig.tight_layout()
-    return _png_data_uri(fig)
 
 
 def _confusion_png(cm: List[List[int]], names: List[str]) -> str:
@@ -94,7 +55,7 @@ def _confusion_png(cm: List[List[int]], names: List[str]) -> str:
                     ax.text(p, t, str(counts[t, p]), ha="center", va="center", fontsize=8,
                             color="white" if counts[t, p] > top / 2 else "#1f2933")
     fig.tight_layout()
-    return _png_data_uri(fig)
+    return png_data_uri(fig)
 
 
 def _slices_png(column: str, slices: Sequence[SliceMetrics], overall: float,
@@ -122,7 +83,7 @@ def _slices_png(column: str, slices: Sequence[SliceMetrics], overall: float,
     ax.set_title(f"accuracy by {column}\n(dashed: all examples {overall:.1%}; dotted: "
                  f"threshold {threshold:.1%})", fontsize=10)
     fig.tight_layout()
-    return _png_data_uri(fig)
+    return png_data_uri(fig)
 
 
 def _slices_html(result: EvaluationResult) -> List[str]:
@@ -156,11 +117,24 @@ def _slices_html(result: EvaluationResult) -> List[str]:
     return parts
 
 
-def _gap_html(result: EvaluationResult, training_report: Optional[TrainingReport]) -> List[str]:
-    """A warning when training and held-out accuracy part (`fit_gap`), else nothing."""
-    gap = accuracy_gap(training_report.final_accuracy if training_report else None,
-                       result.accuracy)
-    return [f"<div class='warn'>{html.escape(gap[0].upper() + gap[1:])}.</div>"] if gap else []
+def _advice_html(result: EvaluationResult, history: Dict[str, List[float]],
+                 training_report: Optional[TrainingReport]) -> List[str]:
+    """What the curves say about over-fitting (`fit_gap`): a warning, a note, or nothing."""
+    advice = fit_advice(history, training_report.final_accuracy if training_report else None,
+                        result.accuracy, training_report.kept() if training_report else None)
+    if advice is None:
+        return []
+    text = html.escape(advice.text[0].upper() + advice.text[1:])
+    return [f"<div class='{'warn' if advice.warning else 'note'}'>{text}.</div>"]
+
+
+def _kept_html(training_report: Optional[TrainingReport]) -> List[str]:
+    """Which epoch the model holds and why, under the curves."""
+    kept = training_report.kept() if training_report else None
+    if kept is None:
+        return []
+    return [f"<p>The model holds the weights of epoch {kept.epoch}: "
+            f"{html.escape(kept.describe())}.</p>"]
 
 
 def _what_html(result: EvaluationResult, run_name: Optional[str]) -> List[str]:
@@ -191,16 +165,19 @@ def render_report_html(result: EvaluationResult, history: Dict[str, List[float]]
         *_what_html(result, run_name),
         f'<div class="verdict {"ok" if result.blessed else "no"}">{verdict}: '
         f"{html.escape(result.reason)}</div>",
-        *_gap_html(result, training_report),
+        *_advice_html(result, history, training_report),
         '<div class="cards">', card("accuracy", percent(result.accuracy)),
         card("loss", f"{result.loss:.4f}"), card("eval examples", f"{result.num_examples:,}"),
         card("threshold", percent(result.threshold)),
     ]
     parts += [*served_outputs.served_cards(result), "</div>", *served_outputs.served_html(result),
               "<h2>Training curves</h2>"]
-    curves = _curves_png(history, training_report.evaluations if training_report else ())
+    kept = training_report.kept() if training_report else None
+    curves = curves_png(history, training_report.evaluations if training_report else (),
+                        kept.epoch if kept is not None else None)
     parts.append(f'<img alt="training curves" src="{curves}">' if curves
                  else '<p class="muted">No training history was recorded.</p>')
+    parts += _kept_html(training_report)
     parts += ["<h2>Confusion matrix and per-class metrics</h2><div class='row'>",
               f'<img alt="confusion matrix" src="{_confusion_png(result.confusion_matrix, result.class_names)}">',
               "<table><tr><th>class</th><th>examples</th><th>precision</th><th>recall</th></tr>",
@@ -218,8 +195,9 @@ def render_report_html(result: EvaluationResult, history: Dict[str, List[float]]
         parts += ["<table class='kv'>", table_rows([
             ("backend", r.backend), ("strategy", r.strategy), ("workers", r.workers),
             ("model", r.model_name), ("epochs", r.epochs),
-            ("final training loss", f"{r.final_loss:.4f}"),
-            ("final training accuracy", percent(r.final_accuracy)),
+            *([("epoch kept", kept.describe())] if kept is not None else []),
+            ("training loss (epoch kept)", f"{r.final_loss:.4f}"),
+            ("training accuracy (epoch kept)", percent(r.final_accuracy)),
             ("throughput", f"{r.examples_per_second:,.0f} examples/s"),
             ("time in model.fit", f"{r.wall_seconds:.1f} s (the training step's start-up and "
                                   "saving not included)"),

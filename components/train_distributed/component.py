@@ -36,6 +36,8 @@ def train_distributed(
     active_deadline_seconds: int = 0,
     input_sharding: str = "auto",
     steps_per_execution: int = 16,
+    early_stopping_patience: int = 5,
+    validation_fraction: float = 0.1,
     image: str = "",
     namespace: str = "",
     work_uri: str = "",
@@ -65,14 +67,19 @@ def train_distributed(
     Args:
         dataset: Sharded dataset written by `shard_dataset`.
         model: Output model: `saved_model/` (written by the chief replica only),
-            the dataset metadata, per-epoch history (training and eval-split
-            loss and accuracy) and a training report.
+            the dataset metadata, per-epoch history (loss and accuracy in
+            training, on the validation part and on the eval split) and a
+            training report; the weights are the kept epoch's.
         metrics: Final training loss and accuracy, the final loss and accuracy
             on the dataset's eval split (`final_val_loss`, `final_val_accuracy`:
             the leader validates after every epoch; absent without an eval
             split), examples per second, workers, the input-bound fraction
             (share of step time spent waiting for input), replica restarts and
-            the epoch training resumed from.
+            the epoch training resumed from; with early stopping, the epoch kept
+            (`kept_epoch`), the epochs run (`epochs_run`), whether training
+            stopped early (`stopped_early`, 0 or 1) and the kept epoch's loss
+            on the validation part (`kept_validation_loss`). The final figures
+            are the kept epoch's.
         backend: Where replicas run: `local` (processes on this machine),
             `tfjob` (a TFJob on this cluster), `mpijob` (an MPIJob, Horovod) or
             `trainjob` (a TrainJob on kfdist's Kubeflow Trainer runtimes, any strategy).
@@ -117,6 +124,14 @@ def train_distributed(
             function: they run in one TensorFlow loop instead of a Python
             round trip each (small steps train up to a third faster); the
             updates are the same. 1: a call per step, Keras's default.
+        early_stopping_patience: Epochs without a lower loss on the validation
+            part before training stops; the epoch with the lowest is the one
+            kept (its weights restored) and saved. 0: no early stopping: every
+            epoch trains on the whole train split and the last one is kept.
+        validation_fraction: Share of the train split set aside as the
+            validation part that picks the epoch kept (every n-th example by
+            position, the same in every run and under every strategy); the
+            held-out eval split is never used to choose.
         image: Cluster only: image of the replicas (kfdist installed; a pinned
             tag); empty: this release's kfdist runtime image, or its Horovod
             image for `horovod`.
@@ -168,6 +183,9 @@ def train_distributed(
     if report.lowered_batch_size is not None:
         metrics.log_metric("lowered_batch_size", report.lowered_batch_size)
     metrics.log_metric("resumed_from_epoch", report.initial_epoch)
+    kept = report.kept()
+    for name, value in (kept.metric_values() if kept is not None else {}).items():
+        metrics.log_metric(name, value)
     model.metadata.update({"framework": "tensorflow", "strategy": report.strategy,
                            "workers": report.workers, "model_name": report.model_name,
                            "backend": report.backend})

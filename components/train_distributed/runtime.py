@@ -34,7 +34,7 @@ from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.common.errors import TrainingFailedError, require
 from kfdist.components.train_distributed.job import config, step_params
 from kfdist.components.train_distributed.job import strategy_rules
-from kfdist.components.train_distributed.job import work_files
+from kfdist.components.train_distributed.job import validation_part, work_files
 from kfdist.components.train_distributed.local import local_backend
 from kfdist.components.train_distributed.replica import models
 from kfdist.components.train_distributed.kubernetes import task_settings
@@ -78,6 +78,8 @@ def build_job(*, task_config: Any = None, **values) -> StepJob:
     strategy = v["strategy"]
     training = config.TrainingConfig(
         **{f.name: v[f.name] for f in dataclasses.fields(config.TrainingConfig)})
+    if training.early_stopping_patience == 0:  # 0: unset, no early stopping
+        training = dataclasses.replace(training, early_stopping_patience=None)
     deadline = v["active_deadline_seconds"]
     spec = config.JobSpec(
         backend=v["backend"], chief=v["chief"], evaluator=v["evaluator"],
@@ -101,9 +103,13 @@ def _check_dataset(dataset_dir: str, training: config.TrainingConfig,
     meta = dataset_spec.load_metadata(dataset_dir)
     models.check_compatible(training.model_name, meta)
     require("train" in meta.splits, f"dataset {dataset_dir!r} has no 'train' split")
+    counts = _train_counts(training, meta)
+    require(not training.holds_out_validation or counts.validation >= 1,
+            f"validation_fraction={training.validation_fraction} of a train split of "
+            f"{counts.training} examples sets none aside for early stopping; raise "
+            "validation_fraction, or set early_stopping_patience=0")
     pipelines = spec.input_pipelines(training.strategy)
-    strategy_rules.batch_for_split(meta.splits["train"].num_examples,
-                                   training.batch_size_per_replica, pipelines)
+    strategy_rules.batch_for_split(counts.training, training.batch_size_per_replica, pipelines)
     train_files = meta.shard_paths(dataset_dir, "train")
     strategy_rules.check_sharding(training.input_sharding, len(train_files), pipelines)
     for path in train_files:
@@ -115,18 +121,25 @@ def _check_dataset(dataset_dir: str, training: config.TrainingConfig,
     return meta
 
 
+def _train_counts(training, meta: dataset_spec.DatasetMetadata):
+    """How many train examples `fit` trains on and how many are the validation part."""
+    return validation_part.split_counts([s.num_examples for s in meta.splits["train"].shards],
+                                        training.validation_fraction,
+                                        training.holds_out_validation)
+
+
 def _fit_batch(step: StepJob, meta: dataset_spec.DatasetMetadata,
                log: Callable[[str], None]) -> Tuple[StepJob, Optional[int]]:
     """`step` with a batch that fits its train split (`strategy_rules.batch_for_split`), and
     that batch when it is lower than the one asked for (said in the log), else None."""
-    examples = meta.splits["train"].num_examples
+    examples = _train_counts(step.training, meta).training
     pipelines = step.spec.input_pipelines(step.training.strategy)
     asked = step.training.batch_size_per_replica
     batch = strategy_rules.batch_for_split(examples, asked, pipelines)
     if batch == asked:
         return step, None
-    log(f"train_distributed: the train split has {examples} examples, fewer than one global "
-        f"batch of {asked} x {pipelines} training processes: training with "
+    log(f"train_distributed: the train split has {examples} examples to train on, fewer than "
+        f"one global batch of {asked} x {pipelines} training processes: training with "
         f"batch_size_per_replica={batch} instead, one step per epoch")
     return dataclasses.replace(step, training=dataclasses.replace(
         step.training, batch_size_per_replica=batch)), batch
@@ -170,6 +183,9 @@ def assemble_report(job: config.JobConfig, restarts: int = 0) -> model_artifact.
         final_val_loss=None if val_loss is None else float(val_loss),
         final_val_accuracy=None if val_accuracy is None else float(val_accuracy),
         initial_epoch=int(summary.get("initial_epoch", 0)), restarts=restarts,
+        kept_epoch=summary.get("kept_epoch"), epochs_planned=job.training.epochs,
+        early_stopping_patience=job.training.early_stopping_patience,
+        kept_validation_loss=summary.get("kept_validation_loss"),
         backend=job.job.backend, strategy=job.training.strategy, workers=job.job.workers,
         model_name=job.training.model_name, epochs=int(summary["epochs"]),
         final_loss=float(summary["final_loss"]), final_accuracy=float(summary["final_accuracy"]),
@@ -289,6 +305,9 @@ def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = prin
     log(f"train_distributed: done in {report.wall_seconds:.1f}s of fit, "
         f"{report.examples_per_second:.0f} examples/s, loss={report.final_loss:.4f} "
         f"accuracy={report.final_accuracy:.4f}{val}{fraction}")
+    kept = report.kept()
+    if kept is not None:
+        log(f"train_distributed: {kept.describe()}")
     return report
 
 

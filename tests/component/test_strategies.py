@@ -70,7 +70,7 @@ def test_each_strategy_reaches_the_accuracy_target(run, request):
 
 @pytest.mark.parametrize("run", ["mirrored", "parameter_server", "horovod"])
 def test_the_leader_validates_every_epoch_like_evaluate_model(run, request):
-    """Per-epoch validation works alike under every strategy; after the last epoch it scores
+    """Per-epoch validation works alike under every strategy; after the kept epoch it scored
     the weights the model artifact holds, as `evaluate_model` does (the summary's `eval`)."""
     summary, out, printed = request.getfixturevalue(run)
     with open(out / "model" / model_artifact.HISTORY_FILE) as f:
@@ -78,10 +78,11 @@ def test_the_leader_validates_every_epoch_like_evaluate_model(run, request):
     assert len(entries) == 10
     assert all({"val_loss", "val_accuracy", model_artifact.VALIDATION_SECONDS} <= set(e)
                for e in entries), entries
-    assert entries[-1]["val_accuracy"] == pytest.approx(summary["eval"]["accuracy"], abs=1e-6)
-    assert entries[-1]["val_loss"] == pytest.approx(summary["eval"]["loss"], abs=1e-4)
-    assert summary["training"]["final_val_accuracy"] == entries[-1]["val_accuracy"]
-    assert summary["training"]["final_val_loss"] == entries[-1]["val_loss"]
+    kept = entries[summary["training"]["kept_epoch"] - 1]  # the epoch saved (early stopping)
+    assert kept["val_accuracy"] == pytest.approx(summary["eval"]["accuracy"], abs=1e-6)
+    assert kept["val_loss"] == pytest.approx(summary["eval"]["loss"], abs=1e-4)
+    assert summary["training"]["final_val_accuracy"] == kept["val_accuracy"]
+    assert summary["training"]["final_val_loss"] == kept["val_loss"]
     assert re.search(r"\] epoch 10/10: .*val_accuracy=", printed)
 
 

@@ -127,7 +127,8 @@ def test_model_dir_has_exactly_the_contract(two_workers):
     assert leftovers == []
     assert model_artifact.read_training_report(str(model_dir)) == report
     history = model_artifact.read_history(str(model_dir))
-    assert len(history["loss"]) == 5 and history["loss"][-1] == pytest.approx(report.final_loss)
+    assert len(history["loss"]) == 5
+    assert history["loss"][report.kept_epoch - 1] == pytest.approx(report.final_loss)
     assert not any(n.startswith("scratch-") for n in os.listdir(out / "job"))
 
 
@@ -157,23 +158,26 @@ def test_saved_model_reaches_held_out_accuracy(two_workers, digits_dataset):
 
 
 def assert_validated_like_evaluate_model(model_dir, dataset_dir, epochs, report=None):
-    """Every epoch of history.json holds the eval split's loss and accuracy, and the last
-    one's are what `evaluate_model` computes for the saved model (the same weights)."""
+    """Every epoch of history.json holds the validation part's and the eval split's loss and
+    accuracy, and the kept epoch's (the report's, else the last) eval-split figures are what
+    `evaluate_model` computes for the saved model (the same weights)."""
     from kfdist.components.evaluate_model.runtime import evaluate
 
     with open(os.path.join(model_dir, model_artifact.HISTORY_FILE)) as f:
         entries = json.load(f)["epochs"]
     assert [e["epoch"] for e in entries] == list(range(1, epochs + 1))
     for entry in entries:
-        assert {"val_loss", "val_accuracy", model_artifact.VALIDATION_SECONDS} <= set(entry), entry
+        assert {"val_loss", "val_accuracy", "selection_loss", "selection_accuracy",
+                model_artifact.VALIDATION_SECONDS} <= set(entry), entry
         assert 0.0 <= entry["val_accuracy"] <= 1.0 and entry["val_loss"] > 0.0
         assert entry[model_artifact.EPOCH_SECONDS] > 0.0 and entry[model_artifact.VALIDATION_SECONDS] > 0.0
+    kept = entries[(report.kept_epoch if report is not None else epochs) - 1]
     result = evaluate(model_dir, dataset_dir, log=lambda line: None)
-    assert entries[-1]["val_accuracy"] == pytest.approx(result.accuracy, abs=1e-6)
-    assert entries[-1]["val_loss"] == pytest.approx(result.loss, abs=1e-4)
+    assert kept["val_accuracy"] == pytest.approx(result.accuracy, abs=1e-6)
+    assert kept["val_loss"] == pytest.approx(result.loss, abs=1e-4)
     if report is not None:
         assert (report.final_val_loss, report.final_val_accuracy) == (
-            entries[-1]["val_loss"], entries[-1]["val_accuracy"])
+            kept["val_loss"], kept["val_accuracy"])
     return entries
 
 

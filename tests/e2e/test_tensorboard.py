@@ -56,6 +56,7 @@ def test_the_leader_and_the_evaluator_write_each_epochs_curves(trained):
     root = trained / "model" / "tensorboard"
     train = _scalars(str(root / tensorboard_events.TRAIN))
     validation = _scalars(str(root / tensorboard_events.VALIDATION))
+    validation_part = _scalars(str(root / tensorboard_events.VALIDATION_PART))
     evaluator = _scalars(str(root / tensorboard_events.EVALUATOR))
     epochs = list(range(1, EPOCHS + 1))
     for tag in ("epoch_loss", "epoch_accuracy", "epoch_learning_rate",
@@ -70,6 +71,10 @@ def test_the_leader_and_the_evaluator_write_each_epochs_curves(trained):
         assert train["epoch_loss"][entry["epoch"]] == pytest.approx(entry["loss"], rel=1e-5)
         assert validation["epoch_accuracy"][entry["epoch"]] == pytest.approx(
             entry["val_accuracy"], rel=1e-5)
+        # The validation part's (early stopping's) curve, on the same chart as the others.
+        assert validation_part["epoch_loss"][entry["epoch"]] == pytest.approx(
+            entry["selection_loss"], rel=1e-5)
+    assert not any(tag.startswith("epoch_selection_") for tag in train)
     # One point per checkpoint the evaluator scored, at that checkpoint's epoch.
     assert evaluator["epoch_accuracy"] and set(evaluator["epoch_accuracy"]) <= set(epochs)
 

@@ -29,6 +29,12 @@ from kfdist.components.train_distributed.job import strategy_rules
 #: which small steps (an MLP on CPU) feel as much as a third of their time; the updates
 #: are the same, in the same order.
 STEPS_PER_EXECUTION = 16
+#: Epochs without a lower validation loss before training stops (the best epoch is kept).
+EARLY_STOPPING_PATIENCE = 5
+#: Share of the train split set aside as the validation part that picks the epoch kept.
+VALIDATION_FRACTION = 0.1
+#: The largest validation part: at least half the train split still trains.
+MAX_VALIDATION_FRACTION = 0.5
 
 
 def _is_int(value: object) -> bool:
@@ -54,6 +60,13 @@ class TrainingConfig:
         (by file when there are enough files, else by record).
       steps_per_execution: Training steps per call of the compiled train
         function; 1: a call per step, as Keras's default.
+      early_stopping_patience: Epochs without a lower loss on the validation
+        part before training stops; the epoch with the lowest is kept (its
+        weights restored). None: no early stopping and no validation part:
+        every epoch trains on the whole train split and the last is kept.
+      validation_fraction: Share of the train split set aside as the
+        validation part (`job.validation_part`; never the eval split) when
+        early stopping is on.
     """
 
     model_name: str
@@ -64,6 +77,13 @@ class TrainingConfig:
     strategy: str
     input_sharding: str = "auto"
     steps_per_execution: int = STEPS_PER_EXECUTION
+    early_stopping_patience: Optional[int] = EARLY_STOPPING_PATIENCE
+    validation_fraction: float = VALIDATION_FRACTION
+
+    @property
+    def holds_out_validation(self) -> bool:
+        """Whether a validation part is carved from the train split (early stopping is on)."""
+        return self.early_stopping_patience is not None
 
     def validate(self) -> None:
         """Checks the values that need no dataset and no model import.
@@ -89,6 +109,15 @@ class TrainingConfig:
                 f"input_sharding must be one of {list(strategy_rules.INPUT_SHARDINGS)}, got {self.input_sharding!r}")
         require(_is_int(self.steps_per_execution) and self.steps_per_execution >= 1,
                 f"steps_per_execution must be an integer >= 1, got {self.steps_per_execution!r}")
+        require(self.early_stopping_patience is None or (
+            _is_int(self.early_stopping_patience) and self.early_stopping_patience >= 1),
+            f"early_stopping_patience must be an integer >= 1, or 0 for no early stopping, "
+            f"got {self.early_stopping_patience!r}")
+        require(isinstance(self.validation_fraction, (int, float))
+                and not isinstance(self.validation_fraction, bool)
+                and 0 < self.validation_fraction <= MAX_VALIDATION_FRACTION,
+                f"validation_fraction must be a number in (0, {MAX_VALIDATION_FRACTION}], "
+                f"got {self.validation_fraction!r}")
 
 
 @dataclasses.dataclass(frozen=True)

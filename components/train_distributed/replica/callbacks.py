@@ -14,7 +14,8 @@ import tensorflow as tf
 from kfdist.components.common import model_artifact
 from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.job.epoch_line import format_epoch_line
-from kfdist.components.train_distributed.replica import tensorboard_events, trainer_status
+from kfdist.components.train_distributed.replica import (early_stopping, tensorboard_events,
+                                                         trainer_status)
 from kfdist.components.train_distributed.replica.outputs import log, write_json
 from kfdist.components.train_distributed.replica.strategies import Role
 
@@ -171,7 +172,8 @@ class CheckpointEpoch(tf.keras.callbacks.Callback):
 
 def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_batch: int,
                    validation: Optional[Callable[[tf.keras.Model], Dict[str, float]]] = None):
-    """The replica's callbacks, its `HistoryWriter` and the backup directory.
+    """The replica's callbacks, its `HistoryWriter`, the backup directory and its early
+    stopping (`early_stopping.KeepBestEpoch`; None when it is off).
 
     Args:
       job: The job.
@@ -208,6 +210,13 @@ def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_
         if role.leader:
             callbacks.append(CheckpointEpoch(checkpoints_dir, keep_for_evaluator))
     callbacks.append(EpochLogger(training.epochs, steps * global_batch, role.leader, history))
+    keeper = None
+    if training.early_stopping_patience is not None:
+        # After the backups (its weights file is written only once the epoch's backup is) and
+        # before the publishing below.
+        keeper = early_stopping.KeepBestEpoch(role, training.early_stopping_patience, history,
+                                              backup_dir)
+        callbacks.append(keeper)
     if role.leader:  # before the publishing below, so each epoch's events go with it
         callbacks.append(tensorboard_events.EpochSummaries(job.model_dir, steps * global_batch,
                                                            history))
@@ -218,4 +227,4 @@ def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_
         from kfdist.components.train_distributed.replica import backup_sync
 
         callbacks.append(backup_sync.PublishEachEpoch(job.model_dir, job.state_uri))
-    return callbacks, history, backup_dir
+    return callbacks, history, backup_dir, keeper

@@ -1,11 +1,15 @@
-"""Validation after every epoch: the leader scores the model on the whole eval split.
+"""Validation after every epoch: the leader scores the model on the validation part and the
+eval split.
 
 The leader replica (the chief, worker 0, Horovod rank 0 or a lone replica)
 builds once, outside any strategy, a plain copy of the model. After every
-epoch it copies the trained weights into that copy and scores the eval split
-in a `tf.function`. Nothing here is a collective op, so it works alike under
-every strategy, and the other replicas go on with the next epoch (they wait
-for the leader at its first synchronised step).
+epoch it copies the trained weights into that copy and scores, each in a
+`tf.function`, the validation part of the train split (`selection_loss`,
+`selection_accuracy`: what early stopping selects the epoch by) and the
+held-out eval split (`val_loss`, `val_accuracy`: shown, never used to
+choose). Nothing here is a collective op, so it works alike under every
+strategy; the other replicas wait for the leader at the next collective
+(early stopping's decision, or the next epoch's first synchronised step).
 
 The figures are the ones `evaluate_model` computes for the same weights: the
 mean sparse categorical cross-entropy of the predicted probabilities (the
@@ -15,7 +19,7 @@ clipped to [1e-7, 1], and the share of examples whose argmax is the label.
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, before TensorFlow loads)
 import numpy as np
@@ -23,7 +27,8 @@ import tensorflow as tf
 
 from kfdist.components.common import dataset_spec
 from kfdist.components.common.serving_model import outputs_are_logits
-from kfdist.components.train_distributed.replica import eval_split, models
+from kfdist.components.common.kept_epoch import SELECTION_ACCURACY, SELECTION_LOSS
+from kfdist.components.train_distributed.replica import eval_split, models, validation_input
 
 VAL_LOSS = "val_loss"
 VAL_ACCURACY = "val_accuracy"
@@ -50,8 +55,8 @@ def _local_value(variable) -> np.ndarray:
     return copies[0]
 
 
-def copy_weights(model: tf.keras.Model, plain: tf.keras.Model) -> None:
-    """Copies a (possibly distributed) model's weights into a plain copy of it, locally.
+def local_weights(model: tf.keras.Model) -> List[np.ndarray]:
+    """A (possibly distributed) model's weights, read in this process without a collective.
 
     Sync-on-read variables (e.g. a user model's BatchNormalization statistics
     under MultiWorkerMirrored) are taken from this worker's own copies: under
@@ -59,13 +64,21 @@ def copy_weights(model: tf.keras.Model, plain: tf.keras.Model) -> None:
 
     Args:
       model: The model being trained, built under the strategy.
-      plain: The same architecture built without a strategy.
     """
     if not any(_is_sync_on_read(v) for v in model.weights):
-        plain.set_weights(model.get_weights())
-        return
-    plain.set_weights([_local_value(v) if _is_sync_on_read(v) else v.numpy()
-                       for v in model.weights])
+        return model.get_weights()
+    return [_local_value(v) if _is_sync_on_read(v) else v.numpy() for v in model.weights]
+
+
+def copy_weights(model: tf.keras.Model, plain: tf.keras.Model) -> None:
+    """Copies a (possibly distributed) model's weights into a plain copy of it, locally
+    (`local_weights`).
+
+    Args:
+      model: The model being trained, built under the strategy.
+      plain: The same architecture built without a strategy.
+    """
+    plain.set_weights(local_weights(model))
 
 
 def _scorer(model: tf.keras.Model, batches: tf.data.Dataset, logits: bool):
@@ -91,51 +104,70 @@ def _scorer(model: tf.keras.Model, batches: tf.data.Dataset, logits: bool):
 
 
 class EpochValidation:
-    """Scores the current weights of a training model on the eval split.
+    """Scores the current weights of a training model on the validation part and the eval split.
 
     Build it outside the strategy's scope; call it with the training model
     after an epoch.
     """
 
-    def __init__(self, model_name: str, meta: dataset_spec.DatasetMetadata, dataset_dir: str):
-        """Builds the plain model copy and the eval split's input.
+    def __init__(self, model_name: str, meta: dataset_spec.DatasetMetadata, dataset_dir: str,
+                 validation_fraction: Optional[float] = None, eval_split_too: bool = True):
+        """Builds the plain model copy and the inputs it scores.
 
         Args:
           model_name: The model's registry name (`models.build_model`).
           meta: The dataset's metadata.
           dataset_dir: The dataset directory (local).
+          validation_fraction: The validation part's share of the train split; None: none.
+          eval_split_too: Whether to score the eval split as well.
         """
         self._plain = models.build_model(model_name, meta)
-        batches = eval_split.eval_batches(meta, dataset_dir).prefetch(tf.data.AUTOTUNE)
-        self._score = _scorer(self._plain, batches, outputs_are_logits(self._plain))
+        logits = outputs_are_logits(self._plain)
+        parts = []
+        if validation_fraction is not None:
+            parts.append((SELECTION_LOSS, SELECTION_ACCURACY, validation_input.validation_batches(
+                meta, dataset_dir, validation_fraction)))
+        if eval_split_too:
+            parts.append((VAL_LOSS, VAL_ACCURACY, eval_split.eval_batches(meta, dataset_dir)))
+        self._scores = [(loss, accuracy, _scorer(self._plain, batches.prefetch(tf.data.AUTOTUNE),
+                                                 logits))
+                        for loss, accuracy, batches in parts]
 
     def __call__(self, model: tf.keras.Model) -> Dict[str, float]:
-        """Returns `{"val_loss": ..., "val_accuracy": ...}` of `model`'s current weights.
+        """Returns the loss and accuracy of `model`'s current weights on each part
+        (`selection_loss`, `selection_accuracy`, `val_loss`, `val_accuracy`).
 
         Args:
           model: The model being trained (its architecture is the plain copy's).
         """
         copy_weights(model, self._plain)
-        loss_sum, correct, count = (int(t) if t.dtype.is_integer else float(t)
-                                    for t in self._score())
-        count = max(count, 1)
-        return {VAL_LOSS: loss_sum / count, VAL_ACCURACY: correct / count}
+        figures = {}
+        for loss_key, accuracy_key, score in self._scores:
+            loss_sum, correct, count = (int(t) if t.dtype.is_integer else float(t)
+                                        for t in score())
+            count = max(count, 1)
+            figures.update({loss_key: loss_sum / count, accuracy_key: correct / count})
+        return figures
 
 
 def for_replica(leader: bool, model_name: str, meta: dataset_spec.DatasetMetadata,
-                dataset_dir: str) -> Optional[EpochValidation]:
-    """The per-epoch validation of a replica: the leader's, when the dataset has eval examples.
+                dataset_dir: str,
+                validation_fraction: Optional[float] = None) -> Optional[EpochValidation]:
+    """The per-epoch validation of a replica: the leader's, on the validation part (with
+    early stopping) and on the eval split (when the dataset has eval examples).
 
     Args:
       leader: Whether this replica is the job's leader (`Role.leader`).
       model_name: The model's registry name.
       meta: The dataset's metadata.
       dataset_dir: The dataset directory (local).
+      validation_fraction: The validation part's share of the train split; None: none.
 
     Returns:
-      The validation, or None: on every other replica, or without an eval split.
+      The validation, or None: on every other replica, or with nothing to score.
     """
     split = meta.splits.get(eval_split.EVAL_SPLIT)
-    if not leader or split is None or split.num_examples <= 0:
+    has_eval = split is not None and split.num_examples > 0
+    if not leader or not (has_eval or validation_fraction is not None):
         return None
-    return EpochValidation(model_name, meta, dataset_dir)
+    return EpochValidation(model_name, meta, dataset_dir, validation_fraction, has_eval)

@@ -10,6 +10,9 @@ and switches tf.data auto-sharding off:
 `sharding="file"` or `"record"` forces one mode; forcing `file` with fewer
 files than pipelines is an error (some workers would get no data).
 
+With early stopping, the validation part of the split (`job.validation_part`)
+is left out first, file by file, before the sharding by record.
+
 Then, when the pipeline's part fits in memory (`CACHE_LIMIT_BYTES`, counting
 float32 inputs): read it once (files interleaved in parallel), parse and
 preprocess it in one go, cache the tensors, and cut every epoch from a fresh
@@ -34,7 +37,8 @@ import tensorflow as tf
 from kfdist.components.common import tf_features
 from kfdist.components.common.dataset_spec import DatasetMetadata
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.train_distributed.job import strategy_rules
+from kfdist.components.train_distributed.job import strategy_rules, validation_part
+from kfdist.components.train_distributed.replica import validation_input
 
 BY_FILE = "file"
 BY_RECORD = "record"
@@ -58,6 +62,7 @@ class ShardPlan:
       num_pipelines: Input pipelines (workers) in the job.
       pipeline_id: This pipeline's index.
       estimated_bytes: Estimated in-memory size of the records it keeps.
+      offsets: The position in the split of each file's first record (`validation_part`).
     """
 
     mode: str
@@ -65,6 +70,7 @@ class ShardPlan:
     num_pipelines: int
     pipeline_id: int
     estimated_bytes: int
+    offsets: List[int] = dataclasses.field(default_factory=list)
 
     def describe(self) -> str:
         """A one-line summary for the step log."""
@@ -96,21 +102,32 @@ def plan_shards(meta: DatasetMetadata, dataset_dir: str, split: str,
         raise InvalidInputError(f"split {split!r} of dataset {dataset_dir!r} has no shards")
     strategy_rules.check_sharding(sharding, len(paths), num_pipelines, split)
     expansion = GZIP_EXPANSION if meta.compression else 1
+    offsets = validation_part.shard_offsets([s.num_examples for s in infos])
     if sharding == BY_FILE or (sharding != BY_RECORD and len(paths) >= num_pipelines):
         mine = list(range(pipeline_id, len(paths), num_pipelines))
         size = sum(infos[i].num_bytes for i in mine) * expansion
-        return ShardPlan(BY_FILE, [paths[i] for i in mine], num_pipelines, pipeline_id, size)
+        return ShardPlan(BY_FILE, [paths[i] for i in mine], num_pipelines, pipeline_id, size,
+                         [offsets[i] for i in mine])
     size = sum(s.num_bytes for s in infos) * expansion // num_pipelines
-    return ShardPlan(BY_RECORD, paths, num_pipelines, pipeline_id, size)
+    return ShardPlan(BY_RECORD, paths, num_pipelines, pipeline_id, size, offsets)
 
 
-def steps_per_epoch(meta: DatasetMetadata, global_batch_size: int, split: str = "train") -> int:
-    """Full global batches in one pass over `split`.
+def steps_per_epoch(meta: DatasetMetadata, global_batch_size: int, split: str = "train",
+                    validation_fraction: Optional[float] = None) -> int:
+    """Full global batches in one pass over `split`'s examples trained on.
+
+    Args:
+      meta: The dataset's metadata.
+      global_batch_size: Examples per step over all replicas.
+      split: The split trained on.
+      validation_fraction: The share set aside as the validation part; None: none.
 
     Raises:
       InvalidInputError: If the split is smaller than one global batch.
     """
-    examples = meta.splits[split].num_examples
+    examples = validation_part.split_counts(
+        [s.num_examples for s in meta.splits[split].shards], validation_fraction or 0.0,
+        validation_fraction is not None).training
     steps = examples // global_batch_size
     if steps < 1:
         raise InvalidInputError(
@@ -119,17 +136,18 @@ def steps_per_epoch(meta: DatasetMetadata, global_batch_size: int, split: str = 
     return steps
 
 
-def _records(plan: ShardPlan, compression: str) -> tf.data.Dataset:
-    """The serialized records `plan` keeps, files read in parallel."""
-    files = tf.data.Dataset.from_tensor_slices(plan.files)
-    if plan.mode == BY_RECORD:
-        records = tf.data.TFRecordDataset(files, compression_type=compression,
-                                          num_parallel_reads=min(len(plan.files), INTERLEAVE_CYCLE))
-        return records.shard(plan.num_pipelines, plan.pipeline_id)
-    return files.interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
+def _records(plan: ShardPlan, compression: str,
+             validation_fraction: Optional[float]) -> tf.data.Dataset:
+    """The serialized records `plan` keeps, files read in parallel, without the validation
+    part's (`validation_input`)."""
+    records = validation_input.shard_table(plan.files, plan.offsets).interleave(
+        lambda path, offset: validation_input.shard_records(
+            path, offset, compression, validation_fraction, validation=False),
         cycle_length=min(len(plan.files), INTERLEAVE_CYCLE),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if plan.mode == BY_RECORD:
+        return records.shard(plan.num_pipelines, plan.pipeline_id)
+    return records
 
 
 def _in_memory_batches(records: tf.data.Dataset, parse_batch, batch_size: int,
@@ -167,7 +185,9 @@ def _streamed_batches(records: tf.data.Dataset, parse_batch, batch_size: int,
 def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_replica: int,
                   seed: int, split: str = "train", sharding: str = "auto",
                   log: Optional[Callable[[str], None]] = None, wait_meter=None,
-                  per_worker_order: bool = False) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+                  per_worker_order: bool = False,
+                  validation_fraction: Optional[float] = None
+                  ) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
     """Returns the `dataset_fn` for `strategy.distribute_datasets_from_function`.
 
     Args:
@@ -181,6 +201,8 @@ def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_rep
       wait_meter: An `input_wait.InputWaitMeter` measuring how long steps wait.
       per_worker_order: Shuffle with a seed drawn on each worker at run time
         (`parameter_server`, whose workers each read the whole split).
+      validation_fraction: The share of the split set aside as the validation
+        part, never trained on (`job.validation_part`); None: none.
 
     Returns:
       A function of an `InputContext` giving an infinite dataset of
@@ -206,7 +228,7 @@ def make_input_fn(meta: DatasetMetadata, dataset_dir: str, *, batch_size_per_rep
             # One graph runs on every parameter_server worker: a seed drawn when it runs
             # gives each worker its own order (a fixed one would give them the same batches).
             shuffle_seed = tf.cast(tf.timestamp() * 1e6, tf.int64) % (2 ** 31)
-        records = _records(plan, compression)
+        records = _records(plan, compression, validation_fraction)
         batches = _in_memory_batches if cached else _streamed_batches
         dataset = batches(records, parse_batch, batch_size_per_replica, shuffle_seed)
         dataset = dataset.prefetch(tf.data.AUTOTUNE)

@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from kfdist.components.common import dataset_spec, dataset_statistics, model_artifact
+from kfdist.components.common import dataset_spec, dataset_statistics, kept_epoch, model_artifact
 from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.job import work_files
 
@@ -85,22 +85,29 @@ def save_model(model, job: config.JobConfig, role, meta: dataset_spec.DatasetMet
 
 def write_chief_outputs(job: config.JobConfig, epochs: List[dict], examples_per_second: float,
                         wall_seconds: float, input_bound_fraction: Optional[float],
-                        initial_epoch: int) -> None:
+                        initial_epoch: int, best_epoch: Optional[int] = None) -> None:
     """The leader's outputs: dataset metadata (and a table's statistics) and history in
-    model_dir, its summary in work_dir."""
+    model_dir, its summary in work_dir.
+
+    The summary's final figures are the kept epoch's: `best_epoch`'s, whose weights the
+    model holds (early stopping), else the last epoch's.
+    """
     shutil.copyfile(os.path.join(job.dataset_dir, dataset_spec.METADATA_FILE),
                     os.path.join(job.model_dir, model_artifact.DATASET_METADATA_FILE))
     dataset_statistics.copy_statistics(
         job.dataset_dir, os.path.join(job.model_dir, model_artifact.DATASET_STATISTICS_FILE))
     write_json(os.path.join(job.model_dir, model_artifact.HISTORY_FILE), {"epochs": epochs})
     last = epochs[-1] if epochs else {}
+    kept = next((e for e in epochs if e["epoch"] == best_epoch), last)
     write_json(os.path.join(job.work_dir, work_files.CHIEF_SUMMARY_FILE), {
         "epochs": len(epochs),
-        "final_loss": float(last.get("loss", float("nan"))),
-        "final_accuracy": float(last.get("accuracy", float("nan"))),
-        # The eval split's, when the leader validated after the last epoch.
-        "final_val_loss": last.get("val_loss"),
-        "final_val_accuracy": last.get("val_accuracy"),
+        "final_loss": float(kept.get("loss", float("nan"))),
+        "final_accuracy": float(kept.get("accuracy", float("nan"))),
+        # The eval split's, when the leader validated after the kept epoch.
+        "final_val_loss": kept.get("val_loss"),
+        "final_val_accuracy": kept.get("val_accuracy"),
+        "kept_epoch": kept.get("epoch"),
+        "kept_validation_loss": kept.get(kept_epoch.SELECTION_LOSS),
         "examples_per_second": examples_per_second,
         "wall_seconds": wall_seconds,
         "input_bound_fraction": input_bound_fraction,

@@ -4,7 +4,9 @@ Under the Model artifact's `tensorboard/` (and, on a cluster, the same path unde
 shared model location, published after every epoch with the rest of the training state):
 
     tensorboard/train/       the leader's per-epoch loss, accuracy, learning rate, examples/s
-    tensorboard/validation/  the leader's per-epoch validation loss and accuracy
+    tensorboard/validation/  the leader's per-epoch loss and accuracy on the held-out eval split
+    tensorboard/validation_part/  the same on the validation part of the train split, which
+                             selects the epoch kept (early stopping)
     tensorboard/evaluator/   the side-car evaluator's loss and accuracy per checkpoint's epoch
 
 Names follow Keras's TensorBoard callback (`epoch_loss`, `epoch_accuracy`, ...), so the train
@@ -21,7 +23,10 @@ import tensorflow as tf
 from kfdist.components.common import model_artifact, storage
 
 TRAIN, VALIDATION, EVALUATOR = "train", "validation", "evaluator"
+VALIDATION_PART = "validation_part"
 VALIDATION_PREFIX = "val_"
+#: The validation part's metrics in the logs (`kept_epoch.SELECTION_LOSS`, ...).
+SELECTION_PREFIX = "selection_"
 _writers: Dict[str, "tf.summary.SummaryWriter"] = {}
 
 
@@ -74,9 +79,13 @@ class EpochSummaries(tf.keras.callbacks.Callback):
         rate = learning_rate(self.model.optimizer)
         if rate is not None:
             train["learning_rate"] = rate
+        selection = {k[len(SELECTION_PREFIX):]: train.pop(k) for k in list(train)
+                     if k.startswith(SELECTION_PREFIX)}
         write_scalars(os.path.join(self._root, TRAIN), epoch + 1, train)
         if validation:
             write_scalars(os.path.join(self._root, VALIDATION), epoch + 1, validation)
+        if selection:
+            write_scalars(os.path.join(self._root, VALIDATION_PART), epoch + 1, selection)
 
 
 def write_evaluation(model_dir: str, state_uri: Optional[str], epoch: int,

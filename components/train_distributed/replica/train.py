@@ -31,6 +31,7 @@ from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.job import work_files
 from kfdist.components.train_distributed.replica import callbacks as replica_callbacks
 from kfdist.components.train_distributed.replica import epoch_validation, input_pipeline, input_wait, models
+from kfdist.components.train_distributed.replica import early_stopping, validation_input
 from kfdist.components.train_distributed.replica.outputs import (ReplicaOutcome, log, save_model, weights_sha256,
                                  write_chief_outputs, write_json)
 from kfdist.components.train_distributed.replica.strategies import Role, make_role, serve_forever, wait_for_all_workers
@@ -41,7 +42,9 @@ def _input(job: config.JobConfig, role: Role, meta, meter) -> object:
     input_fn = input_pipeline.make_input_fn(
         meta, job.dataset_dir, batch_size_per_replica=training.batch_size_per_replica,
         seed=training.seed, sharding=training.input_sharding, log=log if role.leader else None,
-        wait_meter=meter, per_worker_order=training.strategy == strategy_rules.PARAMETER_SERVER)
+        wait_meter=meter, per_worker_order=training.strategy == strategy_rules.PARAMETER_SERVER,
+        validation_fraction=(training.validation_fraction if training.holds_out_validation
+                             else None))
     if role.hvd is not None:
         return input_fn(tf.distribute.InputContext(role.replicas, role.hvd.rank(), role.replicas))
     if training.strategy == strategy_rules.PARAMETER_SERVER:
@@ -104,24 +107,39 @@ def _fit_and_report(job: config.JobConfig, role: Role) -> ReplicaOutcome:
     training = job.training
     meta = dataset_spec.load_metadata(job.dataset_dir)
     global_batch = training.batch_size_per_replica * role.replicas
-    steps = input_pipeline.steps_per_epoch(meta, global_batch)
+    fraction = training.validation_fraction if training.holds_out_validation else None
+    steps = input_pipeline.steps_per_epoch(meta, global_batch, validation_fraction=fraction)
     meter = None if training.strategy == strategy_rules.PARAMETER_SERVER else input_wait.InputWaitMeter()
     dataset = _input(job, role, meta, meter)
     model, learning_rate = _build_model(job, role, meta)
     # The leader's plain copy of the model for the per-epoch validation, outside the strategy.
-    validation = epoch_validation.for_replica(role.leader, training.model_name, meta, job.dataset_dir)
-    callbacks, history_writer, backup_dir = replica_callbacks.make_callbacks(
+    validation = epoch_validation.for_replica(role.leader, training.model_name, meta,
+                                              job.dataset_dir, fraction)
+    callbacks, history_writer, backup_dir, keeper = replica_callbacks.make_callbacks(
         job, role, meter, steps, global_batch, validation)
     initial_epoch = replica_callbacks.resume_epoch(role, backup_dir) if role.hvd is not None else 0
     log_lr = f", learning rate {learning_rate:g}" if learning_rate != training.learning_rate else ""
     if role.leader:
         log(f"training {training.model_name}: {training.epochs} epoch(s) x {steps} steps, "
             f"global batch {global_batch}{log_lr}")
+        if fraction is not None:
+            log(f"early stopping: patience {training.early_stopping_patience} epoch(s) on a "
+                f"validation part of {validation_input.validation_examples(meta, fraction):,} "
+                f"train examples ({fraction:g} of the train split, not trained on)")
     start = time.perf_counter()
-    history = model.fit(dataset, epochs=training.epochs, steps_per_epoch=steps, verbose=0,
-                        initial_epoch=initial_epoch, callbacks=callbacks)
+    # The epochs a restored backup holds when nothing is left to train.
+    done = training.epochs
+    try:
+        ran = model.fit(dataset, epochs=training.epochs, steps_per_epoch=steps, verbose=0,
+                        initial_epoch=initial_epoch, callbacks=callbacks).epoch
+    except early_stopping.AlreadyStopped as stopped:  # restarted after it had stopped early
+        log(f"{stopped}: nothing left to train")
+        ran, done = [], stopped.epochs_done
     wall = time.perf_counter() - start
-    initial_epoch = history.epoch[0] if history.epoch else training.epochs
+    initial_epoch = ran[0] if ran else done
+    epochs_run = len(ran)
+    if keeper is not None:
+        keeper.restore_best(model)
     # Training is complete: nothing is left to resume. The other workers remove their own
     # backup scratch (`workertemp_N`) as their last epoch ends; the leader removes the rest
     # only once every worker is past that point.
@@ -134,13 +152,14 @@ def _fit_and_report(job: config.JobConfig, role: Role) -> ReplicaOutcome:
         if job.job.evaluator:
             from kfdist.components.train_distributed.replica import sidecar_evaluator
 
-            sidecar_evaluator.wait_for_final_evaluation(job, training.epochs, log)
+            last_epoch = max((e["epoch"] for e in history_writer.epochs), default=0)
+            sidecar_evaluator.wait_for_final_evaluation(job, last_epoch, log)
             shutil.rmtree(os.path.join(job.model_dir, model_artifact.CHECKPOINTS_DIR,
                                        model_artifact.PENDING_CHECKPOINTS_DIR), ignore_errors=True)
-        epochs_run = training.epochs - initial_epoch
         write_chief_outputs(job, history_writer.epochs,
                             steps * global_batch * epochs_run / wall if epochs_run else 0.0, wall,
-                            meter.fraction if meter is not None else None, initial_epoch)
+                            meter.fraction if meter is not None else None, initial_epoch,
+                            keeper.best_epoch if keeper is not None else None)
     return _write_report(job, role, model)
 
 
