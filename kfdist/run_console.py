@@ -16,7 +16,6 @@ import contextlib
 import io
 import logging
 import os
-import re
 import sys
 import time
 from typing import Callable, Dict, List, Optional, TextIO
@@ -26,6 +25,7 @@ from kfdist.pipelines.step_pods import CONDITIONAL_STEPS, STEP_NAMES
 from kfdist.step_errors import (
     printed_lines, without_executor_lines, without_kfdist_traceback)
 from kfdist.step_figures import step_figure
+from kfdist import kfp_local_lines
 
 PIPELINE_LOG = "pipeline"
 #: Lines of a failed step's log shown on the console.
@@ -34,26 +34,13 @@ FAILURE_TAIL_LINES = 20
 PLAIN_PROGRESS_LINES = 10
 BAR_WIDTH = 20
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_RECORD_PREFIX = re.compile(r"^\d\d:\d\d:\d\d\.\d+ - [A-Z]+ - ")
-_STARTED = re.compile(r"Executing task '(?P<task>[^']+)'")
-_FINISHED = re.compile(r"Task '(?P<task>[^']+)' finished with status (?P<status>\w+)")
-_OUTPUTS = re.compile(r"Task '(?P<task>[^']+)' outputs:")
-_CACHE_HIT = re.compile(r"Task '?(?P<task>[\w-]+)'? cache hit")
-_CONDITION_SKIPPED = re.compile(r"Skipping conditional task (?P<task>\S+)")
-_NO_OUTPUTS = re.compile(r"Task '(?P<task>[^']+)' has no outputs")
-_UPSTREAM_FAILED = re.compile(r"Skipping task (?P<task>[\w-]+): upstream")
-_OUTPUT_PARAM = re.compile(r"^ {4}(?P<key>\w+): (?P<value>.*)$")
-_OUTPUT_ARTIFACT = re.compile(r"^ {4}(?P<key>\w+): \w+\( name=")
-_ARTIFACT_METADATA = re.compile(r"metadata=(?P<metadata>\{.*\}) \)$")
-_RULE = re.compile(r"^-{20,}$")
 #: What became of a step (`RunConsole.outcomes`): NOT_RUN, an earlier step failed.
 SUCCEEDED, FAILED, CACHED, SKIPPED, NOT_RUN = "succeeded", "failed", "cached", "skipped", "not run"
 
 
 def strip_colours(text: str) -> str:
     """`text` without the ANSI colour codes kfp.local puts around task names."""
-    return _ANSI.sub("", text)
+    return kfp_local_lines.ANSI.sub("", text)
 
 
 def step_name(task: str) -> str:
@@ -151,34 +138,34 @@ class RunConsole:
     def feed(self, raw: str) -> None:
         """Handles one line of kfp.local's output."""
         line = strip_colours(raw).rstrip("\r")
-        message = _RECORD_PREFIX.sub("", line)
+        message = kfp_local_lines.RECORD_PREFIX.sub("", line)
         if self.verbose:
             self._show(line)
-        if (m := _STARTED.search(message)) is not None:
+        if (m := kfp_local_lines.STARTED.search(message)) is not None:
             self._start(step_name(m["task"]))
-        if (m := _OUTPUTS.search(message)) is not None:
+        if (m := kfp_local_lines.OUTPUTS.search(message)) is not None:
             self._outputs_of = step_name(m["task"])
             self.outputs[self._outputs_of] = {}
             self._write(self._outputs_of, line)
             return
-        cache_hit = _CACHE_HIT.search(message)
+        cache_hit = kfp_local_lines.CACHE_HIT.search(message)
         self._write(step_name(cache_hit["task"]) if cache_hit else
                     self._step or self._outputs_of or PIPELINE_LOG, line)
-        if (m := _FINISHED.search(message)) is not None:
+        if (m := kfp_local_lines.FINISHED.search(message)) is not None:
             self._finish(step_name(m["task"]), m["status"])
         elif self._outputs_of is not None:
             self._take_output(line)
-        elif (m := _NO_OUTPUTS.search(message)) is not None:
+        elif (m := kfp_local_lines.NO_OUTPUTS.search(message)) is not None:
             self._show_done(step_name(m["task"]))
         elif cache_hit is not None:
             self.outcomes[step_name(cache_hit["task"])] = CACHED
             self._say(step_name(cache_hit["task"]), "cached: reused the output of an earlier run "
                                                     "with the same inputs (--no-cache to run it again)")
-        elif (m := _CONDITION_SKIPPED.search(message)) is not None:
+        elif (m := kfp_local_lines.CONDITION_SKIPPED.search(message)) is not None:
             step, why = CONDITIONAL_STEPS.get(m["task"], (m["task"], "its condition is false"))
             self.outcomes[step] = SKIPPED
             self._say(step, f"skipped: {why}")
-        elif (m := _UPSTREAM_FAILED.search(message)) is not None:
+        elif (m := kfp_local_lines.UPSTREAM_FAILED.search(message)) is not None:
             self.outcomes[step_name(m["task"])] = NOT_RUN
             self._say(step_name(m["task"]), "not run: an earlier step failed")
         elif self._step is not None and (progress := parse_epoch_line(message)) is not None:
@@ -207,15 +194,16 @@ class RunConsole:
     def _take_output(self, line: str) -> None:
         step = self._outputs_of
         values = self.outputs[step]
-        if _RULE.match(line.strip()):
+        if kfp_local_lines.RULE.match(line.strip()):
             self._outputs_of = None
             return self._show_done(step)
-        if (m := _OUTPUT_ARTIFACT.match(line)) is not None:
+        if (m := kfp_local_lines.OUTPUT_ARTIFACT.match(line)) is not None:
             self._last_artifact = m["key"]
             values[m["key"]] = {}
-        elif (m := _ARTIFACT_METADATA.search(line)) is not None and self._last_artifact:
+        elif ((m := kfp_local_lines.ARTIFACT_METADATA.search(line)) is not None
+              and self._last_artifact):
             values[self._last_artifact] = _literal(m["metadata"], {})
-        elif (m := _OUTPUT_PARAM.match(line)) is not None:
+        elif (m := kfp_local_lines.OUTPUT_PARAM.match(line)) is not None:
             values[m["key"]] = _literal(m["value"], m["value"])
 
     def _show_done(self, step: str) -> None:

@@ -4,37 +4,31 @@ Layout of a dataset directory::
 
     metadata.json                              # DatasetMetadata, written last
     statistics.json                            # tables: per-column statistics (dataset_statistics)
-    validation.json, data_validation.html      # tables: the check against a reference
-                                               # (shard_dataset/data_check.py)
+    validation.json, data_validation.html      # tables: the check against a reference (data_check)
     train/shard-00000-of-00004.tfrecord[.gz]   # tf.train.Example records
     eval/shard-00000-of-00002.tfrecord[.gz]
 
-Every example is in canonical form: one input feature plus an int64 `label`,
-and for tables with string columns a third feature. The input is either
+Every example is in canonical form: one input feature plus an int64 `label`, and for tables with
+string columns a third feature. The input is either
 
-* `image`: raw uint8 pixels as one bytes value (row-major, `shape` e.g. [28, 28]
-  or [32, 32, 3]), with `Preprocessing(kind="scale")`. When the source held
-  encoded images (PNG, JPEG), they are stored decoded and `encoding` says which
-  format the serving signature accepts; or
-* `features`: a float_list of `shape[0]` values (numeric columns, in `columns`
-  order), with `Preprocessing(kind="standardize", mean=..., std=...)`, plus,
-  when the table has string columns, `categorical`: a bytes_list of their raw
-  values in `categorical_columns` order, with one vocabulary per column
-  (`Preprocessing.vocabularies`, learnt from the train split).
+* `image`: raw uint8 pixels as one bytes value (row-major, `shape` e.g. [28, 28] or [32, 32, 3]),
+  with `Preprocessing(kind="scale")`. When the source held encoded images (PNG, JPEG), they are
+  stored decoded and `encoding` says which format the serving signature accepts; or
+* `features`: a float_list of `shape[0]` values (numeric columns, in `columns` order), with
+  `Preprocessing(kind="standardize", mean=..., std=...)`, plus, when the table has string columns,
+  `categorical`: a bytes_list of their raw values in `categorical_columns` order, with one
+  vocabulary per column (`Preprocessing.vocabularies`, learnt from the train split).
 
-A table's cell is missing when it holds one of `MISSING_VALUES`, in a numeric and
-a string column alike: a missing number is NaN; a missing string is kept as
-written, is no value of its column's vocabulary and sets none of its one-hot
-block; the statistics count both as missing.
+A table's cell is missing when it holds one of `MISSING_VALUES`, in a numeric and a string column
+alike: a missing number is NaN; a missing string is kept as written, is no value of its column's
+vocabulary and sets none of its one-hot block; the statistics count both as missing.
 
-The split is `hash` (a stable hash puts `eval_fraction` of the examples into
-`eval`) or `predefined` (the source named its splits: `split_files` lists the
-source files of each).
+The split is `hash` (a stable hash puts `eval_fraction` of the examples into `eval`) or
+`predefined` (the source named its splits: `split_files` lists the source files of each).
 
-Preprocessing is recorded here, computed once when sharding; training,
-evaluation and the serving signature all apply it from this record.
-`metadata.json` is written after every shard, inside a temporary directory
-that is renamed into place, so a dataset with a metadata file is complete.
+Preprocessing is recorded here, computed once when sharding; training, evaluation and the serving
+signature all apply it from this record. `metadata.json` is written after every shard, inside a
+temporary directory that is renamed into place, so a dataset with a metadata file is complete.
 """
 
 from __future__ import annotations
@@ -259,11 +253,9 @@ class DatasetMetadata:
 
 
 def model_input_shape(meta: DatasetMetadata) -> Tuple[int, ...]:
-    """Shape of one *preprocessed* input, what every model takes.
-
-    Images and numeric vectors keep `feature.shape`; a table's categorical
-    columns add a one-hot block each (its vocabulary plus one unknown slot).
-    """
+    """Shape of one *preprocessed* input, what every model takes: images and numeric vectors
+    keep `feature.shape`; a table's categorical columns add a one-hot block each (its vocabulary
+    plus one unknown slot)."""
     vocabularies = meta.preprocessing.vocabularies or ()
     if meta.feature.key != FEATURES_KEY or not vocabularies:
         return tuple(meta.feature.shape)
@@ -271,8 +263,7 @@ def model_input_shape(meta: DatasetMetadata) -> Tuple[int, ...]:
 
 
 def display_class_names(meta: DatasetMetadata) -> Tuple[str, ...]:
-    """The classes' names, index = label: the source's label vocabulary (a table's string
-    labels, an image folder's class folders), else the labels themselves (`0`, `1`, ...)."""
+    """The classes' names, index = label: the source's label vocabulary, else the labels."""
     return tuple(meta.class_names or (str(i) for i in range(meta.num_classes)))
 
 

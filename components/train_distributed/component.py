@@ -168,23 +168,17 @@ def train_distributed(
     from kfdist.components.train_distributed import runtime
 
     report = runtime.train(dataset.path, model.path, dataset_uri=dataset.uri, **params)
-    metrics.log_metric("final_loss", report.final_loss)
-    metrics.log_metric("final_accuracy", report.final_accuracy)
-    if report.final_val_loss is not None:
-        metrics.log_metric("final_val_loss", report.final_val_loss)
-    if report.final_val_accuracy is not None:
-        metrics.log_metric("final_val_accuracy", report.final_val_accuracy)
-    metrics.log_metric("examples_per_second", report.examples_per_second)
-    metrics.log_metric("training_seconds", report.wall_seconds)
-    metrics.log_metric("workers", report.workers)
-    if report.input_bound_fraction is not None:
-        metrics.log_metric("input_bound_fraction", report.input_bound_fraction)
-    metrics.log_metric("restarts", report.restarts)
-    if report.lowered_batch_size is not None:
-        metrics.log_metric("lowered_batch_size", report.lowered_batch_size)
-    metrics.log_metric("resumed_from_epoch", report.initial_epoch)
     kept = report.kept()
-    for name, value in (kept.metric_values() if kept is not None else {}).items():
+    figures = {"final_loss": report.final_loss, "final_accuracy": report.final_accuracy,
+               "final_val_loss": report.final_val_loss,
+               "final_val_accuracy": report.final_val_accuracy,
+               "examples_per_second": report.examples_per_second,
+               "training_seconds": report.wall_seconds, "workers": report.workers,
+               "input_bound_fraction": report.input_bound_fraction, "restarts": report.restarts,
+               "lowered_batch_size": report.lowered_batch_size,
+               "resumed_from_epoch": report.initial_epoch,
+               **(kept.metric_values() if kept is not None else {})}
+    for name, value in ((n, v) for n, v in figures.items() if v is not None):  # None: not had
         metrics.log_metric(name, value)
     model.metadata.update({"framework": "tensorflow", "strategy": report.strategy,
                            "workers": report.workers, "model_name": report.model_name,

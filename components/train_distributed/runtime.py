@@ -28,13 +28,14 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional
 
 from kfdist.components.common import dataset_spec, model_artifact
 from kfdist.components.common.errors import TrainingFailedError, require
 from kfdist.components.train_distributed.job import config, step_params
 from kfdist.components.train_distributed.job import strategy_rules
-from kfdist.components.train_distributed.job import validation_part, work_files
+from kfdist.components.train_distributed.job import work_files
+from kfdist.components.train_distributed import train_split
 from kfdist.components.train_distributed.local import local_backend
 from kfdist.components.train_distributed.replica import models
 from kfdist.components.train_distributed.kubernetes import task_settings
@@ -96,53 +97,6 @@ def build_job(*, task_config: Any = None, **values) -> StepJob:
     if training.model_name:
         models.resolve_model(training.model_name)
     return StepJob(training, spec, cluster)
-
-
-def _check_dataset(dataset_dir: str, training: config.TrainingConfig,
-                   spec: config.JobSpec) -> dataset_spec.DatasetMetadata:
-    meta = dataset_spec.load_metadata(dataset_dir)
-    models.check_compatible(training.model_name, meta)
-    require("train" in meta.splits, f"dataset {dataset_dir!r} has no 'train' split")
-    counts = _train_counts(training, meta)
-    require(not training.holds_out_validation or counts.validation >= 1,
-            f"validation_fraction={training.validation_fraction} of a train split of "
-            f"{counts.training} examples sets none aside for early stopping; raise "
-            "validation_fraction, or set early_stopping_patience=0")
-    pipelines = spec.input_pipelines(training.strategy)
-    strategy_rules.batch_for_split(counts.training, training.batch_size_per_replica, pipelines)
-    train_files = meta.shard_paths(dataset_dir, "train")
-    strategy_rules.check_sharding(training.input_sharding, len(train_files), pipelines)
-    for path in train_files:
-        require(os.path.isfile(path), f"dataset {dataset_dir!r} lacks its train shard {path!r}")
-    if spec.evaluator:
-        require("eval" in meta.splits and meta.splits["eval"].num_examples > 0,
-                f"evaluator=True needs an 'eval' split, and dataset {dataset_dir!r} has none; "
-                "shard with eval_fraction > 0 or set evaluator=False")
-    return meta
-
-
-def _train_counts(training, meta: dataset_spec.DatasetMetadata):
-    """How many train examples `fit` trains on and how many are the validation part."""
-    return validation_part.split_counts([s.num_examples for s in meta.splits["train"].shards],
-                                        training.validation_fraction,
-                                        training.holds_out_validation)
-
-
-def _fit_batch(step: StepJob, meta: dataset_spec.DatasetMetadata,
-               log: Callable[[str], None]) -> Tuple[StepJob, Optional[int]]:
-    """`step` with a batch that fits its train split (`strategy_rules.batch_for_split`), and
-    that batch when it is lower than the one asked for (said in the log), else None."""
-    examples = _train_counts(step.training, meta).training
-    pipelines = step.spec.input_pipelines(step.training.strategy)
-    asked = step.training.batch_size_per_replica
-    batch = strategy_rules.batch_for_split(examples, asked, pipelines)
-    if batch == asked:
-        return step, None
-    log(f"train_distributed: the train split has {examples} examples to train on, fewer than "
-        f"one global batch of {asked} x {pipelines} training processes: training with "
-        f"batch_size_per_replica={batch} instead, one step per epoch")
-    return dataclasses.replace(step, training=dataclasses.replace(
-        step.training, batch_size_per_replica=batch)), batch
 
 
 def _prepare_model_dir(model_dir: str) -> bool:
@@ -274,8 +228,9 @@ def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = prin
       TrainingFailedError: If a replica fails (the others are stopped first).
     """
     step = build_job(task_config=task_config, **resolve_backend(values, log))
-    meta = _check_dataset(dataset_dir, step.training, step.spec)
-    step, lowered_batch = _fit_batch(step, meta, log)
+    meta = train_split.check_dataset(dataset_dir, step.training, step.spec)
+    training, lowered_batch = train_split.fitted_batch(step.training, step.spec, meta, log)
+    step = dataclasses.replace(step, training=training)
     if not step.training.model_name:
         chosen = models.default_model_name(meta)
         log(f"train_distributed: model {chosen} (chosen for the dataset's {meta.feature.key} "
