@@ -278,18 +278,8 @@ def _mounts_under(root: Path) -> List[str]:
 
 
 def _shim_pids(socket_path: Path) -> List[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv[0].endswith(b"containerd-shim-runc-v2") and str(socket_path).encode() in argv:
-            pids.append(int(entry))
-    return pids
+    return processes.pids_whose_argv(lambda argv: argv[0].endswith(b"containerd-shim-runc-v2")
+                                     and str(socket_path).encode() in argv)
 
 
 def clean(root: Path) -> Dict[str, list]:

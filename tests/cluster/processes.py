@@ -187,6 +187,23 @@ def _reap(pid: int) -> None:
         pass
 
 
+def pids_whose_argv(matches: Callable[[List[bytes]], bool]) -> List[int]:
+    """The pids of this machine's processes whose command line (`/proc/PID/cmdline`, split into
+    its words) `matches` accepts."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and matches(argv):
+            found.append(int(entry))
+    return found
+
+
 def running(root: Path) -> List[str]:
     """Names of recorded processes still alive."""
     return [e["name"] for e in _read_record(root) if _ours(e)]

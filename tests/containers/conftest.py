@@ -9,7 +9,6 @@ wheel (`build.sh --horovod-wheel-dir`) and skips its own compile when the wheel 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -68,15 +67,7 @@ def containers_labelled(podman: str, label: str) -> list:
 
 def podman_services() -> list:
     """Pids of `podman system service` processes kfdist started (on its private sockets)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                words = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"service" in words and any(b"kfdist-podman-" in w for w in words):
-            found.append(int(name))
-    return found
+    from cluster import processes
+
+    return processes.pids_whose_argv(
+        lambda words: b"service" in words and any(b"kfdist-podman-" in w for w in words))

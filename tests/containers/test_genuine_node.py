@@ -49,6 +49,12 @@ def node_namespace(node_bed, tmp_path):
     node_bed.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
 
 
+def _scheduling_verdict(namespace, name: str) -> dict:
+    """The pod's PodScheduled condition, once the scheduler has set it."""
+    return wait_for(lambda: next((c for c in namespace.get("pod", name)["status"].get(
+        "conditions", []) if c["type"] == "PodScheduled"), None), 60, "the scheduler's verdict")
+
+
 def _phase(namespace, name: str) -> str:
     return namespace.get("pod", name)["status"].get("phase", "")
 
@@ -131,9 +137,7 @@ def test_a_claim_is_provisioned_as_a_host_directory_and_a_missing_one_keeps_the_
     orphan = _pod("orphan", image, ["true"], volumes=[
         {"name": "work", "persistentVolumeClaim": {"claimName": "no-such-claim"}}])
     node_namespace.kubectl("apply", "-f", "-", stdin=json.dumps(orphan))
-    condition = wait_for(lambda: next((c for c in node_namespace.get("pod", "orphan")["status"]
-                                       .get("conditions", []) if c["type"] == "PodScheduled"),
-                                      None), 60, "the scheduler's verdict")
+    condition = _scheduling_verdict(node_namespace, "orphan")
     assert condition["status"] == "False" and condition["reason"] == "Unschedulable"
     assert "no-such-claim" in condition["message"]
     assert _phase(node_namespace, "orphan") == "Pending"
@@ -143,9 +147,7 @@ def test_a_pod_no_node_can_take_stays_pending_with_the_schedulers_reason(
         node_bed, node_namespace, kfdist_images):
     pod = _pod("picky", kfdist_images["runtime"], ["true"], nodeSelector={"disk": "ssd"})
     node_namespace.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
-    condition = wait_for(lambda: next((c for c in node_namespace.get("pod", "picky")["status"]
-                                       .get("conditions", []) if c["type"] == "PodScheduled"),
-                                      None), 60, "the scheduler's verdict")
+    condition = _scheduling_verdict(node_namespace, "picky")
     assert condition["status"] == "False" and condition["reason"] == "Unschedulable"
     assert "node affinity/selector" in condition["message"]
     assert "nodeName" not in node_namespace.get("pod", "picky")["spec"]
