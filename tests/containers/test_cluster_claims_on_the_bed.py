@@ -140,8 +140,9 @@ def test_a_retried_step_reattaches_to_its_running_job(bed_namespace, work_pvc, k
     with the same run id and task name, gets 409 AlreadyExists and adopts the running job, and
     adds its own pod as the job's second owner (the garbage collector keeps the job while either
     attempt's pod exists)."""
+    # All 40 epochs (no early stopping): the first attempt is killed mid-training.
     args = {"dataset_dir": digits_dataset, "epochs": 40, "batch_size_per_replica": 32,
-            **_step_options(bed_namespace, "run-retry")}
+            "early_stopping_patience": 0, **_step_options(bed_namespace, "run-retry")}
     attempts = [_step_pod(bed_namespace, f"step-attempt-{n}") for n in (1, 2)]
     # The killed step leaves its work dir here.
     env = dict(os.environ, TMPDIR=str(tmp_path), **_as_step_pod(attempts[0]))

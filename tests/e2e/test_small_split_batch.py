@@ -32,7 +32,9 @@ def test_a_train_split_smaller_than_one_global_batch_trains_with_a_lowered_batch
     proc = subprocess.run(
         [sys.executable, "-m", "kfdist", "run", "images", "--data", str(tmp_path / "photos"),
          "--eval-fraction", "0.3", "--workers", str(WORKERS), "--epochs", "2",
-         "--accuracy-threshold", "0", "--output", str(out)],
+         "--accuracy-threshold", "0", "--output", str(out),
+         # The whole train split trains: no validation part is set aside for early stopping.
+         "--early-stopping-patience", "0"],
         capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     [metadata] = glob.glob(str(out / "pipeline_root" / "*" / "shard-dataset" / "dataset" /
@@ -50,6 +52,6 @@ def test_a_train_split_smaller_than_one_global_batch_trains_with_a_lowered_batch
             "batch") in done, done
     assert "batch_size_per_replica" not in proc.stdout
     log = (out / "logs" / "train.log").read_text()
-    assert (f"the train split has {train} examples, fewer than one global batch of 64 x "
-            f"{WORKERS} training processes: training with batch_size_per_replica={lowered} "
+    assert (f"the train split has {train} examples to train on, fewer than one global batch of "
+            f"64 x {WORKERS} training processes: training with batch_size_per_replica={lowered} "
             "instead, one step per epoch") in log
