@@ -19,8 +19,10 @@ import sklearn.datasets
 
 pytestmark = pytest.mark.slow
 CULTIVARS = {0: "barolo", 1: "grignolino", 2: "barbera"}
+# One served model for both files of the table (a model is served after its data's file name
+# unless --serving-model-name says otherwise).
 COMMON = ["tabular", "--label-column", "cultivar", "--strategy", "mirrored", "--epochs", "20",
-          "--accuracy-threshold", "0.5"]
+          "--accuracy-threshold", "0.5", "--serving-model-name", "wine"]
 
 
 def _run(out: str, data: str, *extra: str) -> "tuple[dict, str]":
