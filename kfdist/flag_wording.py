@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import re
 from typing import TYPE_CHECKING, Callable, Dict, Mapping, Optional, Tuple
 
@@ -111,6 +112,7 @@ def in_flag_terms(message: str, flags: Mapping[str, Flag]) -> str:
     return pattern.sub(spelled, message)
 
 
+@functools.lru_cache(maxsize=None)
 def command_wording(command: str) -> Callable[[str], str]:
     """`in_flag_terms` with the flags of `kfdist <command>`: how that command words what its
     steps say in their parameters' names (a verdict's reason, a shard step's warning)."""

@@ -19,7 +19,7 @@ import shutil
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from kfdist.run_summary import (
-    DATA_REPORT_FILE, LOGS_DIR, REPORT_FILE, REPORT_OUTPUT, SUMMARY_FILE)
+    DATA_REPORT_FILE, LOGS_DIR, REPORT_FILE, REPORT_OUTPUT, SUMMARY_FILE, record_lines)
 from kfdist.step_errors import artifact_uri, executor_input
 #: `summary.json`'s `status`: the pipeline ran to its end (blessed or not), a step failed, or
 #: the run was stopped (SIGTERM, Ctrl-C).
@@ -203,12 +203,4 @@ def write_summary(summary: Dict[str, Any], output_dir: str) -> str:
 
 def format_failure(summary: Dict[str, Any]) -> str:
     """The lines `kfdist run` prints when its run failed: where the record of it is."""
-    lines = []
-    if summary.get("data_report"):
-        lines.append(f"data report: {summary['data_report']}")
-    if summary.get("report"):
-        lines.append(f"evaluation report: {summary['report']}")
-    lines.append(f"{summary['status']} after {summary['wall_seconds']:.1f}s; summary: "
-                 f"{os.path.join(summary['output_dir'], SUMMARY_FILE)}; every step's log: "
-                 f"{summary['logs_dir']}/")
-    return "\n".join(lines)
+    return "\n".join(record_lines(summary, f"{summary['status']} after"))

@@ -267,11 +267,16 @@ def format_summary(summary: Dict[str, Any]) -> str:
     lines += _lowest_slice(evaluation.get("slices") or {})
     lines.append(f"model exported to {export['path']}" if export.get("exported")
                  else f"not exported: {export.get('reason')}")
-    if summary.get("data_report"):
-        lines.append(f"data report: {summary['data_report']}")
+    return "\n".join(lines + record_lines(summary, "done in"))
+
+
+def record_lines(summary: Dict[str, Any], ended: str) -> List[str]:
+    """A run's last lines: its reports, then how it `ended` ("done in", "failed after") and
+    where its summary and logs are."""
+    lines = [f"data report: {summary['data_report']}"] if summary.get("data_report") else []
     if summary.get("report"):
         lines.append(f"evaluation report: {summary['report']}")
-    lines.append(f"done in {summary['wall_seconds']:.1f}s; summary: "
+    lines.append(f"{ended} {summary['wall_seconds']:.1f}s; summary: "
                  f"{os.path.join(summary['output_dir'], SUMMARY_FILE)}; every step's log: "
                  f"{summary['logs_dir']}/")
-    return "\n".join(lines)
+    return lines

@@ -17,12 +17,11 @@ step reads and writes (`executor_input`).
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from typing import Any, Dict, List, Optional
 
-from kfdist.flag_wording import Flag, flags_of, in_flag_terms
+from kfdist.flag_wording import command_wording
 
 _TRACEBACK = "Traceback (most recent call last):"
 #: The last line of a traceback of an error kfdist raises on purpose (`common.errors`).
@@ -58,15 +57,7 @@ def without_kfdist_traceback(lines: List[str]) -> List[str]:
     starts = [i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)]
     if not starts:
         return lines
-    return lines[:starts[-1]] + [f"{m['error']}: {in_flag_terms(m['message'], _run_flags())}"]
-
-
-@functools.lru_cache(maxsize=1)
-def _run_flags() -> Dict[str, Flag]:
-    """The flags of `kfdist run`, by the parameter each sets."""
-    from kfdist.cli import build_parser
-
-    return flags_of(build_parser().subcommands()["run"])
+    return lines[:starts[-1]] + [f"{m['error']}: {command_wording('run')(m['message'])}"]
 
 
 def _input_block(lines: List[str], start: int) -> int:
