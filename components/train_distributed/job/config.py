@@ -27,7 +27,7 @@ from kfdist.components.train_distributed.job import strategy_rules
 # The training settings, in a module of their own (re-exported: `config.TrainingConfig`).
 from kfdist.components.train_distributed.job.training_config import (  # noqa: E402,F401
     EARLY_STOPPING_PATIENCE, MAX_VALIDATION_FRACTION, STEPS_PER_EXECUTION, VALIDATION_FRACTION,
-    TrainingConfig, _is_int)
+    TrainingConfig, is_whole_number)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,10 +77,10 @@ class JobSpec:
         require(strategy in supported,
                 f"strategy {strategy!r} is not supported by the {self.backend!r} backend; "
                 f"valid strategies: {list(supported)}")
-        require(_is_int(self.workers) and self.workers >= 1,
+        require(is_whole_number(self.workers) and self.workers >= 1,
                 f"workers must be an integer >= 1, got {self.workers!r}")
-        require(_is_int(self.ps) and self.ps >= 0, f"ps must be an integer >= 0, got {self.ps!r}")
-        require(_is_int(self.slots_per_worker) and self.slots_per_worker >= 1,
+        require(is_whole_number(self.ps) and self.ps >= 0, f"ps must be an integer >= 0, got {self.ps!r}")
+        require(is_whole_number(self.slots_per_worker) and self.slots_per_worker >= 1,
                 f"slots_per_worker must be an integer >= 1, got {self.slots_per_worker!r}")
         self._validate_shape(strategy)
         self._validate_policies(strategy)
@@ -121,7 +121,7 @@ class JobSpec:
         require(self.restart_policy in policies,
                 f"restart_policy must be one of {list(policies)} with strategy {strategy!r}, "
                 f"got {self.restart_policy!r}")
-        require(self.backoff_limit is None or (_is_int(self.backoff_limit) and self.backoff_limit >= 0),
+        require(self.backoff_limit is None or (is_whole_number(self.backoff_limit) and self.backoff_limit >= 0),
                 f"backoff_limit must be an integer >= 0 or None, got {self.backoff_limit!r}")
         require(self.active_deadline_seconds is None or (
             isinstance(self.active_deadline_seconds, (int, float))

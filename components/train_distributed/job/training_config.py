@@ -25,7 +25,8 @@ VALIDATION_FRACTION = 0.1
 MAX_VALIDATION_FRACTION = 0.5
 
 
-def _is_int(value: object) -> bool:
+def is_whole_number(value: object) -> bool:
+    """Whether `value` is an int and not a bool (JSON and KFP hand both)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -82,23 +83,23 @@ class TrainingConfig:
         require(isinstance(self.model_name, str) and self.model_name == self.model_name.strip(),
                 f"model_name must be a model name (or empty: chosen by the data), "
                 f"got {self.model_name!r}")
-        require(_is_int(self.epochs) and self.epochs >= 1,
+        require(is_whole_number(self.epochs) and self.epochs >= 1,
                 f"epochs must be an integer >= 1, got {self.epochs!r}")
-        require(_is_int(self.batch_size_per_replica) and self.batch_size_per_replica >= 1,
+        require(is_whole_number(self.batch_size_per_replica) and self.batch_size_per_replica >= 1,
                 f"batch_size_per_replica must be an integer >= 1, got {self.batch_size_per_replica!r}")
         require(isinstance(self.learning_rate, (int, float)) and not isinstance(self.learning_rate, bool)
                 and math.isfinite(self.learning_rate) and self.learning_rate > 0,
                 f"learning_rate must be a finite number > 0, got {self.learning_rate!r}")
-        require(_is_int(self.seed) and self.seed >= 0,
+        require(is_whole_number(self.seed) and self.seed >= 0,
                 f"seed must be an integer >= 0, got {self.seed!r}")
         require(self.strategy in strategy_rules.STRATEGIES,
                 f"unknown strategy {self.strategy!r}; valid strategies: {list(strategy_rules.STRATEGIES)}")
         require(self.input_sharding in strategy_rules.INPUT_SHARDINGS,
                 f"input_sharding must be one of {list(strategy_rules.INPUT_SHARDINGS)}, got {self.input_sharding!r}")
-        require(_is_int(self.steps_per_execution) and self.steps_per_execution >= 1,
+        require(is_whole_number(self.steps_per_execution) and self.steps_per_execution >= 1,
                 f"steps_per_execution must be an integer >= 1, got {self.steps_per_execution!r}")
         require(self.early_stopping_patience is None or (
-            _is_int(self.early_stopping_patience) and self.early_stopping_patience >= 1),
+            is_whole_number(self.early_stopping_patience) and self.early_stopping_patience >= 1),
             f"early_stopping_patience must be an integer >= 1, or 0 for no early stopping, "
             f"got {self.early_stopping_patience!r}")
         require(isinstance(self.validation_fraction, (int, float))
