@@ -99,17 +99,18 @@ def test_a_host_in_a_subdomain_resolves_only_once_its_headless_service_exists(
         wait_for(lambda: _phase(node_namespace, name) == "Running", 180, f"{name} running")
     fqdn = f"worker-0.workers.{node_namespace.name}.svc.cluster.local"
 
-    def resolve():
-        return node_namespace.kubectl("exec", "client", "--", "getent", "hosts", fqdn,
-                                      check=False)
+    def resolved():
+        """What `getent hosts` answers in the client pod, or None when the name is unknown."""
+        found = node_namespace.kubectl("exec", "client", "--", "getent", "hosts", fqdn,
+                                       check=False)
+        return found.stdout if found.returncode == 0 else None
 
-    assert resolve().returncode != 0, "resolved before the headless Service exists"
+    assert resolved() is None, "resolved before the headless Service exists"
     node_namespace.kubectl("apply", "-f", "-", stdin=json.dumps({
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": "workers"},
         "spec": {"clusterIP": "None", "selector": {"app": "worker"},
                  "ports": [{"port": 2222}]}}))
-    answer = wait_for(lambda: resolve().returncode == 0 and resolve().stdout, 60,
-                      f"{fqdn} resolving")
+    answer = wait_for(resolved, 60, f"{fqdn} resolving")
     worker_ip = node_namespace.get("pod", "worker")["status"]["podIP"]
     assert answer.split()[0] == worker_ip
 
