@@ -99,7 +99,8 @@ def test_the_console_summary_and_report_say_which_epoch_and_why(run):
            f"; stopped after epoch {ran} of 30: no lower validation loss in the 5 epochs after "
            "it (patience 5)")
     assert trained["kept_why"] == why
-    assert re.search(rf"  train     done in [\d.]+s: {re.escape(why)}; training accuracy ", stdout)
+    assert re.search(rf"  train     done in [\d.]+s: {re.escape(why)}; [\d.]+s of it in model\.fit, "
+                     "training accuracy ", stdout)
     assert f"training {why}" in stdout.splitlines()
     with open(os.path.join(out, "report.html")) as f:
         page = f.read()

@@ -63,7 +63,7 @@ def test_a_keras3_program_is_evaluated_blessed_and_exported(tmp_path, activation
     with open(out / "summary.json") as f:
         summary = json.load(f)
     assert summary["blessed"] is True and summary["eval"]["accuracy"] >= 0.8, summary
-    [export] = glob.glob(str(out / "serving" / "program" / "*"))
+    [export] = glob.glob(str(out / "serving" / "mnist" / "*"))  # named after its data
 
     import tensorflow as tf
 
