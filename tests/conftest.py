@@ -14,6 +14,22 @@ from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras for e
 pytest_plugins = ("fakes.gcs_emulator", "fakes.kfp_server", "cluster.fixture",
                   "fakes.model_fixture")
 
+#: The tests that need a cluster test bed or kfdist's images, grouped by the session fixture they
+#: share (the first that a test uses names its group): pytest-xdist's `--dist loadgroup` runs a
+#: group in order on one worker, so each bed starts once, and the other tests beside it.
+BED_GROUPS = (("node_bed", "node-bed"), ("kube_bed", "kube-bed"), ("trainer_v2_1_bed", "api-beds"),
+              ("bare_api", "api-beds"), ("kfdist_images", "images"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks each test that uses a bed, or kfdist's images, with its xdist group."""
+    del config
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        group = next((name for fixture, name in BED_GROUPS if fixture in fixtures), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 def _write_canonical_digits(root: str, num_shards: int = 2) -> str:
     """Writes the digits sample as a kfdist dataset with a plain TFRecordWriter.

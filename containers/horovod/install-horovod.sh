@@ -95,6 +95,23 @@ if [ -n "$prebuilt" ] && use_prebuilt; then
   exit 0
 fi
 
+# The wheel built here for this Horovod, TensorFlow and Python, kept outside the checkout
+# ($KFDIST_HOROVOD_CACHE, or ~/.cache/kfdist/horovod): a new environment installs it again instead
+# of compiling, when its ops library loads there.
+cache=${KFDIST_HOROVOD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kfdist/horovod}
+cache_key="$HOROVOD_VERSION-tf$(tensorflow_version)-$("$python" -c \
+  'import sys; print("py%d.%d" % sys.version_info[:2])')"
+kept="$("$python" -c 'import sys; print(sys.prefix)')/share/kfdist/horovod-wheel"
+if [ -z "$wheel_dir" ] && [ -f "$cache/$cache_key/tensorflow-version" ]; then
+  rm -rf "$kept" && mkdir -p "$kept" && cp "$cache/$cache_key"/* "$kept"/
+  if "$python" -m pip install -q --no-cache-dir "$kept"/horovod-"$HOROVOD_VERSION"-*.whl \
+      && "$python" -c "import horovod.tensorflow.mpi_ops" 2>/dev/null; then
+    echo "install-horovod: Horovod $HOROVOD_VERSION installed from the build cache ($cache_key)" >&2
+    exit 0
+  fi
+  echo "install-horovod: the cached wheel ($cache_key) does not load here: building" >&2
+fi
+
 src=$(mktemp -d)
 trap 'rm -rf "$src"' EXIT
 "$python" -m pip download -q --no-cache-dir --no-deps --no-binary :all: --dest "$src" \
@@ -131,11 +148,11 @@ if [ -n "$wheel_dir" ]; then
   PYTHONPATH="$build_path" "$python" -m pip wheel -q --no-cache-dir --no-build-isolation \
     --no-deps --wheel-dir "$wheel_dir" "$tree"
 else
-  kept="$("$python" -c 'import sys; print(sys.prefix)')/share/kfdist/horovod-wheel"
   rm -rf "$kept"
   PYTHONPATH="$build_path" "$python" -m pip wheel -q --no-cache-dir --no-build-isolation \
     --no-deps --wheel-dir "$kept" "$tree"
   tensorflow_version > "$kept/tensorflow-version"
   "$python" -m pip install -q --no-cache-dir "$kept"/horovod-"$HOROVOD_VERSION"-*.whl
   "$python" -c "import horovod.tensorflow.mpi_ops"
+  mkdir -p "$cache" && rm -rf "$cache/$cache_key" && cp -r "$kept" "$cache/$cache_key"
 fi

@@ -8,6 +8,7 @@ wheel (`build.sh --horovod-wheel-dir`) and skips its own compile when the wheel 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -37,7 +38,11 @@ def podman() -> str:
 def kfdist_images(podman, tmp_path_factory) -> dict:
     """{name: reference} of the images built by `containers/build.sh --engine podman`."""
     log = tmp_path_factory.mktemp("images") / "build.log"
-    with open(log, "w") as out:
+    # pytest-xdist's workers share one image store: one builds while the others wait, then find
+    # every layer built (their basetemps share a parent).
+    lock = tmp_path_factory.getbasetemp().parent / "kfdist-images.lock"
+    with open(lock, "w") as held, open(log, "w") as out:
+        fcntl.flock(held, fcntl.LOCK_EX)
         wheel = (["--horovod-wheel-dir", str(HOROVOD_WHEEL_DIR)]
                  if list(HOROVOD_WHEEL_DIR.glob("horovod-*.whl")) else [])
         result = subprocess.run(["bash", str(REPO / "containers" / "build.sh"), "--engine",

@@ -187,7 +187,9 @@ def test_the_runtime_image_has_the_only_base_debian_12_and_its_python_311():
     import tomllib
 
     runtime = CONTAINERS / "runtime" / "Dockerfile"
-    (base,) = {from_image(s[0], runtime) for s in stages(parse_dockerfile(runtime))}
+    froms = [s[0] for s in stages(parse_dockerfile(runtime))]
+    named = {f.args.split()[-1] for f in froms if " AS " in f.args.upper()}
+    (base,) = {from_image(f, runtime) for f in froms} - named  # FROM a stage is not a base
     assert re.fullmatch(r"docker\.io/library/debian:12\.\d+-slim", base), base
     with open(REPO / "pyproject.toml", "rb") as f:
         requires = tomllib.load(f)["project"]["requires-python"]
