@@ -244,7 +244,8 @@ class RunConsole:
     def _write(self, step: str, line: str) -> None:
         f = self._files.get(step)
         if f is None:
-            f = self._files[step] = open(self.log_path(step), "a", encoding="utf-8")
+            # Line-buffered: `tail -f` on a step's log follows it while the step runs.
+            f = self._files[step] = open(self.log_path(step), "a", encoding="utf-8", buffering=1)
         f.write(line + "\n")
 
     def _say(self, step: str, text: str) -> None:

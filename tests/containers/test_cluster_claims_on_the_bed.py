@@ -67,7 +67,7 @@ def test_mnist_trains_on_one_replica_and_where_auto_points(backend, strategy, ki
                                                            tmp_path):
     """`mirrored` is one TFJob replica; `auto` picks the TrainJob where Trainer and kfdist's
     runtime are installed (the bed installs both) and the pipeline runner may read them."""
-    summary = _run(bed_namespace, tmp_path / "run", backend, strategy, epochs=2)
+    summary = _run(bed_namespace, tmp_path / "run", backend, strategy)
     assert summary["blessed"] is True and summary["eval"]["accuracy"] >= 0.90
     [job] = bed_namespace.get(kind)
     for other in {"tfjob", "trainjob", "mpijob"} - {kind}:

@@ -20,10 +20,10 @@ def test_the_launcher_benchmark_runs_on_the_bed_and_writes_results(kube_bed, kfd
                            "--kubeconfig", str(kube_bed.kubeconfig), "--out-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads((tmp_path / "results.json").read_text())
+    result = json.loads((tmp_path / "results-quick.json").read_text())
     launcher = result["measures"]["launcher"]
     assert launcher["cluster"] == "given kubeconfig" and launcher["jobs"] == 2
     assert launcher["kfdist"]["api_requests_per_job"] <= 12
     assert launcher["kfdist"]["reaction_seconds_max"] < 1.0
     assert 0 < launcher["kfdist"]["startup_seconds_min"] <= launcher["kfdist"]["startup_seconds_max"]
-    assert "| launcher |" in (tmp_path / "results.md").read_text()
+    assert "| launcher |" in (tmp_path / "results-quick.md").read_text()
