@@ -46,10 +46,27 @@ def render_launch(args) -> int:
     """`kfdist render launch ...`: prints the job `kfdist launch` with the same flags creates
     (its `--dry-run`, with the TrainJob for `--trainer-version`)."""
     args.dry_run = True
-    if args.backend == "local":
-        raise InvalidInputError("kfdist render launch prints a cluster job: pass --backend "
-                                "tfjob, pytorchjob, trainjob, mpijob or auto, not 'local'")
     return _cmd_launch(args)
+
+
+def _require_inputs(args, command: str) -> None:
+    """Refuses `command` (`kfdist launch` or `kfdist render launch`) naming, in one line, every
+    input it lacks: --output, the program after `--`, for a render a cluster --backend, and for a
+    cluster job the image (--image or --program-dir)."""
+    missing = []
+    if args.output is None:
+        missing.append("--output DIR (where the model and checkpoints go)")
+    if command.startswith("kfdist render") and args.backend == "local":
+        missing.append(f"--backend {' | '.join(b for b in PROGRAM_BACKENDS if b != 'local')} "
+                       "(it prints a cluster job, not 'local')")
+    cluster = command.startswith("kfdist render") or args.backend not in ("local", "auto")
+    if cluster and not (args.image or args.program_dir):
+        missing.append("--image IMAGE:TAG (the image that holds your program) or --program-dir "
+                       "DIR (your program's directory, run in kfdist's runtime image)")
+    if not [word for word in args.program if word != "--"]:
+        missing.append("the program after `--`, e.g. `-- python train.py`")
+    if missing:
+        raise InvalidInputError(f"{command} needs {'; '.join(missing)}")
 
 
 def add_launch_flags(p) -> None:
@@ -80,9 +97,9 @@ def add_launch_flags(p) -> None:
                    help="set a variable in every replica, locally and in the cluster job's "
                         "containers (repeatable), e.g. --env TF_USE_LEGACY_KERAS=1")
     p.add_argument("--dataset", help="KFDIST_DATA_DIR: a directory or any URI")
-    p.add_argument("--output", required=True,
+    p.add_argument("--output",
                    help="directory for the model (OUTPUT/model) and checkpoints "
-                        "(OUTPUT/checkpoints)")
+                        "(OUTPUT/checkpoints); required")
     p.add_argument("--restart-policy", choices=strategy_rules.RESTART_POLICIES,
                    help="default: ExitCode, OnFailure for an MPI program (an MPIJob's launcher "
                         "takes Never or OnFailure), and a TrainJob's runtime's (kfdist-tensorflow: "
@@ -113,6 +130,8 @@ def add_launch_flags(p) -> None:
 def _cmd_launch(args) -> int:
     from kfdist.components.launch_program.local_launch import run_local
 
+    _require_inputs(args, "kfdist render launch" if getattr(args, "render_what", None) == "launch"
+                    else "kfdist launch")
     command = tuple(args.program[1:] if args.program[:1] == ["--"] else args.program)
     env = parse_env_flags(args.env)  # refused before anything is chosen or written
     if args.framework is None:  # said on stderr: `render launch` prints YAML on stdout

@@ -21,6 +21,7 @@ BED_GROUPS = (("node_bed", "node-bed"), ("kube_bed", "kube-bed"), ("trainer_v2_1
               ("bare_api", "api-beds"), ("kfdist_images", "images"))
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks into the test ids
 def pytest_collection_modifyitems(config, items):
     """Marks each test that uses a bed, or kfdist's images, with its xdist group."""
     del config

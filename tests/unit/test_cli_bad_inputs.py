@@ -160,7 +160,7 @@ BAD_INPUTS = {
          "--name", "ddp", "--", "python", "t.py"], 2, "--output 'launched' is not where", {}),
     "launch: a cluster job without an image": (
         [*LAUNCH, "--framework", "tensorflow", "--backend", "tfjob", "--name", "tf", "--",
-         "python", "t.py"], 2, "needs --image (the image that holds your program) or --program-dir", {}),
+         "python", "t.py"], 2, "needs --image IMAGE:TAG (the image that holds your program) or --program-dir", {}),
     "launch: a PVC name that is not a name": (
         [*LAUNCH, "--framework", "tensorflow", "--backend", "tfjob", "--name", "tf", "--image",
          "r/i:1", "--pvc-name", "Team_Work", "--", "python", "t.py"], 2, "'Team_Work'", {}),

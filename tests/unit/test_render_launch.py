@@ -51,4 +51,17 @@ def test_render_launch_refuses_the_local_backend_naming_the_cluster_ones():
                            "pytorch", "--output", "gs://b/o", "--", "python", "t.py"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "pass --backend tfjob, pytorchjob, trainjob, mpijob or auto, not 'local'" in done.stderr
+    assert ("--backend tfjob | pytorchjob | trainjob | mpijob | auto (it prints a cluster job, "
+            "not 'local')") in done.stderr
+
+
+def test_render_launch_names_every_missing_input_at_once():
+    """Not one per try: the output, a cluster backend, the image and the program, in one line."""
+    done = subprocess.run([sys.executable, "-m", "kfdist", "render", "launch"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("kfdist: invalid input: kfdist render launch needs --output DIR ")
+    for named in ("; --backend tfjob | pytorchjob", "; --image IMAGE:TAG", " or --program-dir DIR",
+                  "; the program after `--`"):
+        assert named in line, line
