@@ -51,7 +51,8 @@ def validate_run_options(opts: RunOptions) -> None:
     _check_cluster_place(opts)
     validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold,
                              slice_columns=list(opts.slice_columns),
-                             min_improvement=opts.min_improvement)
+                             min_improvement=opts.min_improvement,
+                             rmse_threshold=opts.rmse_threshold)
     validate_export_args(serving_model_name=opts.serving_name)
 
 
@@ -141,7 +142,8 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
         split=opts.split, seed=opts.train.get("seed", _shard_default("seed")),
         compression=None, image_shape=None,
         shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER, runner=opts.shard_runner,
-        exclude_columns=shard.get("exclude_columns"), keep_columns=shard.get("keep_columns"))
+        exclude_columns=shard.get("exclude_columns"), keep_columns=shard.get("keep_columns"),
+        task=shard.get("task", _shard_default("task")))
     pipeline_options(opts.beam_options)
     if options.runner == BEAM_RUNNER:
         # Remote Beam workers need a gs:// source and somewhere on gs:// to write; in kfp.local
@@ -153,7 +155,7 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
         return
     source = readers.open_source(source_uri, options.source_format, ReaderOptions(
         label_column=options.label_column, image_feature=shard.get("image_feature") or None,
-        exclude_columns=options.exclude_columns))
+        exclude_columns=options.exclude_columns, task=options.task))
     check_kept(source.feature, options.keep_columns)
     plan = plan_split(options.split, source.files, source_root(source_uri))
     # Every example, as the shard step's first pass reads them (image sizes, numbers, labels).

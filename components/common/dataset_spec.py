@@ -8,8 +8,9 @@ Layout of a dataset directory::
     train/shard-00000-of-00004.tfrecord[.gz]   # tf.train.Example records
     eval/shard-00000-of-00002.tfrecord[.gz]
 
-Every example is in canonical form: one input feature plus an int64 `label`, and for tables with
-string columns a third feature. The input is either
+Every example is in canonical form: one input feature plus a `label` (an int64 class id, or for
+a regression's table a float32 number: `task`), and for tables with string columns a third
+feature. The input is either
 
 * `image`: raw uint8 pixels as one bytes value (row-major, `shape` e.g. [28, 28] or [32, 32, 3]),
   with `Preprocessing(kind="scale")`. When the source held encoded images (PNG, JPEG), they are
@@ -53,6 +54,9 @@ MISSING_VALUES = frozenset(("", "NA", "N/A", "NaN", "nan", "NAN", "null", "NULL"
 #: How examples were put into splits.
 HASH_SPLIT, PREDEFINED_SPLIT = "hash", "predefined"
 SPLITS = ("train", "eval")
+#: What a label is: a class to predict or a number (`task`); `auto` lets the data decide.
+CLASSIFICATION, REGRESSION, AUTO_TASK = "classification", "regression", "auto"
+TASKS = (AUTO_TASK, CLASSIFICATION, REGRESSION)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +136,25 @@ class ExcludedColumn:
 
 
 @dataclasses.dataclass(frozen=True)
+class LabelStatistics:
+    """A numeric label's figures (regression) over one split.
+
+    Attributes:
+      mean: The mean label.
+      std: Its standard deviation (0 when every label is the same).
+      min: The smallest label.
+      max: The largest label.
+      examples: The labels counted.
+    """
+
+    mean: float
+    std: float
+    min: float
+    max: float
+    examples: int
+
+
+@dataclasses.dataclass(frozen=True)
 class ShardInfo:
     """One TFRecord file of a split.
 
@@ -180,7 +203,10 @@ class DatasetMetadata:
       label_column: The source's label column or feature (None: the source's
         folders or files name the classes).
       class_counts: Per split, its examples of each class id (index = label; None:
-        written before datasets counted them).
+        written before datasets counted them, or a regression's label).
+      task: `classification` (the label is a class id) or `regression` (a float32 number;
+        `num_classes` is then 0).
+      label_statistics: For `regression`: the label's figures per split (`train`, `eval`).
     """
 
     source_uri: str
@@ -198,7 +224,14 @@ class DatasetMetadata:
     excluded_columns: Optional[Tuple[ExcludedColumn, ...]] = None
     label_column: Optional[str] = None
     class_counts: Optional[Dict[str, Tuple[int, ...]]] = None
+    task: str = CLASSIFICATION
+    label_statistics: Optional[Dict[str, LabelStatistics]] = None
     format_version: str = FORMAT_VERSION
+
+    @property
+    def is_regression(self) -> bool:
+        """Whether the label is a number to predict rather than a class."""
+        return self.task == REGRESSION
 
     def shard_paths(self, root: str, split: str) -> List[str]:
         """Returns the absolute paths of `split`'s shards under dataset `root`."""
@@ -232,6 +265,7 @@ class DatasetMetadata:
         split_files = d.get("split_files")
         excluded = d.get("excluded_columns")
         class_counts = d.get("class_counts")
+        label_statistics = d.get("label_statistics")
         splits = {
             name: SplitInfo(num_examples=s["num_examples"],
                             shards=tuple(ShardInfo(**sh) for sh in s["shards"]))
@@ -249,6 +283,9 @@ class DatasetMetadata:
             label_column=d.get("label_column"),
             class_counts=({k: tuple(v) for k, v in class_counts.items()}
                           if class_counts is not None else None),
+            task=d.get("task", CLASSIFICATION),
+            label_statistics=({k: LabelStatistics(**v) for k, v in label_statistics.items()}
+                              if label_statistics else None),
             format_version=d["format_version"])
 
 

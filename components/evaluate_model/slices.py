@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -51,8 +52,9 @@ class SliceMetrics:
       column: The column sliced by.
       value: The slice: a value of the column, `(missing)`, `(empty)` or a bin `[low, high)`.
       examples: Eval examples in the slice.
-      accuracy: Their accuracy.
-      loss: Their mean cross-entropy, as the whole split's loss is computed.
+      accuracy: Their accuracy (NaN for a regression's).
+      loss: Their mean cross-entropy, as the whole split's loss is computed; for a
+        regression their mean squared error.
     """
 
     column: str
@@ -60,6 +62,11 @@ class SliceMetrics:
     examples: int
     accuracy: float
     loss: float
+
+    @property
+    def rmse(self) -> float:
+        """A regression slice's root mean squared error."""
+        return math.sqrt(self.loss)
 
     @property
     def key(self) -> str:
@@ -223,7 +230,8 @@ def compute(values: Dict[str, np.ndarray], scored: ep.EvalPredictions) -> List[S
     Raises:
       InvalidInputError: When a column holds another number of values than there are predictions.
     """
-    correct = (scored.predicted == scored.labels).astype(np.float64)
+    correct = (np.full(len(scored.labels), np.nan) if scored.is_regression
+               else (scored.predicted == scored.labels).astype(np.float64))
     losses = scored.losses()
     out = []
     for column, column_values in values.items():
@@ -267,25 +275,30 @@ def lowest(slices: Sequence[SliceMetrics], count: int,
     return sorted(big, key=lambda s: (s.accuracy, -s.examples, s.key))[:count]
 
 
-def metric_values(slices: Sequence[SliceMetrics]) -> Dict[str, float]:
-    """`accuracy[column=value]` and `eval_examples[column=value]` of each column's first
-    `METRIC_SLICES` slices, for the step's `metrics`."""
+def metric_values(slices: Sequence[SliceMetrics], regression: bool = False) -> Dict[str, float]:
+    """`accuracy[column=value]` (a regression's: `rmse[column=value]`) and
+    `eval_examples[column=value]` of each column's first `METRIC_SLICES` slices, for the
+    step's `metrics`."""
     shown = collections.Counter()
     out = {}
     for s in slices:
         shown[s.column] += 1
         if shown[s.column] <= METRIC_SLICES:
-            out[f"accuracy[{s.key}]"] = s.accuracy
+            if regression:
+                out[f"rmse[{s.key}]"] = s.rmse
+            else:
+                out[f"accuracy[{s.key}]"] = s.accuracy
             out[f"eval_examples[{s.key}]"] = s.examples
     return out
 
 
 def from_metric_values(metadata: Dict[str, float]) -> Dict[str, Dict[str, float]]:
     """The slices in a `metrics` artifact's metadata (`metric_values`), by `column=value`:
-    `{"accuracy": ..., "examples": ...}` each."""
+    `{"accuracy": ..., "examples": ...}` each (a regression's: `rmse` for `accuracy`)."""
     out = collections.defaultdict(dict)
     for name, value in metadata.items():
-        for metric, field in (("accuracy", "accuracy"), ("eval_examples", "examples")):
+        for metric, field in (("accuracy", "accuracy"), ("rmse", "rmse"),
+                              ("eval_examples", "examples")):
             if name.startswith(f"{metric}[") and name.endswith("]"):
                 out[name[len(metric) + 1:-1]][field] = int(value) if field == "examples" else value
     return dict(out)

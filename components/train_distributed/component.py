@@ -172,6 +172,7 @@ def train_distributed(
     figures = {"final_loss": report.final_loss, "final_accuracy": report.final_accuracy,
                "final_val_loss": report.final_val_loss,
                "final_val_accuracy": report.final_val_accuracy,
+               "final_rmse": report.final_rmse, "final_val_rmse": report.final_val_rmse,
                "examples_per_second": report.examples_per_second,
                "training_seconds": report.wall_seconds, "workers": report.workers,
                "input_bound_fraction": report.input_bound_fraction, "restarts": report.restarts,
