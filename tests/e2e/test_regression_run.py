@@ -2,11 +2,14 @@
 
 The table's `target` (disease progression a year later, 25 to 346) holds 214 distinct whole
 numbers: more than the 100 classes a label may have, so the run finds a regression by itself.
-One real run (one process trains) is shared by the tests: the console and `summary.json`
-describe the label as a number, the evaluation reports RMSE, MAE and R² and blesses on
-`--rmse-threshold`, the report plots the predictions and the residuals, and the exported
-SavedModel's signature returns the predicted number, in the label's units, as the trained
-model predicts it. `--task classification` on the same table is refused in one line.
+Two real runs (one process trains) are shared by the tests. The first: the console and
+`summary.json` describe the label as a number, the evaluation reports RMSE, MAE and R² (and
+per slice of `sex`, its RMSE) and blesses on `--rmse-threshold`, the report plots the
+predictions and the residuals, and the exported SavedModel's signature returns the predicted
+number, in the label's units, as the trained model predicts it. The second, into the same
+export base, must lower the served model's RMSE by half (`--min-improvement 0.5`): it is
+compared with the served model on the same examples and not exported. `--task
+classification` on the same table is refused in one line.
 """
 
 import glob
@@ -37,12 +40,19 @@ def run(tmp_path_factory):
     frame = sklearn.datasets.load_diabetes(as_frame=True).frame
     frame.to_csv(root / "diabetes.csv", index=False)
     out = str(root / "run")
-    proc = _kfdist_run(out, str(root / "diabetes.csv"), "--epochs", "20",
-                       "--rmse-threshold", RMSE_THRESHOLD)
-    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
-    with open(os.path.join(out, "summary.json")) as f:
-        summary = json.load(f)
-    return dict(root=root, out=out, frame=frame, summary=summary, printed=proc.stdout)
+    first = _kfdist_run(out, str(root / "diabetes.csv"), "--epochs", "20",
+                        "--rmse-threshold", RMSE_THRESHOLD, "--slice-columns", "sex")
+    assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-5000:]
+    second = _kfdist_run(str(root / "second"), str(root / "diabetes.csv"), "--epochs", "20",
+                         "--rmse-threshold", RMSE_THRESHOLD, "--min-improvement", "0.5",
+                         "--export-base", os.path.join(out, "serving"))
+    assert second.returncode == 0, second.stdout[-5000:] + second.stderr[-5000:]
+    summaries = []
+    for where in (out, str(root / "second")):
+        with open(os.path.join(where, "summary.json")) as f:
+            summaries.append(json.load(f))
+    return dict(root=root, out=out, frame=frame, summary=summaries[0], printed=first.stdout,
+                second=summaries[1], second_printed=second.stdout)
 
 
 def test_the_label_is_found_to_be_a_number_and_described_as_one(run):
@@ -75,6 +85,27 @@ def test_the_report_plots_predictions_and_residuals_without_a_confusion_matrix(r
     for plot in ("predicted against actual", "residuals"):
         assert f'<img alt="{plot}" src="data:image/png;base64,' in page
     assert "confusion" not in page
+    assert "<h2>Slices</h2>" in page and "<th>RMSE</th>" in page
+
+
+def test_each_slice_has_its_rmse(run):
+    slices = run["summary"]["eval"]["slices"]
+    assert len(slices) == 2 and all(key.startswith("sex=") for key in slices)
+    assert sum(s["examples"] for s in slices.values()) == run["summary"]["label"]["eval"][
+        "examples"]
+    assert all(s["rmse"] > 0 for s in slices.values())
+    assert "highest-RMSE slice: sex=" in run["printed"]
+
+
+def test_a_model_not_better_than_the_served_one_by_what_is_asked_is_not_exported(run):
+    second, evaluation = run["second"], run["second"]["eval"]
+    served = evaluation["served"]
+    assert served["version"] == run["summary"]["export"]["version"]
+    assert served["rmse"] == pytest.approx(run["summary"]["eval"]["rmse"], rel=0.2)
+    assert evaluation["rmse"] < float(RMSE_THRESHOLD)  # the threshold alone would bless it
+    assert not second["blessed"] and not second["export"]["exported"]
+    assert "not good enough to replace it" in evaluation["reason"]
+    assert f"served version {served['version']}: RMSE" in run["second_printed"]
 
 
 def test_the_exported_signature_returns_the_trained_models_number_in_label_units(run):
