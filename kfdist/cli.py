@@ -91,8 +91,7 @@ def _add_task_flag(p) -> None:
     from kfdist.components.common.dataset_spec import TASKS
     from kfdist.pipelines.tabular import DEFINITION
 
-    default, meaning = next(param[2:] for param in DEFINITION.source_params
-                            if param[0] == "task")
+    default, meaning = next(param[2:] for param in DEFINITION.source_params if param[0] == "task")
     p.add_argument("--task", default=default, choices=TASKS,
                    help=f"tabular: {meaning.rstrip('.')} (default: %(default)s)")
 

@@ -40,6 +40,11 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 from kfdist.components.common.errors import InvalidInputError
+# Parts of this contract defined beside it, used here and by its readers.
+from kfdist.components.common.excluded_column import (  # noqa: F401
+    IDENTIFIER, REQUESTED, ExcludedColumn)
+from kfdist.components.common.label_task import (  # noqa: F401
+    AUTO_TASK, CLASSIFICATION, REGRESSION, TASKS, LabelStatistics)
 
 FORMAT_VERSION = "kfdist.dataset/v2"
 #: Older formats this release reads (v2 added optional fields only).
@@ -54,9 +59,6 @@ MISSING_VALUES = frozenset(("", "NA", "N/A", "NaN", "nan", "NAN", "null", "NULL"
 #: How examples were put into splits.
 HASH_SPLIT, PREDEFINED_SPLIT = "hash", "predefined"
 SPLITS = ("train", "eval")
-#: What a label is: a class to predict or a number (`task`); `auto` lets the data decide.
-CLASSIFICATION, REGRESSION, AUTO_TASK = "classification", "regression", "auto"
-TASKS = (AUTO_TASK, CLASSIFICATION, REGRESSION)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,56 +104,6 @@ class Preprocessing:
     mean: Optional[Tuple[float, ...]] = None
     std: Optional[Tuple[float, ...]] = None
     vocabularies: Optional[Tuple[Tuple[str, ...], ...]] = None
-
-
-#: Why a source column is not in the dataset: the user named it, or it identifies rows.
-REQUESTED, IDENTIFIER = "requested", "identifier"
-
-
-@dataclasses.dataclass(frozen=True)
-class ExcludedColumn:
-    """A source column left out of the dataset (neither stored nor a model input).
-
-    Attributes:
-      name: The column.
-      reason: `requested` (named in `exclude_columns`) or `identifier` (a
-        string column with a value of its own in nearly every train row).
-      distinct_values: For `identifier`: its distinct values in the train split.
-      train_rows: For `identifier`: the rows of the train split.
-    """
-
-    name: str
-    reason: str
-    distinct_values: Optional[int] = None
-    train_rows: Optional[int] = None
-
-    def describe(self) -> str:
-        """One line saying which column was left out and why (logs and reports)."""
-        if self.reason != IDENTIFIER:
-            return f"column {self.name!r}: excluded as requested (--exclude-columns)"
-        share = self.distinct_values / max(self.train_rows, 1)
-        return (f"column {self.name!r}: {self.distinct_values:,} distinct values in "
-                f"{self.train_rows:,} train rows ({share:.0%}): an identifier, not a feature; "
-                "excluded (--exclude-columns to choose, --keep-columns to keep it)")
-
-
-@dataclasses.dataclass(frozen=True)
-class LabelStatistics:
-    """A numeric label's figures (regression) over one split.
-
-    Attributes:
-      mean: The mean label.
-      std: Its standard deviation (0 when every label is the same).
-      min: The smallest label.
-      max: The largest label.
-      examples: The labels counted.
-    """
-
-    mean: float
-    std: float
-    min: float
-    max: float
-    examples: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -156,6 +156,23 @@ class TrainingReport:
         return KeptEpoch(self.kept_epoch, self.epochs, planned, self.early_stopping_patience,
                          self.epochs < planned, self.kept_validation_loss)
 
+    def metric_values(self) -> Dict[str, float]:
+        """The training step's `metrics`: the kept epoch's figures (accuracy, or a
+        regression's RMSE), throughput, time, replicas and restarts, and which epoch was kept
+        (`KeptEpoch.metric_values`); a figure not had is left out."""
+        kept = self.kept()
+        figures = {"final_loss": self.final_loss, "final_accuracy": self.final_accuracy,
+                   "final_val_loss": self.final_val_loss, "final_rmse": self.final_rmse,
+                   "final_val_accuracy": self.final_val_accuracy,
+                   "final_val_rmse": self.final_val_rmse,
+                   "examples_per_second": self.examples_per_second,
+                   "training_seconds": self.wall_seconds, "workers": self.workers,
+                   "input_bound_fraction": self.input_bound_fraction, "restarts": self.restarts,
+                   "lowered_batch_size": self.lowered_batch_size,
+                   "resumed_from_epoch": self.initial_epoch,
+                   **(kept.metric_values() if kept is not None else {})}
+        return {name: value for name, value in figures.items() if value is not None}
+
     def to_json(self) -> str:
         """Serialises to JSON."""
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)

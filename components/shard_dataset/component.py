@@ -120,12 +120,11 @@ def shard_dataset(
             and, with a reference, the anomalies and each column's drift; also
             written when the anomalies stop the step.
         task: What a table's label is: `auto` (the default): a number to
-            predict (regression) when it holds more than 100 distinct
-            numbers, else a class (classification; a few numbers that are
-            not whole are refused);
-            `classification`: classes (a quantity is refused); `regression`:
-            a number (a text label is refused). A regression's dataset records
-            the label's mean, deviation, minimum and maximum per split.
+            predict (regression) when it holds more than 100 distinct numbers,
+            else classes (a few numbers that are not whole are refused);
+            `classification`: classes (a quantity is refused); `regression`: a
+            number (text is refused), its mean, deviation, minimum and maximum
+            per split recorded in the dataset.
     """
     from kfdist.components.common import process_exit
     from kfdist.components.shard_dataset import data_check, runtime
@@ -157,7 +156,5 @@ def shard_dataset(
         "train_shards": len(meta.splits["train"].shards),
         "eval_shards": len(meta.splits["eval"].shards),
         "feature": meta.feature.key,
-        "num_classes": meta.num_classes,
-        "split": meta.split,
-        "task": meta.task,
+        "num_classes": meta.num_classes, "split": meta.split, "task": meta.task,
     })

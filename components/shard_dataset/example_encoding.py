@@ -1,8 +1,8 @@
 """Fast serialization of canonical `tf.train.Example`s.
 
 A canonical example has two map entries, the input feature and the
-`label`, an int64 class id or a regression's float32 number (and, for tables with string columns, a `categorical` bytes_list
-written per example). Every example of a dataset has the same input size, so everything
+`label`, an int64 class id or a regression's float32 number (and, for
+tables with string columns, a `categorical` bytes_list written per example). Every example of a dataset has the same input size, so everything
 but the input bytes and the label is the same: the encoder precomputes the
 protobuf framing once per label value and writes each record as
 `head[label] + input bytes + tail[label]`. The bytes are exactly those of
