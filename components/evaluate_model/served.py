@@ -59,6 +59,8 @@ def _class_change(local: str, meta: ds.DatasetMetadata) -> Optional[str]:
     recorded); an export whose ids are its numbers 0..max, from before classes were
     counted, is said to be one."""
     served, counted = _served_classes(local)
+    if meta.is_regression and served is not None:
+        return f"it predicts {len(served)} classes; the new model predicts a number"
     change = vd.class_change(served, list(ds.display_class_names(meta)))
     if change is None or counted or served != [str(i) for i in range(len(served))]:
         return change
@@ -80,6 +82,9 @@ def _output_mismatch(loaded, meta: ds.DatasetMetadata) -> Tuple[Optional[str], b
             return None, False
         return (f"its signature returns {sorted(outputs)}: it predicts classes, the new model "
                 f"a number ({VALUE_OUTPUT!r})"), "probabilities" in outputs
+    if VALUE_OUTPUT in outputs and "probabilities" not in outputs:
+        return (f"it predicts a number ({VALUE_OUTPUT!r}), the new model classes: it is a "
+                "regression's"), True
     if "probabilities" not in outputs:
         return f"its signature returns {sorted(outputs)}, not 'probabilities'", False
     classes = outputs["probabilities"].shape[-1]

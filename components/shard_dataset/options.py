@@ -6,7 +6,7 @@ import dataclasses
 import numbers
 from typing import Optional, Sequence, Tuple
 
-from kfdist.components.common.dataset_spec import AUTO_TASK, REGRESSION
+from kfdist.components.common.dataset_spec import AUTO_TASK
 from kfdist.components.common.errors import require
 from kfdist.components.shard_dataset import readers, splits
 from kfdist.components.shard_dataset.label_values import check_task
@@ -101,8 +101,6 @@ def validate_options(*, source_format: str, label_column: str, num_shards: int,
     readers.check_source_format(source_format)
     splits.check_split_method(split)
     check_task(task)
-    require(task != REGRESSION or runner != BEAM_RUNNER,
-            "task=regression is sharded by runner=local only: leave runner at local")
     require(isinstance(label_column, str) and label_column.strip() != "",
             f"label_column must be a non-empty column name, got {label_column!r}")
     require(_is_int(num_shards) and 1 <= num_shards <= MAX_SHARDS,

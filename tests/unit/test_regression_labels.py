@@ -104,14 +104,31 @@ def test_an_unknown_task_and_regression_of_images_are_refused(tmp_path, diabetes
     with pytest.raises(InvalidInputError, match=r"^task='numbers' is not a task; expected one "
                                                 r"of \['auto', 'classification', 'regression'\]"):
         shard(diabetes, tmp_path / "out", task="numbers")
-    with pytest.raises(InvalidInputError, match="runner=local only"):
-        shard(diabetes, tmp_path / "out", task=REGRESSION, runner="beam")
     from kfdist.sample_data import SAMPLES
 
     SAMPLES["mnist"](str(tmp_path / "mnist"))
     with pytest.raises(InvalidInputError, match="this source is mnist_idx, whose labels are "
                                                 "classes"):
         shard(str(tmp_path / "mnist"), tmp_path / "out", task=REGRESSION)
+
+
+def test_beam_and_local_build_the_same_regression_dataset(diabetes, tmp_path):
+    import collections
+
+    import tensorflow as tf
+
+    local, _ = shard(diabetes, tmp_path / "local")
+    beam, _ = shard(diabetes, tmp_path / "beam", runner="beam",
+                    beam_options=("direct_num_workers=2",))
+    assert beam.task == local.task == REGRESSION and beam.class_counts is None
+    for split in ("train", "eval"):
+        ours, theirs = beam.label_statistics[split], local.label_statistics[split]
+        assert (ours.examples, ours.min, ours.max) == (theirs.examples, theirs.min, theirs.max)
+        assert (ours.mean, ours.std) == pytest.approx((theirs.mean, theirs.std), rel=1e-12)
+        read = [collections.Counter(r.numpy() for r in tf.data.TFRecordDataset(
+            meta.shard_paths(str(tmp_path / name), split))) for meta, name in
+            ((beam, "beam"), (local, "local"))]
+        assert read[0] == read[1]
 
 
 def test_the_two_csv_readers_give_the_same_float_labels(diabetes):
