@@ -8,8 +8,9 @@ per slice of `sex`, its RMSE) and blesses on `--rmse-threshold`, the report plot
 predictions and the residuals, and the exported SavedModel's signature returns the predicted
 number, in the label's units, as the trained model predicts it. The second, into the same
 export base, must lower the served model's RMSE by half (`--min-improvement 0.5`): it is
-compared with the served model on the same examples and not exported. `--task
-classification` on the same table is refused in one line.
+compared with the served model on the same examples and not exported. The third, a classifier
+of the same table with its target binned into three classes, does not replace the served
+regressor unasked. `--task classification` on the same table is refused in one line.
 """
 
 import glob
@@ -19,6 +20,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 import sklearn.datasets
 
@@ -47,12 +49,18 @@ def run(tmp_path_factory):
                          "--rmse-threshold", RMSE_THRESHOLD, "--min-improvement", "0.5",
                          "--export-base", os.path.join(out, "serving"))
     assert second.returncode == 0, second.stdout[-5000:] + second.stderr[-5000:]
+    binned = frame.assign(target=pd.cut(frame.target, 3, labels=["low", "mid", "high"]))
+    binned.to_csv(root / "diabetes_classes.csv", index=False)
+    third = _kfdist_run(str(root / "third"), str(root / "diabetes_classes.csv"), "--epochs", "5",
+                        "--accuracy-threshold", "0.3", "--serving-model-name", "diabetes",
+                        "--export-base", os.path.join(out, "serving"))
+    assert third.returncode == 0, third.stdout[-5000:] + third.stderr[-5000:]
     summaries = []
-    for where in (out, str(root / "second")):
+    for where in (out, str(root / "second"), str(root / "third")):
         with open(os.path.join(where, "summary.json")) as f:
             summaries.append(json.load(f))
     return dict(root=root, out=out, frame=frame, summary=summaries[0], printed=first.stdout,
-                second=summaries[1], second_printed=second.stdout)
+                second=summaries[1], second_printed=second.stdout, third=summaries[2])
 
 
 def test_the_label_is_found_to_be_a_number_and_described_as_one(run):
@@ -134,6 +142,14 @@ def test_the_exported_signature_returns_the_trained_models_number_in_label_units
     labels = rows["target"].to_numpy()
     assert abs(served.mean() - labels.mean()) < 0.5 * labels.std()
     assert served.std() > 10 and np.sqrt(np.mean((served - labels) ** 2)) < labels.std()
+
+
+def test_a_classifier_does_not_replace_the_served_regressor_unasked(run):
+    third = run["third"]
+    assert third["label"]["classes"] and third["eval"]["accuracy"] >= 0.3
+    assert not third["blessed"] and not third["export"]["exported"]
+    assert third["eval"]["served"]["class_change"] is True
+    assert "it predicts a number ('value'), the new model classes" in third["eval"]["reason"]
 
 
 def test_task_classification_keeps_refusing_the_quantity_in_one_line(run):
