@@ -137,9 +137,9 @@ def predict(model, model_meta: ds.DatasetMetadata, data_meta: ds.DatasetMetadata
                                      preprocessing=model_meta).prefetch(tf.data.AUTOTUNE)
     if model_meta.is_regression:
         labels, values = zip(*((y.numpy(), model(x, training=False).numpy()) for x, y in data))
-        return _checked(EvalPredictions.from_values(np.concatenate(labels),
-                                                    np.concatenate(values)),
-                        data_meta, dataset_dir)
+        scored = EvalPredictions.from_values(np.concatenate(labels), np.concatenate(values))
+        _check_count(len(scored.labels), data_meta, dataset_dir)
+        return scored
     logits = outputs_are_logits(model)
     labels, probs = [], []
     for x, y in data:
@@ -148,7 +148,7 @@ def predict(model, model_meta: ds.DatasetMetadata, data_meta: ds.DatasetMetadata
         labels.append(y.numpy())
     labels_arr = np.concatenate(labels).astype(np.int64)
     probs_arr = np.concatenate(probs)
-    _checked(EvalPredictions(labels_arr, labels_arr, labels_arr), data_meta, dataset_dir)
+    _check_count(len(labels_arr), data_meta, dataset_dir)
     require(probs_arr.shape[1] == model_meta.num_classes,
             f"model outputs {probs_arr.shape[1]} classes but its dataset has {model_meta.num_classes}")
     bad = labels_arr[(labels_arr < 0) | (labels_arr >= model_meta.num_classes)]
@@ -157,14 +157,12 @@ def predict(model, model_meta: ds.DatasetMetadata, data_meta: ds.DatasetMetadata
     return EvalPredictions.from_probabilities(labels_arr, probs_arr)
 
 
-def _checked(scored: EvalPredictions, data_meta: ds.DatasetMetadata,
-             dataset_dir: str) -> EvalPredictions:
-    """`scored`, once it holds as many examples as the split's metadata says."""
+def _check_count(count: int, data_meta: ds.DatasetMetadata, dataset_dir: str) -> None:
+    """Raises `InvalidInputError` unless `count` predictions cover the split's examples."""
     expected = data_meta.splits[EVAL_SPLIT].num_examples
-    require(len(scored.labels) == expected,
-            f"eval split of {dataset_dir!r} holds {len(scored.labels)} records but its metadata "
+    require(count == expected,
+            f"eval split of {dataset_dir!r} holds {count} records but its metadata "
             f"says {expected}; the dataset is incomplete or corrupted")
-    return scored
 
 
 def score(scored: EvalPredictions) -> float:

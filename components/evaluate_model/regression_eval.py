@@ -80,7 +80,8 @@ class RegressionEvaluation:
     def rmse_change(self) -> Optional[float]:
         """The RMSE minus the served model's, when it was compared."""
         served = self.served
-        return self.rmse - served.rmse if served and served.compared and served.rmse else None
+        compared = served is not None and served.compared and served.rmse is not None
+        return self.rmse - served.rmse if compared else None
 
     def to_json(self) -> str:
         """Serialises to JSON (for a Metrics/JSON artifact)."""

@@ -9,8 +9,8 @@ predictions and the residuals, and the exported SavedModel's signature returns t
 number, in the label's units, as the trained model predicts it. The second, into the same
 export base, must lower the served model's RMSE by half (`--min-improvement 0.5`): it is
 compared with the served model on the same examples and not exported. The third, a classifier
-of the same table with its target binned into three classes, does not replace the served
-regressor unasked. `--task classification` on the same table is refused in one line.
+of the same table with its target binned into three classes, is an anomaly of the data check
+(allowed here) and does not replace the served regressor unasked. `--task classification` on the same table is refused in one line.
 """
 
 import glob
@@ -53,14 +53,15 @@ def run(tmp_path_factory):
     binned.to_csv(root / "diabetes_classes.csv", index=False)
     third = _kfdist_run(str(root / "third"), str(root / "diabetes_classes.csv"), "--epochs", "5",
                         "--accuracy-threshold", "0.3", "--serving-model-name", "diabetes",
-                        "--export-base", os.path.join(out, "serving"))
+                        "--export-base", os.path.join(out, "serving"), "--allow-anomalies")
     assert third.returncode == 0, third.stdout[-5000:] + third.stderr[-5000:]
     summaries = []
     for where in (out, str(root / "second"), str(root / "third")):
         with open(os.path.join(where, "summary.json")) as f:
             summaries.append(json.load(f))
     return dict(root=root, out=out, frame=frame, summary=summaries[0], printed=first.stdout,
-                second=summaries[1], second_printed=second.stdout, third=summaries[2])
+                second=summaries[1], second_printed=second.stdout, third=summaries[2],
+                third_printed=third.stdout)
 
 
 def test_the_label_is_found_to_be_a_number_and_described_as_one(run):
@@ -146,6 +147,8 @@ def test_the_exported_signature_returns_the_trained_models_number_in_label_units
 
 def test_a_classifier_does_not_replace_the_served_regressor_unasked(run):
     third = run["third"]
+    assert "anomaly: label 'target': the reference's is a number (regression), this data's " \
+           "is classes (classification)" in run["third_printed"]
     assert third["label"]["classes"] and third["eval"]["accuracy"] >= 0.3
     assert not third["blessed"] and not third["export"]["exported"]
     assert third["eval"]["served"]["class_change"] is True

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
 import sklearn.datasets
 
@@ -179,3 +180,29 @@ def test_the_label_record_and_line_and_a_constant_label_warned_of(diabetes, tmp_
     assert number_lines(constant) == [
         "label 'target': a number (regression): 10 examples from 7 to 7, mean 7 (train "
         "deviation 0)", "warning: every train label is 7: there is nothing to learn"]
+
+
+def test_a_label_turned_from_number_to_classes_or_back_is_an_anomaly(diabetes, tmp_path):
+    from kfdist.components.shard_dataset.validation import DataAnomalyError
+
+    def refused(source: str, reference: str) -> str:
+        lines = []
+        with pytest.raises(DataAnomalyError):
+            runtime.shard(source, str(tmp_path / "out"), label_column="target",
+                          reference_dataset=str(tmp_path / reference), log=lines.append)
+        assert not (tmp_path / "out").exists()
+        return "\n".join(line for line in lines if line.startswith("anomaly:"))
+
+    shard(diabetes, tmp_path / "numbers")
+    frame = sklearn.datasets.load_diabetes(as_frame=True).frame
+    frame["target"] = pd.cut(frame.target, 3, labels=["low", "mid", "high"])
+    frame.to_csv(tmp_path / "classes.csv", index=False)
+    assert refused(str(tmp_path / "classes.csv"), "numbers") == (
+        "anomaly: label 'target': the reference's is a number (regression), this data's is "
+        "classes (classification); a model of one does not replace a model of the other (task "
+        "chooses what the label is)")
+    shard(str(tmp_path / "classes.csv"), tmp_path / "classes")
+    assert "the reference's is classes (classification), this data's is a number " \
+           "(regression)" in refused(diabetes, "classes")
+    again, lines = shard(diabetes, tmp_path / "again", reference_dataset=str(tmp_path / "numbers"))
+    assert again.task == REGRESSION and not [line for line in lines if "anomaly:" in line]
