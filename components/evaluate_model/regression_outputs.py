@@ -30,13 +30,10 @@ def write(result: regression_eval.RegressionEvaluation, model_dir: str, metrics,
     """
     for name, value in regression_eval.metric_values(result).items():
         metrics.log_metric(name, value)
-    training = model_artifact.read_training_report(model_dir)
-    kept = training.kept() if training is not None else None
     with open(report.path, "w") as f:
         f.write(regression_report.render_regression_html(
             result, model_artifact.read_history(model_dir),
-            training.evaluations if training is not None else (),
-            kept.epoch if kept is not None else None, run_name=run_name))
+            model_artifact.read_training_report(model_dir), run_name=run_name))
     with open(summary.path, "w") as f:
         f.write(regression_report.render_regression_markdown(result))
     verdict = regression_eval.verdict_record(result)

@@ -4,18 +4,23 @@ As the classification report (`report`) does, the page embeds its pictures
 as PNG data URIs: the verdict, RMSE, MAE and R² beside the served model's,
 the training curves, the predictions plotted against the actual labels and
 the residuals against the predictions (no confusion matrix: there are no
-classes), and the slices by RMSE.
+classes), the slices by RMSE, and the training: its curves, the epoch kept and
+its figures.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from kfdist.components.common.html_page import card, list_items, page, png_data_uri, table_rows
 from kfdist.components.evaluate_model.curves import curves_png
+from kfdist.components.evaluate_model.fit_gap import fit_advice
 from kfdist.components.evaluate_model.regression_eval import RegressionEvaluation
 from kfdist.components.evaluate_model.slices import MIN_SLICE_EXAMPLES, SliceMetrics
+
+if TYPE_CHECKING:
+    from kfdist.components.common.model_artifact import TrainingReport
 
 #: Slices per column the report shows.
 REPORTED_SLICES = 25
@@ -107,17 +112,43 @@ def _slices_html(slices: Sequence[SliceMetrics], overall: float) -> List[str]:
     return parts
 
 
+def _training_html(history: Dict[str, List[float]],
+                   training: Optional[TrainingReport]) -> List[str]:
+    """The curves' advice, the curves, the epoch kept and why, and the training's figures."""
+    kept = training.kept() if training is not None else None
+    advice = fit_advice(history, None, None, kept)
+    parts = [] if advice is None else [
+        f"<div class='{'warn' if advice.warning else 'note'}'>"
+        f"{html.escape(advice.text[0].upper() + advice.text[1:])}.</div>"]
+    curves = curves_png(history, training.evaluations if training else (),
+                        kept.epoch if kept is not None else None)
+    parts += ["<h2>Training curves</h2>",
+              f'<img alt="training curves" src="{curves}">' if curves
+              else '<p class="muted">No training history was recorded.</p>']
+    if training is None:
+        return parts
+    rmse = "–" if training.final_rmse is None else f"{training.final_rmse:.4g}"
+    return parts + [
+        *([f"<p>The model holds the weights of epoch {kept.epoch}: "
+           f"{html.escape(kept.describe())}.</p>"] if kept is not None else []),
+        "<h2>Training</h2><table class='kv'>", table_rows([
+            ("backend", training.backend), ("strategy", training.strategy),
+            ("workers", training.workers), ("model", training.model_name),
+            ("epochs", training.epochs), ("training RMSE (epoch kept)", rmse),
+            ("throughput", f"{training.examples_per_second:,.0f} examples/s"),
+            ("time in model.fit", f"{training.wall_seconds:.1f} s")]), "</table>"]
+
+
 def render_regression_html(result: RegressionEvaluation, history: Dict[str, List[float]],
-                           evaluations: Sequence[Dict[str, float]] = (),
-                           kept_epoch: Optional[int] = None,
+                           training: Optional[TrainingReport] = None,
                            run_name: Optional[str] = None) -> str:
     """Renders a regression's evaluation as one self-contained HTML page.
 
     Args:
       result: The evaluation to report.
       history: Per-epoch metric lists (`model_artifact.read_history`); may be empty.
-      evaluations: The side-car evaluator's results, if any.
-      kept_epoch: The epoch whose weights the model holds; None: not known.
+      training: The model's training report (the epoch kept, the side-car evaluator's
+        results, the training's figures); None: not recorded.
       run_name: The pipeline run; None: not named.
     """
     named = ([f"run <b>{html.escape(run_name)}</b>"] if run_name else []) + (
@@ -134,11 +165,7 @@ def render_regression_html(result: RegressionEvaluation, history: Dict[str, List
              *_served_html(result), "<h2>Predictions</h2>",
              f'<img alt="{PREDICTED_PLOT}" src="{predicted_png(result)}">',
              f'<img alt="{RESIDUALS_PLOT}" src="{residuals_png(result)}">',
-             "<h2>Training curves</h2>"]
-    curves = curves_png(history, evaluations, kept_epoch)
-    parts.append(f'<img alt="training curves" src="{curves}">' if curves
-                 else '<p class="muted">No training history was recorded.</p>')
-    parts += _slices_html(result.slices, result.rmse)
+             *_slices_html(result.slices, result.rmse), *_training_html(history, training)]
     if result.excluded_columns:
         parts += ["<h2>Columns left out</h2><ul>", list_items(result.excluded_columns), "</ul>"]
     return page("evaluation", "Model evaluation (regression)", parts)

@@ -95,6 +95,7 @@ def test_the_report_plots_predictions_and_residuals_without_a_confusion_matrix(r
         assert f'<img alt="{plot}" src="data:image/png;base64,' in page
     assert "confusion" not in page
     assert "<h2>Slices</h2>" in page and "<th>RMSE</th>" in page
+    assert "The model holds the weights of epoch" in page and "training RMSE" in page
 
 
 def test_each_slice_has_its_rmse(run):

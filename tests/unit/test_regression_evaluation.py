@@ -14,6 +14,7 @@ import sklearn.linear_model
 import sklearn.metrics
 
 from kfdist.components.common import dataset_spec as ds
+from kfdist.components.common.model_artifact import TrainingReport
 from kfdist.components.common.eval_predictions import EvalPredictions, score
 from kfdist.components.evaluate_model import regression_eval, slices
 from kfdist.components.evaluate_model.regression_metrics import errors_of, mean_baseline_rmse
@@ -133,10 +134,17 @@ def test_the_report_plots_predictions_and_residuals_and_names_no_classes(fitted)
         scored, _meta(train_mean), _meta(train_mean), 70.0, lambda line: None,
         served=SERVED, served_root="/srv/models/diabetes", min_improvement=0.0,
         allow_class_change=False, slices=[])
+    training = TrainingReport(
+        backend="local", strategy="mirrored", workers=1, model_name="tabular_mlp", epochs=18,
+        final_loss=1866.4, final_accuracy=None, examples_per_second=496.0, wall_seconds=10.5,
+        replicas=[], kept_epoch=13, epochs_planned=30, early_stopping_patience=5,
+        kept_validation_loss=2404.4, final_rmse=44.26)
     page = render_regression_html(result, {"loss": [4000.0, 3000.0], "rmse": [63.0, 55.0],
-                                           "val_rmse": [60.0, 58.0]}, kept_epoch=2)
+                                           "val_rmse": [60.0, 58.0]}, training)
     for alt in (PREDICTED_PLOT, RESIDUALS_PLOT, "training curves"):
         assert f'<img alt="{alt}" src="data:image/png;base64,' in page
+    assert "The model holds the weights of epoch 13" in page
+    assert "<td>training RMSE (epoch kept)</td><td>44.26</td>" in page
     assert "confusion" not in page and "accuracy" not in page
     assert "<td>RMSE</td>" in page  # beside the served model's
     markdown = render_regression_markdown(result)
