@@ -22,9 +22,9 @@ For classification, the distinct values of the label column decide what the clas
   guess would make the odd value a class of its own;
 * numbers that are not whole, or more than `MAX_NUMBER_CLASSES` distinct
   numbers, are a quantity (a weight, a price), not classes: as classes they are
-  refused in one line naming the column and a number
-  that is not whole, or how many distinct numbers it holds, rather than trained
-  as thousands of classes of a few rows each.
+  refused in one line naming the column and a number that is not whole, or how
+  many distinct numbers it holds, rather than trained as thousands of classes of
+  a few rows each.
 
 Whole numbers are read as written (`int`), never through a float, which would
 merge those past 2**53 and name them otherwise than their text.

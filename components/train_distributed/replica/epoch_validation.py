@@ -107,7 +107,8 @@ def _scorer(model: tf.keras.Model, batches: tf.data.Dataset, logits: bool):
 
 
 def _regression_scorer(model: tf.keras.Model, batches: tf.data.Dataset):
-    """A `tf.function` returning `(summed squared error, None, examples)` over `batches`."""
+    """A `tf.function` returning `(summed squared error, 0, examples)` over `batches` (the
+    second, a classifier's correct predictions, has no meaning here)."""
 
     @tf.function
     def score():
@@ -151,10 +152,13 @@ class EpochValidation:
                 meta, dataset_dir, validation_fraction)))
         if eval_split_too:
             parts.append((VAL_LOSS, second[1], eval_split.eval_batches(meta, dataset_dir)))
-        self._scores = [(loss, figure, _regression_scorer(self._plain, batches.prefetch(
-                            tf.data.AUTOTUNE)) if self._regression else
-                         _scorer(self._plain, batches.prefetch(tf.data.AUTOTUNE), logits))
-                        for loss, figure, batches in parts]
+
+        def scorer(batches: tf.data.Dataset):
+            batches = batches.prefetch(tf.data.AUTOTUNE)
+            return (_regression_scorer(self._plain, batches) if self._regression
+                    else _scorer(self._plain, batches, logits))
+
+        self._scores = [(loss, figure, scorer(batches)) for loss, figure, batches in parts]
 
     def __call__(self, model: tf.keras.Model) -> Dict[str, float]:
         """Returns the loss and accuracy of `model`'s current weights on each part
