@@ -93,7 +93,7 @@ def _add_task_flag(p) -> None:
 
     default, meaning = next(param[2:] for param in DEFINITION.source_params if param[0] == "task")
     p.add_argument("--task", default=default, choices=TASKS,
-                   help=f"tabular: {meaning.rstrip('.')} (default: %(default)s)")
+                   help=f"{meaning.rstrip('.')} (tabular; default: %(default)s)")
 
 
 def _add_shard_flags(p) -> None:
