@@ -192,8 +192,7 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
     """
     from kfdist.run_checks import run_warnings, validate_run_options
 
-    validate_run_options(opts)
-    for warning in run_warnings(opts):
+    for warning in validate_run_options(opts) + run_warnings(opts):
         print(f"kfdist: warning: {warning}", file=sys.stderr, flush=True)
 
     from kfdist.run_console import RunConsole

@@ -206,3 +206,24 @@ def test_a_label_turned_from_number_to_classes_or_back_is_an_anomaly(diabetes, t
            "(regression)" in refused(diabetes, "classes")
     again, lines = shard(diabetes, tmp_path / "again", reference_dataset=str(tmp_path / "numbers"))
     assert again.task == REGRESSION and not [line for line in lines if "anomaly:" in line]
+
+
+def test_a_run_warns_of_the_threshold_its_label_does_not_use(diabetes, tmp_path):
+    from kfdist.local_run import RunOptions
+    from kfdist.run_checks import validate_run_options
+
+    frame = sklearn.datasets.load_wine(as_frame=True).frame
+    frame.to_csv(tmp_path / "w.csv", index=False)
+    run = dict(output_dir=str(tmp_path / "run"), pipeline="tabular", label_column="target")
+    assert validate_run_options(RunOptions(**run, source_uri=diabetes)) == []
+    assert validate_run_options(RunOptions(**run, source_uri=diabetes,
+                                           accuracy_threshold=0.5)) == [
+        "--accuracy-threshold 0.5 does not apply: the label is a number (regression), judged "
+        "by its RMSE (--rmse-threshold)"]
+    assert validate_run_options(RunOptions(**run, source_uri=str(tmp_path / "w.csv"),
+                                           rmse_threshold=60.0)) == [
+        "--rmse-threshold 60 does not apply: the label holds classes, judged by their accuracy "
+        "(--accuracy-threshold)"]
+    assert validate_run_options(RunOptions(**run, source_uri=diabetes, rmse_threshold=60.0,
+                                           task=REGRESSION)) == []
+    assert not (tmp_path / "run").exists()
