@@ -17,13 +17,12 @@ from kfdist.components.common.html_page import card, list_items, page, png_data_
 from kfdist.components.evaluate_model.curves import curves_png
 from kfdist.components.evaluate_model.fit_gap import fit_advice
 from kfdist.components.evaluate_model.regression_eval import RegressionEvaluation
+from kfdist.components.evaluate_model.report import REPORTED_SLICES
 from kfdist.components.evaluate_model.slices import MIN_SLICE_EXAMPLES, SliceMetrics
 
 if TYPE_CHECKING:
     from kfdist.components.common.model_artifact import TrainingReport
 
-#: Slices per column the report shows.
-REPORTED_SLICES = 25
 #: The plots' alt texts, which name them.
 PREDICTED_PLOT, RESIDUALS_PLOT = "predicted against actual", "residuals"
 
