@@ -63,11 +63,12 @@ def _add_run(sub) -> None:
                    help="tabular: string columns to keep although they identify rows (by "
                         "default a string column with a distinct value in nearly every train "
                         "row, such as an id or a date, is left out and the shard log says so)")
+    _add_task_flag(p)
     p.add_argument("--export-base", default=None, help="serving export base (default: OUTPUT/serving)")
     _add_shard_flags(p)
     for name in ("reference_dataset", "allow_anomalies", "categorical_drift_threshold",
-                 "numeric_drift_threshold", "accuracy_threshold", "min_improvement",
-                 "allow_class_change"):
+                 "numeric_drift_threshold", "accuracy_threshold", "rmse_threshold",
+                 "min_improvement", "allow_class_change"):
         _add_pipeline_flag(p, name)
     p.add_argument("--slice-columns", type=_column_list, default=(), metavar="A,B",
                    help="table columns to slice the held-out split by: the evaluation reports "
@@ -83,6 +84,16 @@ def _add_run(sub) -> None:
     add_program_flags(p)
     _add_run_control(p)
     p.set_defaults(func=_cmd_run)
+
+
+def _add_task_flag(p) -> None:
+    """`--task`, the tabular pipeline's parameter: its default and meaning as it defines them."""
+    from kfdist.components.common.dataset_spec import TASKS
+    from kfdist.pipelines.tabular import DEFINITION
+
+    default, meaning = next(param[2:] for param in DEFINITION.source_params if param[0] == "task")
+    p.add_argument("--task", default=default, choices=TASKS,
+                   help=f"{meaning.rstrip('.')} (tabular; default: %(default)s)")
 
 
 def _add_shard_flags(p) -> None:
@@ -199,6 +210,7 @@ def run_options(args):
     return RunOptions(
         output_dir=args.output, pipeline=args.pipeline, source_uri=args.source_uri,
         label_column=args.label_column, image_feature=args.image_feature, split=args.split,
+        task=args.task, rmse_threshold=args.rmse_threshold,
         exclude_columns=args.exclude_columns, keep_columns=args.keep_columns,
         export_base=args.export_base, training=training, num_shards=args.num_shards,
         eval_fraction=args.eval_fraction, shard_runner=args.shard_runner,

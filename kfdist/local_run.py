@@ -18,7 +18,9 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from kfdist import run_program, run_record, run_summary
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
-from kfdist.components.evaluate_model.verdict import ALLOW_CLASS_CHANGE, MIN_IMPROVEMENT
+from kfdist.components.common.dataset_spec import AUTO_TASK
+from kfdist.components.evaluate_model.verdict import (
+    ALLOW_CLASS_CHANGE, MIN_IMPROVEMENT, RMSE_THRESHOLD)
 from kfdist.components.shard_dataset.validation import (
     CATEGORICAL_DRIFT_THRESHOLD, NUMERIC_DRIFT_THRESHOLD)
 from kfdist.run_summary import LOGS_DIR, SUMMARY_FILE  # noqa: F401  (part of this module's API)
@@ -42,6 +44,7 @@ class RunOptions:
         None: `label`, or the sample's.
       image_feature: The image's bytes feature (`images`); empty: the only one.
       exclude_columns: Columns left out of the dataset (`tabular`).
+      task: What the label is: `auto`, `classification` or `regression` (`tabular`).
       keep_columns: String columns kept although they identify rows (`tabular`).
       slice_columns: Table columns whose values slice the eval split in the evaluation.
       reference_dataset: A dataset directory to check a table against; empty: the served
@@ -52,6 +55,7 @@ class RunOptions:
       min_improvement: How much more held-out accuracy than the served model's (the latest
         version under the export base and serving model name) the new model needs.
       allow_class_change: Export a model that predicts other classes than the served one.
+      rmse_threshold: A regression's highest held-out RMSE exported (0: predicting the mean's).
       serving_model_name: The name the model is exported (served) under; None: after the
         data (`serving_name`).
       runner: `subprocess` (each step a process of this Python) or `docker` (each step in the
@@ -69,6 +73,7 @@ class RunOptions:
     image_feature: str = ""
     exclude_columns: Tuple[str, ...] = ()
     keep_columns: Tuple[str, ...] = ()
+    task: str = AUTO_TASK
     split: str = "auto"
     export_base: Optional[str] = None
     training: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -83,6 +88,7 @@ class RunOptions:
     accuracy_threshold: float = 0.9
     min_improvement: float = MIN_IMPROVEMENT
     allow_class_change: bool = ALLOW_CLASS_CHANGE
+    rmse_threshold: float = RMSE_THRESHOLD
     slice_columns: Tuple[str, ...] = ()
     serving_model_name: Optional[str] = None
     cache: bool = True
@@ -142,13 +148,17 @@ class RunOptions:
                      else "label"),
                  "image_feature": self.image_feature,
                  "exclude_columns": list(self.exclude_columns),
-                 "keep_columns": list(self.keep_columns)}
+                 "keep_columns": list(self.keep_columns), "task": self.task}
         names = [p[0] for p in self.definition.source_params]
         for name in ("exclude_columns", "keep_columns"):
             if given[name] and name not in names:
                 raise InvalidInputError(
                     f"--{name.replace('_', '-')} {','.join(given[name])}: the {self.pipeline} "
                     "pipeline has no columns to choose; it applies to the tabular pipeline")
+        if self.task != AUTO_TASK and "task" not in names:
+            raise InvalidInputError(
+                f"--task {self.task}: the {self.pipeline} pipeline's labels are classes; "
+                "--task applies to the tabular pipeline")
         args = {k: v for k, v in given.items() if k in names}
         for name, _, default, _ in self.definition.source_params[1:]:  # after source_uri
             args.setdefault(name, default)  # e.g. the program pipeline's source_format
@@ -182,8 +192,7 @@ def run_pipeline(opts: RunOptions) -> Dict[str, Any]:
     """
     from kfdist.run_checks import run_warnings, validate_run_options
 
-    validate_run_options(opts)
-    for warning in run_warnings(opts):
+    for warning in validate_run_options(opts) + run_warnings(opts):
         print(f"kfdist: warning: {warning}", file=sys.stderr, flush=True)
 
     from kfdist.run_console import RunConsole
@@ -259,7 +268,7 @@ def _run_steps(opts: RunOptions, console, pipeline, source_uri: str, export_base
                 categorical_drift_threshold=opts.categorical_drift_threshold,
                 numeric_drift_threshold=opts.numeric_drift_threshold,
                 accuracy_threshold=opts.accuracy_threshold, min_improvement=opts.min_improvement,
-                allow_class_change=opts.allow_class_change,
+                allow_class_change=opts.allow_class_change, rmse_threshold=opts.rmse_threshold,
                 slice_columns=list(opts.slice_columns),
                 serving_model_name=opts.serving_name,
                 source_version=storage.content_version(source_uri), **opts.source_args,

@@ -16,8 +16,12 @@ from kfdist.components.common.errors import InvalidInputError
 from kfdist.local_run import RUNNERS, RunOptions
 
 
-def validate_run_options(opts: RunOptions) -> None:
+def validate_run_options(opts: RunOptions) -> List[str]:
     """Checks every option, and a local source's files, before anything is written.
+
+    Returns:
+      What to warn of: a threshold of the other task than the local source's label
+      (`threshold_warnings`).
 
     Raises:
       InvalidInputError: Naming the first bad value and what would be valid.
@@ -42,7 +46,7 @@ def validate_run_options(opts: RunOptions) -> None:
     if opts.source_uri is not None and storage.is_gcs(opts.source_uri):
         if not storage.list_uris(opts.source_uri):
             raise InvalidInputError(f"--data {opts.source_uri!r}: nothing exists there")
-    _check_shard_settings(opts, shard)
+    task = _check_shard_settings(opts, shard)
     _check_data_validation(opts)
     if opts.runs_a_program:
         run_program.validate_program(opts.train)
@@ -51,8 +55,26 @@ def validate_run_options(opts: RunOptions) -> None:
     _check_cluster_place(opts)
     validate_evaluation_args(accuracy_threshold=opts.accuracy_threshold,
                              slice_columns=list(opts.slice_columns),
-                             min_improvement=opts.min_improvement)
+                             min_improvement=opts.min_improvement,
+                             rmse_threshold=opts.rmse_threshold)
     validate_export_args(serving_model_name=opts.serving_name)
+    return threshold_warnings(opts, task)
+
+
+def threshold_warnings(opts: RunOptions, task: Optional[str]) -> List[str]:
+    """A threshold set that the run's label does not use: `--accuracy-threshold` for a
+    regression, `--rmse-threshold` for classes (`task` None: the label was not read here)."""
+    from kfdist.components.common.dataset_spec import CLASSIFICATION, REGRESSION
+    from kfdist.pipelines.pipeline_factory import common_params
+
+    default = {name: value for name, _, value, _ in common_params("")}
+    if task == REGRESSION and opts.accuracy_threshold != default["accuracy_threshold"]:
+        return [f"--accuracy-threshold {opts.accuracy_threshold:g} does not apply: the label is "
+                "a number (regression), judged by its RMSE (--rmse-threshold)"]
+    if task == CLASSIFICATION and opts.rmse_threshold != default["rmse_threshold"]:
+        return [f"--rmse-threshold {opts.rmse_threshold:g} does not apply: the label holds "
+                "classes, judged by their accuracy (--accuracy-threshold)"]
+    return []
 
 
 def _check_data_validation(opts: RunOptions) -> None:
@@ -119,9 +141,10 @@ def _shard_default(name: str) -> Any:
     return inspect.signature(shard_dataset.python_func).parameters[name].default
 
 
-def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
+def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> Optional[str]:
     """The shard step's settings, and a local source read through as the step's first pass
-    reads it (headers, column kinds, every example, split names and sizes)."""
+    reads it (headers, column kinds, every example, split names and sizes); returns its
+    label's task (None: a `gs://` source, not read here)."""
     from kfdist.components.common import storage
     from kfdist.components.shard_dataset import beam_remote, readers
     from kfdist.components.shard_dataset.beam_pipeline import pipeline_options
@@ -141,7 +164,8 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
         split=opts.split, seed=opts.train.get("seed", _shard_default("seed")),
         compression=None, image_shape=None,
         shuffle_buffer_size=DEFAULT_SHUFFLE_BUFFER, runner=opts.shard_runner,
-        exclude_columns=shard.get("exclude_columns"), keep_columns=shard.get("keep_columns"))
+        exclude_columns=shard.get("exclude_columns"), keep_columns=shard.get("keep_columns"),
+        task=shard.get("task", _shard_default("task")))
     pipeline_options(opts.beam_options)
     if options.runner == BEAM_RUNNER:
         # Remote Beam workers need a gs:// source and somewhere on gs:// to write; in kfp.local
@@ -150,10 +174,10 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
                          os.path.join(opts.output_dir, "dataset"), opts.beam_options)
     source_uri = opts.source_uri if opts.source_uri is not None else _sample_table(opts)
     if source_uri is None or storage.is_gcs(source_uri):
-        return
+        return None
     source = readers.open_source(source_uri, options.source_format, ReaderOptions(
         label_column=options.label_column, image_feature=shard.get("image_feature") or None,
-        exclude_columns=options.exclude_columns))
+        exclude_columns=options.exclude_columns, task=options.task))
     check_kept(source.feature, options.keep_columns)
     plan = plan_split(options.split, source.files, source_root(source_uri))
     # Every example, as the shard step's first pass reads them (image sizes, numbers, labels).
@@ -164,6 +188,7 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> None:
                       for name in options.exclude_columns)
     check_slice_columns(opts.slice_columns, source.feature, requested + scan.identifiers,
                         label_column=options.label_column)
+    return source.task
 
 
 def _sample_table(opts: RunOptions) -> Optional[str]:

@@ -214,7 +214,8 @@ class RunConsole:
     def _epoch(self, progress) -> None:
         self._epochs_seen = max(self._epochs_seen, progress.epoch)
         bar = _bar(progress.epoch, progress.epochs)
-        shown_metrics = ("accuracy", "loss", "val_accuracy")  # val_: held out, each epoch
+        # val_: held out, each epoch; a regression's RMSE in place of the accuracy
+        shown_metrics = ("accuracy", "rmse", "loss", "val_accuracy", "val_rmse")
         figures = "  ".join(f"{k} {progress.metrics[k]:.4f}" for k in shown_metrics
                             if k in progress.metrics)
         text = f"  {'train':<9} {bar} epoch {progress.epoch}/{progress.epochs}  {figures}"

@@ -7,6 +7,8 @@ import os
 import shutil
 from typing import Any, Dict, Optional
 
+from kfdist import regression_summary
+
 SUMMARY_FILE = "summary.json"
 LOGS_DIR = "logs"
 #: The export step's task and its record output, read back for the summary.
@@ -175,6 +177,8 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
         served.update(accuracy_change=blessing["accuracy_change"],
                       min_improvement=blessing.get("min_improvement"))
     train_metrics = dict(outputs["training_metrics"].metadata)
+    evaluated = outputs["evaluation_metrics"].metadata
+    regression = regression_summary.is_regression(evaluated)
     train = opts.train
     if opts.runs_a_program:
         trained = {**{k: train[k] for k in ("framework", "command", "workers", "ps",
@@ -189,13 +193,14 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
             "final_loss": train_metrics.get("final_loss"),
             "final_accuracy": train_metrics.get("final_accuracy"),
             "final_val_accuracy": train_metrics.get("final_val_accuracy"),
+            **{k: train_metrics[k] for k in ("final_rmse", "final_val_rmse") if k in train_metrics},
             "examples_per_second": train_metrics.get("examples_per_second"),
             "fit_seconds": train_metrics.get("training_seconds"),
             "input_bound_fraction": train_metrics.get("input_bound_fraction"),
             "restarts": train_metrics.get("restarts"),
         }
         trained.update(_training_advice(outputs, trained,
-                                        outputs["evaluation_metrics"].metadata["accuracy"]))
+                                        None if regression else evaluated["accuracy"]))
     return {
         "status": SUCCEEDED,
         "failure": None,
@@ -211,9 +216,9 @@ def summarise(outputs, opts, source_uri: str, export_base: str,
         "output_dir": output_dir,
         "logs_dir": os.path.join(output_dir, LOGS_DIR),
         "train": trained,
-        "eval": {"accuracy": outputs["evaluation_metrics"].metadata["accuracy"],
-                 "threshold": opts.accuracy_threshold,
-                 "slices": from_metric_values(outputs["evaluation_metrics"].metadata),
+        "eval": regression_summary.eval_record(evaluated, blessing, served) if regression else
+                {"accuracy": evaluated["accuracy"], "threshold": opts.accuracy_threshold,
+                 "slices": from_metric_values(evaluated),
                  "reason": blessing.get("reason"), "served": served or None},
         "blessed": bool(outputs["blessed"]),
         "export": {"base": export_base, **_export_record(outputs, blessing)},
@@ -247,14 +252,16 @@ def format_summary(summary: Dict[str, Any]) -> str:
     served = evaluation.get("served") or {}
     against = (f"; served version {served['version']}: {served['accuracy']:.4f}"
                if served.get("accuracy") is not None else "")
-    lines = [f"held-out accuracy {evaluation['accuracy']:.4f} (threshold "
-             f"{evaluation['threshold']}{against}): {verdict}"]
+    regression = evaluation.get("task") == "regression"
+    lines = (regression_summary.verdict_lines(evaluation, summary["blessed"]) if regression else
+             [f"held-out accuracy {evaluation['accuracy']:.4f} (threshold "
+              f"{evaluation['threshold']}{against}): {verdict}"])
     trained = summary.get("train", {})
     if trained.get("kept_why"):
         lines.append(f"training {trained['kept_why']}")
     advice = trained.get("fit_advice")
     if advice is None and "fit_advice" not in trained:  # a program's run: the accuracies alone
-        gap = accuracy_gap(trained.get("final_accuracy"), evaluation["accuracy"])
+        gap = accuracy_gap(trained.get("final_accuracy"), evaluation.get("accuracy"))
         advice = {"text": gap, "warning": True} if gap else None
     if advice:
         lines.append(f"{'warning' if advice['warning'] else 'note'}: {advice['text']}")
@@ -264,7 +271,7 @@ def format_summary(summary: Dict[str, Any]) -> str:
     elif served.get("not_compared"):
         lines.append(f"warning: the served model {served['path']} could not be compared, so "
                      f"the threshold alone decided: {served['not_compared']}")
-    lines += _lowest_slice(evaluation.get("slices") or {})
+    lines += [] if regression else _lowest_slice(evaluation.get("slices") or {})
     lines.append(f"model exported to {export['path']}" if export.get("exported")
                  else f"not exported: {export.get('reason')}")
     return "\n".join(lines + record_lines(summary, "done in"))

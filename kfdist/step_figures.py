@@ -43,19 +43,20 @@ def _data_lines(meta: Mapping[str, Any]) -> List[str]:
 
 def _train(outputs: Mapping[str, Any], epochs: int) -> str:
     metrics = outputs.get("metrics") or {}
-    if "final_accuracy" not in metrics:
+    figure = "rmse" if "final_rmse" in metrics else "accuracy"  # a regression's: its RMSE
+    if f"final_{figure}" not in metrics:
         return ""
     from kfdist.components.common.kept_epoch import KeptEpoch
 
-    held_out = (f", held-out {metrics['final_val_accuracy']:.4f}"
-                if metrics.get("final_val_accuracy") is not None else "")
+    held_out = (f", held-out {metrics[f'final_val_{figure}']:.4f}"
+                if metrics.get(f"final_val_{figure}") is not None else "")
     # The step's time (`done in`) also starts the replicas and saves the model: say fit's.
     fit = metrics.get("training_seconds")
     kept = KeptEpoch.from_metrics(metrics)
     ran = f"{counted(epochs, 'epoch')}, " if epochs else ""
     text = (f"{kept.describe()}; " if kept is not None else ran) + (
         f"{fit:.1f}s of it in model.fit, " if fit is not None else "") + (
-        f"training accuracy {metrics['final_accuracy']:.4f}{held_out}, "
+        f"training {figure.replace('rmse', 'RMSE')} {metrics[f'final_{figure}']:.4f}{held_out}, "
         f"{metrics.get('examples_per_second', 0):,.0f} examples/s")
     restarts = int(metrics.get("restarts", 0) or 0)
     text += f", {counted(restarts, 'replica restart')}" if restarts else ""

@@ -56,8 +56,9 @@ def run_train_command(args: argparse.Namespace) -> int:
 
     result = evaluate(os.path.join(output, "model"), dataset_dir, log=lambda line: None)
     summary = {"training": dataclasses.asdict(report),
-               "eval": {"accuracy": result.accuracy, "loss": result.loss,
-                        "examples": result.num_examples},
+               "eval": {**({"rmse": result.rmse, "mae": result.mae, "r2": result.r2}
+                           if result.task == "regression" else {"accuracy": result.accuracy}),
+                        "loss": result.loss, "examples": result.num_examples},
                "dataset": dataset_dir, "model": os.path.join(output, "model")}
     summary["training"].pop("replicas")
     summary["replica_weights_sha256"] = {r.task: r.weights_sha256 for r in report.replicas}

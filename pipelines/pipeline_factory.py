@@ -16,7 +16,8 @@ from typing import Any, Callable, Dict, List, NamedTuple, Tuple
 from kfp import dsl
 
 from kfdist.components.evaluate_model.component import evaluate_model
-from kfdist.components.evaluate_model.verdict import ALLOW_CLASS_CHANGE, MIN_IMPROVEMENT
+from kfdist.components.evaluate_model.verdict import (
+    ALLOW_CLASS_CHANGE, MIN_IMPROVEMENT, RMSE_THRESHOLD)
 from kfdist.components.export_saved_model.component import export_saved_model
 from kfdist.components.launch_program.component import train_program
 from kfdist.components.shard_dataset.component import shard_dataset
@@ -94,6 +95,12 @@ def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
          "Jensen-Shannon divergence (base 2, 0 to 1) between a numeric column's histogram and "
          "the reference's, at the reference's bins, above which the shard step warns of drift."),
         ("accuracy_threshold", float, 0.9, "Held-out accuracy needed to export the model."),
+        ("rmse_threshold", float, RMSE_THRESHOLD,
+         "A regression's (a table whose label is a number): the highest held-out RMSE, in the "
+         "label's units, with which the model is exported; 0: the RMSE of predicting the train "
+         "split's mean label for every example (the model must beat the mean). Against a "
+         "served model, `min_improvement` is then the share by which the RMSE must fall below "
+         "the served model's (0: not higher)."),
         ("min_improvement", float, MIN_IMPROVEMENT,
          "How much more held-out accuracy than the served model's (the latest version exported "
          "under the same export base and serving model name, scored on the same examples) the "
@@ -224,6 +231,7 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
                               serving_model_name=values["serving_model_name"],
                               min_improvement=values["min_improvement"],
                               allow_class_change=values["allow_class_change"],
+                              rmse_threshold=values["rmse_threshold"],
                               run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
     with dsl.If(evaluate.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a DSL condition)
         export = export_saved_model(model=train.outputs["model"],

@@ -9,6 +9,7 @@ exported exactly as kfdist's own models are.
 
 import inspect
 
+from kfdist.components.common.dataset_spec import CLASSIFICATION
 from kfdist.pipelines.pipeline_factory import PROGRAM, PipelineDefinition, build_pipeline
 
 PIPELINE_NAME = "program"
@@ -28,7 +29,8 @@ DEFINITION = PipelineDefinition(
          "`csv`, `tfrecord`, `mnist_idx`, or `auto`: told by the files' names."),
         ("label_column", str, "label", "The column or feature holding the class."),
     ),
-    shard_settings={},
+    # A program reads int64 class labels (`kfdist.program`): a quantity label is refused.
+    shard_settings={"task": CLASSIFICATION},
     serving_model_name="program",
     trainer=PROGRAM,
 )

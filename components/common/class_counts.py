@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from kfdist.components.common.dataset_spec import (
-    PREDEFINED_SPLIT, SPLITS, DatasetMetadata, display_class_names)
+    PREDEFINED_SPLIT, REGRESSION, SPLITS, DatasetMetadata, display_class_names)
+from kfdist.components.common.label_numbers import number_lines, number_record
 
 #: A class with a smaller share of a dataset's examples is warned of.
 RARE_CLASS_SHARE = 0.05
@@ -106,7 +107,10 @@ def _names(names: List[str]) -> str:
 def label_record(meta: DatasetMetadata) -> Optional[Dict[str, Any]]:
     """What a dataset's label holds: `column` (None: the source's folders name the classes),
     `classes` (per class, in class id order: its `name`, its `train` and `eval` examples) and
-    `warnings` (one line each); None for a dataset written before classes were counted."""
+    `warnings` (one line each); None for a dataset written before classes were counted.
+    A regression's label is a number: its record is `label_numbers.number_record`'s."""
+    if meta.is_regression:
+        return number_record(meta)
     if meta.class_counts is None:
         return None
     names = display_class_names(meta)
@@ -120,9 +124,12 @@ def label_record(meta: DatasetMetadata) -> Optional[Dict[str, Any]]:
 
 def label_lines(record: Optional[Mapping[str, Any]]) -> List[str]:
     """The lines a person reads of a `label_record`: the classes with their examples, then
-    each warning (`warning: ...`); none without a record."""
+    each warning (`warning: ...`); none without a record. A regression's label: its range and
+    mean (`label_numbers.number_lines`)."""
     if not record:
         return []
+    if record.get("task") == REGRESSION:
+        return number_lines(record)
     classes = [(c["name"], int(c[TRAIN] + c[HELD_OUT]))  # KFP keeps numbers as floats
                for c in record["classes"]]
     total = sum(n for _, n in classes) or 1

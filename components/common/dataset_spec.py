@@ -8,8 +8,9 @@ Layout of a dataset directory::
     train/shard-00000-of-00004.tfrecord[.gz]   # tf.train.Example records
     eval/shard-00000-of-00002.tfrecord[.gz]
 
-Every example is in canonical form: one input feature plus an int64 `label`, and for tables with
-string columns a third feature. The input is either
+Every example is in canonical form: one input feature plus a `label` (an int64 class id, or for
+a regression's table a float32 number: `task`), and for tables with string columns a third
+feature. The input is either
 
 * `image`: raw uint8 pixels as one bytes value (row-major, `shape` e.g. [28, 28] or [32, 32, 3]),
   with `Preprocessing(kind="scale")`. When the source held encoded images (PNG, JPEG), they are
@@ -39,6 +40,11 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 from kfdist.components.common.errors import InvalidInputError
+# Parts of this contract defined beside it, used here and by its readers.
+from kfdist.components.common.excluded_column import (  # noqa: F401
+    IDENTIFIER, REQUESTED, ExcludedColumn)
+from kfdist.components.common.label_task import (  # noqa: F401
+    AUTO_TASK, CLASSIFICATION, REGRESSION, TASKS, LabelStatistics)
 
 FORMAT_VERSION = "kfdist.dataset/v2"
 #: Older formats this release reads (v2 added optional fields only).
@@ -100,37 +106,6 @@ class Preprocessing:
     vocabularies: Optional[Tuple[Tuple[str, ...], ...]] = None
 
 
-#: Why a source column is not in the dataset: the user named it, or it identifies rows.
-REQUESTED, IDENTIFIER = "requested", "identifier"
-
-
-@dataclasses.dataclass(frozen=True)
-class ExcludedColumn:
-    """A source column left out of the dataset (neither stored nor a model input).
-
-    Attributes:
-      name: The column.
-      reason: `requested` (named in `exclude_columns`) or `identifier` (a
-        string column with a value of its own in nearly every train row).
-      distinct_values: For `identifier`: its distinct values in the train split.
-      train_rows: For `identifier`: the rows of the train split.
-    """
-
-    name: str
-    reason: str
-    distinct_values: Optional[int] = None
-    train_rows: Optional[int] = None
-
-    def describe(self) -> str:
-        """One line saying which column was left out and why (logs and reports)."""
-        if self.reason != IDENTIFIER:
-            return f"column {self.name!r}: excluded as requested (--exclude-columns)"
-        share = self.distinct_values / max(self.train_rows, 1)
-        return (f"column {self.name!r}: {self.distinct_values:,} distinct values in "
-                f"{self.train_rows:,} train rows ({share:.0%}): an identifier, not a feature; "
-                "excluded (--exclude-columns to choose, --keep-columns to keep it)")
-
-
 @dataclasses.dataclass(frozen=True)
 class ShardInfo:
     """One TFRecord file of a split.
@@ -180,7 +155,10 @@ class DatasetMetadata:
       label_column: The source's label column or feature (None: the source's
         folders or files name the classes).
       class_counts: Per split, its examples of each class id (index = label; None:
-        written before datasets counted them).
+        written before datasets counted them, or a regression's label).
+      task: `classification` (the label is a class id) or `regression` (a float32 number;
+        `num_classes` is then 0).
+      label_statistics: For `regression`: the label's figures per split (`train`, `eval`).
     """
 
     source_uri: str
@@ -198,7 +176,14 @@ class DatasetMetadata:
     excluded_columns: Optional[Tuple[ExcludedColumn, ...]] = None
     label_column: Optional[str] = None
     class_counts: Optional[Dict[str, Tuple[int, ...]]] = None
+    task: str = CLASSIFICATION
+    label_statistics: Optional[Dict[str, LabelStatistics]] = None
     format_version: str = FORMAT_VERSION
+
+    @property
+    def is_regression(self) -> bool:
+        """Whether the label is a number to predict rather than a class."""
+        return self.task == REGRESSION
 
     def shard_paths(self, root: str, split: str) -> List[str]:
         """Returns the absolute paths of `split`'s shards under dataset `root`."""
@@ -232,6 +217,7 @@ class DatasetMetadata:
         split_files = d.get("split_files")
         excluded = d.get("excluded_columns")
         class_counts = d.get("class_counts")
+        label_statistics = d.get("label_statistics")
         splits = {
             name: SplitInfo(num_examples=s["num_examples"],
                             shards=tuple(ShardInfo(**sh) for sh in s["shards"]))
@@ -249,6 +235,9 @@ class DatasetMetadata:
             label_column=d.get("label_column"),
             class_counts=({k: tuple(v) for k, v in class_counts.items()}
                           if class_counts is not None else None),
+            task=d.get("task", CLASSIFICATION),
+            label_statistics=({k: LabelStatistics(**v) for k, v in label_statistics.items()}
+                              if label_statistics else None),
             format_version=d["format_version"])
 
 

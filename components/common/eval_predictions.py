@@ -45,18 +45,35 @@ class EvalPredictions:
     """What a model predicted for each example of an eval split, in shard order.
 
     Attributes:
-      labels: The true class ids, int64 `[N]`.
-      predicted: The argmax class ids, int64 `[N]` (what serving returns).
-      label_probability: The probability the model gave the true class, float32 `[N]`.
+      labels: The true class ids, int64 `[N]`; for a regression the numbers, float32.
+      predicted: The argmax class ids, int64 `[N]` (what serving returns); for a
+        regression the predicted numbers, float32.
+      label_probability: The probability the model gave the true class, float32 `[N]`;
+        empty for a regression.
     """
 
     labels: np.ndarray
     predicted: np.ndarray
     label_probability: np.ndarray
 
+    @property
+    def is_regression(self) -> bool:
+        """Whether these are a regression's numbers (float labels) rather than classes."""
+        return self.labels.dtype.kind == "f"
+
     def losses(self) -> np.ndarray:
-        """Each example's cross-entropy, float64 `[N]` (probabilities clipped to [1e-7, 1])."""
+        """Each example's cross-entropy, float64 `[N]` (probabilities clipped to [1e-7, 1]);
+        for a regression its squared error."""
+        if self.is_regression:
+            return (self.predicted.astype(np.float64) - self.labels.astype(np.float64)) ** 2
         return -np.log(np.clip(self.label_probability.astype(np.float64), 1e-7, 1.0))
+
+    @classmethod
+    def from_values(cls, labels: np.ndarray, values: np.ndarray) -> "EvalPredictions":
+        """A regression's: the labels `[N]` and the predicted numbers `[N]` or `[N, 1]`."""
+        return cls(labels=labels.astype(np.float32).reshape(-1),
+                   predicted=values.astype(np.float32).reshape(-1),
+                   label_probability=np.zeros(0, np.float32))
 
     @classmethod
     def from_probabilities(cls, labels: np.ndarray, probabilities: np.ndarray) -> "EvalPredictions":
@@ -118,6 +135,11 @@ def predict(model, model_meta: ds.DatasetMetadata, data_meta: ds.DatasetMetadata
 
     data = tf_features.split_batches(data_meta, dataset_dir, EVAL_SPLIT, batch_size,
                                      preprocessing=model_meta).prefetch(tf.data.AUTOTUNE)
+    if model_meta.is_regression:
+        labels, values = zip(*((y.numpy(), model(x, training=False).numpy()) for x, y in data))
+        scored = EvalPredictions.from_values(np.concatenate(labels), np.concatenate(values))
+        _check_count(len(scored.labels), data_meta, dataset_dir)
+        return scored
     logits = outputs_are_logits(model)
     labels, probs = [], []
     for x, y in data:
@@ -126,16 +148,28 @@ def predict(model, model_meta: ds.DatasetMetadata, data_meta: ds.DatasetMetadata
         labels.append(y.numpy())
     labels_arr = np.concatenate(labels).astype(np.int64)
     probs_arr = np.concatenate(probs)
-    expected = data_meta.splits[EVAL_SPLIT].num_examples
-    require(len(labels_arr) == expected,
-            f"eval split of {dataset_dir!r} holds {len(labels_arr)} records but its metadata "
-            f"says {expected}; the dataset is incomplete or corrupted")
+    _check_count(len(labels_arr), data_meta, dataset_dir)
     require(probs_arr.shape[1] == model_meta.num_classes,
             f"model outputs {probs_arr.shape[1]} classes but its dataset has {model_meta.num_classes}")
     bad = labels_arr[(labels_arr < 0) | (labels_arr >= model_meta.num_classes)]
     require(bad.size == 0, f"eval labels {sorted(set(bad.tolist()))[:5]} are outside "
             f"0..{model_meta.num_classes - 1}")
     return EvalPredictions.from_probabilities(labels_arr, probs_arr)
+
+
+def _check_count(count: int, data_meta: ds.DatasetMetadata, dataset_dir: str) -> None:
+    """Raises `InvalidInputError` unless `count` predictions cover the split's examples."""
+    expected = data_meta.splits[EVAL_SPLIT].num_examples
+    require(count == expected,
+            f"eval split of {dataset_dir!r} holds {count} records but its metadata "
+            f"says {expected}; the dataset is incomplete or corrupted")
+
+
+def score(scored: EvalPredictions) -> float:
+    """The headline figure of predictions: accuracy, or a regression's RMSE."""
+    if scored.is_regression:
+        return float(np.sqrt(scored.losses().mean()))
+    return float(np.mean(scored.predicted == scored.labels))
 
 
 def record(model_dir: str, dataset_dir: str, meta: ds.DatasetMetadata) -> Optional[float]:
@@ -149,7 +183,8 @@ def record(model_dir: str, dataset_dir: str, meta: ds.DatasetMetadata) -> Option
       meta: Its metadata.
 
     Returns:
-      The accuracy, or None when there is nothing to keep (no eval examples, no SavedModel).
+      The accuracy (a regression's RMSE: `score`), or None when there is nothing to keep (no
+      eval examples, no SavedModel).
     """
     if meta.splits.get(EVAL_SPLIT) is None or meta.splits[EVAL_SPLIT].num_examples <= 0:
         return None
@@ -164,7 +199,7 @@ def record(model_dir: str, dataset_dir: str, meta: ds.DatasetMetadata) -> Option
     tmp = f"{path}.tmp-{os.getpid()}.npz"
     np.savez(tmp, keys=np.array(json.dumps(keys, sort_keys=True)), **dataclasses.asdict(scored))
     os.replace(tmp, path)
-    return float(np.mean(scored.predicted == scored.labels))
+    return score(scored)
 
 
 def load_matching(model_dir: str, dataset_dir: str,

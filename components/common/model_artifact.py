@@ -94,7 +94,7 @@ class TrainingReport:
       model_name: Model trained (`mnist_mlp`, `mnist_cnn` or `module:function`).
       epochs: Epochs completed.
       final_loss: Training loss of the last epoch.
-      final_accuracy: Training accuracy of the last epoch.
+      final_accuracy: Training accuracy of the last epoch (None for a regression).
       final_val_loss: Loss on the eval split after the last epoch (None when
         not recorded: no eval split, or a model trained before validation).
       final_val_accuracy: Accuracy on the eval split after the last epoch (None
@@ -120,6 +120,8 @@ class TrainingReport:
       epochs_planned: The epochs asked for (`epochs` can be fewer: early stopping).
       early_stopping_patience: The early-stopping patience; None: it was off.
       kept_validation_loss: The kept epoch's loss on the validation part.
+      final_rmse: A regression's training RMSE of the kept epoch (None: a classifier).
+      final_val_rmse: A regression's RMSE on the eval split after the kept epoch.
     """
 
     backend: str
@@ -128,7 +130,7 @@ class TrainingReport:
     model_name: str
     epochs: int
     final_loss: float
-    final_accuracy: float
+    final_accuracy: Optional[float]
     examples_per_second: float
     wall_seconds: float
     replicas: List[ReplicaReport]
@@ -143,6 +145,8 @@ class TrainingReport:
     epochs_planned: Optional[int] = None
     early_stopping_patience: Optional[int] = None
     kept_validation_loss: Optional[float] = None
+    final_rmse: Optional[float] = None
+    final_val_rmse: Optional[float] = None
 
     def kept(self) -> Optional[KeptEpoch]:
         """Which epoch the model holds and why (None when the report does not say)."""
@@ -151,6 +155,23 @@ class TrainingReport:
         planned = self.epochs_planned or self.epochs
         return KeptEpoch(self.kept_epoch, self.epochs, planned, self.early_stopping_patience,
                          self.epochs < planned, self.kept_validation_loss)
+
+    def metric_values(self) -> Dict[str, float]:
+        """The training step's `metrics`: the kept epoch's figures (accuracy, or a
+        regression's RMSE), throughput, time, replicas and restarts, and which epoch was kept
+        (`KeptEpoch.metric_values`); a figure not had is left out."""
+        kept = self.kept()
+        figures = {"final_loss": self.final_loss, "final_accuracy": self.final_accuracy,
+                   "final_val_loss": self.final_val_loss, "final_rmse": self.final_rmse,
+                   "final_val_accuracy": self.final_val_accuracy,
+                   "final_val_rmse": self.final_val_rmse,
+                   "examples_per_second": self.examples_per_second,
+                   "training_seconds": self.wall_seconds, "workers": self.workers,
+                   "input_bound_fraction": self.input_bound_fraction, "restarts": self.restarts,
+                   "lowered_batch_size": self.lowered_batch_size,
+                   "resumed_from_epoch": self.initial_epoch,
+                   **(kept.metric_values() if kept is not None else {})}
+        return {name: value for name, value in figures.items() if value is not None}
 
     def to_json(self) -> str:
         """Serialises to JSON."""

@@ -24,6 +24,8 @@ from kfdist.components.common.errors import require
 RAW_IMAGE, ENCODED_IMAGE, NUMERIC, CATEGORICAL = "image", "encoded_image", "numeric", "categorical"
 #: The serving signature's name (TF Serving's default).
 SIGNATURE_NAME = "serving_default"
+#: A regression's serving output: the predicted number, in the label's units.
+VALUE_OUTPUT = "value"
 ENCODED_IMAGE_INPUT = "image_bytes"
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
 

@@ -7,7 +7,8 @@ The training leader writes it into the Model artifact (`serving_model/`, see
 describes them (`serving_inputs`), applies the recorded preprocessing, runs
 the model and returns `class_ids` (int64 `[None]`), `class_names` (string
 `[None]`: the dataset's name of each class, `dataset_spec.display_class_names`)
-and `probabilities` (float32 `[None, num_classes]`).
+and `probabilities` (float32 `[None, num_classes]`); for a regression, `value` (float32
+`[None]`: the predicted number, in the label's units).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import tensorflow as tf
 from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import tf_features
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.common.serving_inputs import SIGNATURE_NAME
+from kfdist.components.common.serving_inputs import SIGNATURE_NAME, VALUE_OUTPUT
 from kfdist.program import OUTPUTS_FILE, OUTPUTS_LOGITS
 
 
@@ -134,10 +135,18 @@ def serving_module(model, meta: ds.DatasetMetadata) -> tf.Module:
     """
     preprocess = tf_features.preprocess_fn(meta)
     to_raw = tf_features.raw_from_serving(meta)
-    logits = outputs_are_logits(model)
-    names = tf.constant(ds.display_class_names(meta), tf.string)
     module = tf.Module()
     module.model = model
+    if meta.is_regression:
+        @tf.function(input_signature=[tf_features.serving_signature(meta)])
+        def serve_value(inputs):
+            out = module.model(preprocess(to_raw(inputs)), training=False)
+            return {VALUE_OUTPUT: tf.reshape(tf.cast(out, tf.float32), [-1])}
+
+        module.serve = serve_value
+        return module
+    logits = outputs_are_logits(model)
+    names = tf.constant(ds.display_class_names(meta), tf.string)
 
     @tf.function(input_signature=[tf_features.serving_signature(meta)])
     def serve(inputs):

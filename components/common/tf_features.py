@@ -23,10 +23,11 @@ def parse_fn(meta: DatasetMetadata) -> Callable[[tf.Tensor], Tuple[object, tf.Te
     for a table with string columns it is a dict: `features` (float32) and
     `categorical` (string `[len(categorical_columns)]`). The function also
     accepts a 1-D batch of serialized examples (use it after `batch` for
-    speed); the outputs then gain a leading batch dimension.
+    speed); the outputs then gain a leading batch dimension. The label is an int64 class
+    id, or a regression's float32 number.
     """
     feature = meta.feature
-    spec = {LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
+    spec = {LABEL_KEY: tf.io.FixedLenFeature([], tf.float32 if meta.is_regression else tf.int64)}
     if feature.key == IMAGE_KEY:
         spec[feature.key] = tf.io.FixedLenFeature([], tf.string)
     else:

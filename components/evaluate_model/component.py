@@ -23,6 +23,7 @@ def evaluate_model(
     min_improvement: float = 0.0,  # verdict.MIN_IMPROVEMENT (KFP embeds this source)
     allow_class_change: bool = False,  # verdict.ALLOW_CLASS_CHANGE (KFP embeds this source)
     run_name: str = "",
+    rmse_threshold: float = 0.0,  # verdict.RMSE_THRESHOLD (KFP embeds this source)
 ) -> bool:
     """Evaluates a trained model on the held-out split and decides its blessing.
 
@@ -68,6 +69,16 @@ def evaluate_model(
         run_name: The pipeline run's name (the pipeline passes it); the report
             names it beside the data evaluated. Empty: the report names the data
             alone.
+        rmse_threshold: For a regression's model (its dataset's label is a
+            number): the highest held-out RMSE, in the label's units, for it to
+            be blessed; 0 (the default): the RMSE of predicting the train
+            split's mean label for every example. Such a model's `metrics` are
+            `rmse`, `mae`, `r2`, `loss` (the MSE) and `rmse[column=value]` per
+            slice; with a served model `served_rmse` and `rmse_change`; it is
+            blessed when its RMSE is at most the threshold and, relative to the
+            served model's, lower by at least `min_improvement` (0: not
+            higher); its report plots the predictions against the labels and
+            the residuals, and `classification_metrics` stays empty.
 
     Returns:
         Whether the model is blessed: its held-out accuracy reached the threshold
@@ -83,7 +94,13 @@ def evaluate_model(
                               slice_columns=slice_columns or [], export_base=export_base,
                               serving_model_name=serving_model_name,
                               min_improvement=min_improvement,
-                              allow_class_change=allow_class_change)
+                              allow_class_change=allow_class_change,
+                              rmse_threshold=rmse_threshold)
+    if result.task == "regression":
+        from kfdist.components.evaluate_model import regression_outputs
+
+        return regression_outputs.write(result, model.path, metrics, report, summary, blessing,
+                                        run_name=run_name or None)
     for name, value in served_outputs.metric_values(result).items():
         metrics.log_metric(name, value)
     classification_metrics.log_confusion_matrix(result.class_names, result.confusion_matrix)

@@ -1,4 +1,5 @@
-"""The evaluation report's training curves: loss and accuracy per epoch, the kept epoch marked.
+"""The evaluation report's training curves: loss and accuracy (a regression's: RMSE) per epoch,
+the kept epoch marked.
 
 Each panel draws the training figure, the validation part's (which selected
 the epoch kept, with early stopping), the held-out eval split's (scored by
@@ -23,6 +24,9 @@ CURVES = {
     "accuracy": (("accuracy", "training"),
                  (SELECTION_ACCURACY, "validation part (selects the epoch)"),
                  ("val_accuracy", "held-out (eval split)")),
+    # A regression's: its panels of loss (the MSE) and RMSE, no accuracy.
+    "rmse": (("rmse", "training"), ("selection_rmse", "validation part (selects the epoch)"),
+             ("val_rmse", "held-out (eval split)")),
 }
 
 

@@ -33,6 +33,8 @@ from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.evaluate_model import slices as sl
 from kfdist.components.evaluate_model import verdict as vd
+from kfdist.components.evaluate_model.regression_eval import (
+    RegressionEvaluation, regression_result)
 
 EVAL_SPLIT = ep.EVAL_SPLIT
 
@@ -73,6 +75,7 @@ class EvaluationResult:
       allow_class_change: Whether a model with other classes than the served one's
         could replace it.
       data_source: Where the evaluated dataset's examples came from (its `source_uri`).
+      task: `classification` (a regression's is a `regression_eval.RegressionEvaluation`).
     """
 
     accuracy: float
@@ -91,6 +94,7 @@ class EvaluationResult:
     min_improvement: float = vd.MIN_IMPROVEMENT
     allow_class_change: bool = vd.ALLOW_CLASS_CHANGE
     data_source: Optional[str] = None
+    task: str = ds.CLASSIFICATION
 
     @property
     def accuracy_change(self) -> Optional[float]:
@@ -124,6 +128,9 @@ def _load_metadata(model_dir: str, dataset_dir: str) -> Tuple[ds.DatasetMetadata
     require(model_meta.feature == data_meta.feature,
             f"dataset {dataset_dir!r} has input feature {data_meta.feature} but the model was "
             f"trained on {model_meta.feature}; evaluate on a dataset with the same feature spec")
+    require(model_meta.task == data_meta.task,
+            f"dataset {dataset_dir!r} is a {data_meta.task}'s but the model was trained for "
+            f"{model_meta.task}; evaluate on a dataset of the same task")
     require(model_meta.num_classes == data_meta.num_classes,
             f"dataset {dataset_dir!r} has {data_meta.num_classes} classes but the model was "
             f"trained on {model_meta.num_classes}")
@@ -164,7 +171,8 @@ def predict_classes(model_dir: str, dataset_dir: str, *,
 
 def validate_evaluation_args(*, accuracy_threshold: float = 0.9, slice_columns: Sequence[str] = (),
                              batch_size: int = ep.EVAL_BATCH,
-                             min_improvement: float = vd.MIN_IMPROVEMENT) -> None:
+                             min_improvement: float = vd.MIN_IMPROVEMENT,
+                             rmse_threshold: float = vd.RMSE_THRESHOLD) -> None:
     """Checks evaluation parameters before any work is done.
 
     Raises:
@@ -176,6 +184,7 @@ def validate_evaluation_args(*, accuracy_threshold: float = 0.9, slice_columns: 
     require(isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size > 0,
             f"batch_size={batch_size!r} is invalid; expected a positive integer")
     vd.check_min_improvement(min_improvement)
+    vd.check_rmse_threshold(rmse_threshold)
     sl.check_slice_columns_form(slice_columns)
 
 
@@ -184,7 +193,8 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
              export_base: str = "", serving_model_name: str = "",
              min_improvement: float = vd.MIN_IMPROVEMENT,
              allow_class_change: bool = vd.ALLOW_CLASS_CHANGE,
-             log: Callable[[str], None] = print) -> EvaluationResult:
+             rmse_threshold: float = vd.RMSE_THRESHOLD,
+             log: Callable[[str], None] = print) -> "EvaluationResult | RegressionEvaluation":
     """Evaluates a model artifact on a dataset's eval split and decides its blessing.
 
     Args:
@@ -203,17 +213,21 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
         model's the new one needs (0: not worse; negative: a tolerance).
       allow_class_change: Let a model that predicts other classes than the served one
         replace it (on the threshold alone); by default it is not blessed.
+      rmse_threshold: A regression's highest held-out RMSE blessed, in the label's units;
+        0: the RMSE of predicting the train split's mean label (`regression_eval`).
       log: Receives progress lines.
 
     Returns:
-      The metrics, confusion matrix and blessing verdict.
+      The metrics, confusion matrix and blessing verdict; for a regression's model its
+      RMSE, MAE, R² and verdict (`regression_eval.RegressionEvaluation`).
 
     Raises:
       InvalidInputError: On a bad threshold, batch size or slice column, a missing or
         incomplete directory, or a dataset that does not match the model.
     """
     validate_evaluation_args(accuracy_threshold=accuracy_threshold, slice_columns=slice_columns,
-                             batch_size=batch_size, min_improvement=min_improvement)
+                             batch_size=batch_size, min_improvement=min_improvement,
+                             rmse_threshold=rmse_threshold)
     if export_base:
         from kfdist.components.export_saved_model.runtime import validate_export_args
 
@@ -230,12 +244,18 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
         served, served_root = score_served(export_base, serving_model_name, data_meta,
                                            dataset_dir, slice_columns, work,
                                            batch_size=batch_size, log=log)
+    for column in slice_columns:
+        log(f"slices by {column}: " + ", ".join(
+            f"{s.value} {s.rmse if scored.is_regression else s.accuracy:.4f} ({s.examples})"
+            for s in slices if s.column == column))
+    if scored.is_regression:
+        return regression_result(scored, model_meta, data_meta, float(rmse_threshold), log,
+                                 served=served, served_root=served_root,
+                                 min_improvement=float(min_improvement),
+                                 allow_class_change=bool(allow_class_change), slices=slices)
     result = _result(scored, model_meta, data_meta, threshold, log, served=served,
                      served_root=served_root, min_improvement=float(min_improvement),
                      allow_class_change=bool(allow_class_change))
-    for column in slice_columns:
-        log(f"slices by {column}: " + ", ".join(
-            f"{s.value} {s.accuracy:.4f} ({s.examples})" for s in slices if s.column == column))
     return dataclasses.replace(result, slices=slices)
 
 

@@ -29,6 +29,8 @@ from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import eval_predictions as ep
 from kfdist.components.common import serving_inputs as si
 from kfdist.components.common import serving_versions, signature_check, storage
+from kfdist.components.common.serving_inputs import VALUE_OUTPUT
+from kfdist.components.evaluate_model.regression_metrics import regression_metrics
 from kfdist.components.evaluate_model import slices as sl
 from kfdist.components.evaluate_model import verdict as vd
 from kfdist.components.evaluate_model.verdict import ServedModel
@@ -57,6 +59,8 @@ def _class_change(local: str, meta: ds.DatasetMetadata) -> Optional[str]:
     recorded); an export whose ids are its numbers 0..max, from before classes were
     counted, is said to be one."""
     served, counted = _served_classes(local)
+    if meta.is_regression and served is not None:
+        return f"it predicts {len(served)} classes; the new model predicts a number"
     change = vd.class_change(served, list(ds.display_class_names(meta)))
     if change is None or counted or served != [str(i) for i in range(len(served))]:
         return change
@@ -73,6 +77,14 @@ def _output_mismatch(loaded, meta: ds.DatasetMetadata) -> Tuple[Optional[str], b
         return (f"it has no {si.SIGNATURE_NAME!r} signature (it has "
                 f"{sorted(loaded.signatures)})"), False
     outputs = signature.structured_outputs
+    if meta.is_regression:
+        if VALUE_OUTPUT in outputs:
+            return None, False
+        return (f"its signature returns {sorted(outputs)}: it predicts classes, the new model "
+                f"a number ({VALUE_OUTPUT!r})"), "probabilities" in outputs
+    if VALUE_OUTPUT in outputs and "probabilities" not in outputs:
+        return (f"it predicts a number ({VALUE_OUTPUT!r}), the new model classes: it is a "
+                "regression's"), True
     if "probabilities" not in outputs:
         return f"its signature returns {sorted(outputs)}, not 'probabilities'", False
     classes = outputs["probabilities"].shape[-1]
@@ -121,9 +133,13 @@ def _predict(loaded, meta: ds.DatasetMetadata, dataset_dir: str,
             .batch(batch_size).map(parse).with_options(tf_features.pipeline_options()))
     labels: List[np.ndarray] = []
     probabilities: List[np.ndarray] = []
+    output = VALUE_OUTPUT if meta.is_regression else "probabilities"
     for raw, label in data:
-        probabilities.append(serve(**feed(raw))["probabilities"].numpy().astype(np.float32))
+        probabilities.append(serve(**feed(raw))[output].numpy().astype(np.float32))
         labels.append(label.numpy())
+    if meta.is_regression:
+        return ep.EvalPredictions.from_values(np.concatenate(labels),
+                                              np.concatenate(probabilities))
     return ep.EvalPredictions.from_probabilities(np.concatenate(labels), np.concatenate(probabilities))
 
 
@@ -197,9 +213,14 @@ def score_served(export_base: str, serving_model_name: str, meta: ds.DatasetMeta
     if len(scored.labels) != expected:
         return _not_compared(found, f"it scored {len(scored.labels)} of the split's {expected} "
                                     "examples", log), root
-    accuracy = float(np.mean(scored.predicted == scored.labels))
     loss = float(scored.losses().mean())
     slices = sl.slice_eval_split(meta, dataset_dir, slice_columns, scored)
+    if scored.is_regression:
+        errors = regression_metrics(scored)
+        log(f"served version {found.version}: RMSE={errors.rmse:.4f} MAE={errors.mae:.4f}")
+        return ServedModel(path=found.path, version=found.version, loss=loss, slices=slices,
+                           rmse=errors.rmse, mae=errors.mae), root
+    accuracy = float(np.mean(scored.predicted == scored.labels))
     log(f"served version {found.version}: accuracy={accuracy:.4f} loss={loss:.4f}")
     return ServedModel(path=found.path, version=found.version, accuracy=accuracy, loss=loss,
                        slices=slices), root

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -30,6 +31,8 @@ import numpy as np
 from kfdist.components.common import dataset_spec as ds
 from kfdist.components.common import eval_predictions as ep
 from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.components.evaluate_model.eval_columns import (  # noqa: F401  (part of this API)
+    read_columns, read_shards)
 
 #: A numeric column with at most this many distinct eval values gets a slice per value...
 MAX_VALUE_SLICES = 10
@@ -51,8 +54,9 @@ class SliceMetrics:
       column: The column sliced by.
       value: The slice: a value of the column, `(missing)`, `(empty)` or a bin `[low, high)`.
       examples: Eval examples in the slice.
-      accuracy: Their accuracy.
-      loss: Their mean cross-entropy, as the whole split's loss is computed.
+      accuracy: Their accuracy (NaN for a regression's).
+      loss: Their mean cross-entropy, as the whole split's loss is computed; for a
+        regression their mean squared error.
     """
 
     column: str
@@ -60,6 +64,11 @@ class SliceMetrics:
     examples: int
     accuracy: float
     loss: float
+
+    @property
+    def rmse(self) -> float:
+        """A regression slice's root mean squared error."""
+        return math.sqrt(self.loss)
 
     @property
     def key(self) -> str:
@@ -115,66 +124,6 @@ def check_slice_columns(slice_columns: Sequence[str], feature: ds.FeatureSpec,
                                f"dataset; its columns are {valid}")
 
 
-def read_columns(meta: ds.DatasetMetadata, dataset_dir: str,
-                 columns: Sequence[str]) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
-    """Reads the raw values of `columns` over the eval split, in shard order (`read_shards`)."""
-    return read_shards(meta.feature, meta.shard_paths(dataset_dir, ep.EVAL_SPLIT),
-                       meta.compression, columns)
-
-
-def read_shards(feature_spec: ds.FeatureSpec, paths: Sequence[str], compression: Optional[str],
-                columns: Sequence[str]) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
-    """Reads the raw values of `columns` from shards of kfdist examples, in order, without
-    TensorFlow (`tfrecord_framing.read_records`, `example_proto.Example`).
-
-    Args:
-      feature_spec: The examples' feature spec.
-      paths: The shard files.
-      compression: None or `GZIP`.
-      columns: Columns of `feature_spec` (numeric or string).
-
-    Returns:
-      Per column its values (strings as an object array, numbers as float32),
-      and the examples' labels (int64).
-
-    Raises:
-      InvalidInputError: Naming the shard and record when a record is not a kfdist example of
-        the feature spec.
-    """
-    # Here, not at the top: the report and the run's summary import this module, and need
-    # neither the descriptor pool nor CRC-32C.
-    from kfdist.components.common import example_proto, tfrecord_framing
-
-    numeric = list(feature_spec.columns or ())
-    strings = list(feature_spec.categorical_columns or ())
-    read = [(c, ds.CATEGORICAL_KEY, strings.index(c), "bytes_list") if c in strings
-            else (c, ds.FEATURES_KEY, numeric.index(c), "float_list") for c in columns]
-    widths = {ds.CATEGORICAL_KEY: len(strings), ds.FEATURES_KEY: int(np.prod(feature_spec.shape))}
-    needs = ", ".join([f"one int64 {ds.LABEL_KEY!r}"] + [
-        f"{widths[key]} {kind.split('_')[0]} {key!r}" for key, kind in
-        dict((key, kind) for _, key, _, kind in read).items()])
-    values = {c: [] for c in columns}
-    labels = []
-    for path in paths:
-        for index, record in enumerate(tfrecord_framing.read_records(path, compression)):
-            feature = example_proto.Example.FromString(record).features.feature
-            label = feature[ds.LABEL_KEY].int64_list.value if ds.LABEL_KEY in feature else ()
-            row = {key: getattr(feature[key], kind).value if key in feature else ()
-                   for _, key, _, kind in read}
-            if len(label) != 1 or any(len(row[key]) != widths[key] for key in row):
-                raise InvalidInputError(
-                    f"record {index} of {path!r} is not an example of this dataset: its "
-                    f"metadata says each example has {needs} values")
-            labels.append(label[0])
-            for column, key, position, _ in read:
-                values[column].append(row[key][position])
-    out = {}
-    for column, key, _, _ in read:
-        out[column] = (np.array([v.decode("utf-8") for v in values[column]], dtype=object)
-                       if key == ds.CATEGORICAL_KEY else np.array(values[column], np.float32))
-    return out, np.array(labels, dtype=np.int64)
-
-
 def _number(value: float) -> str:
     return f"{float(value):.6g}"
 
@@ -223,7 +172,8 @@ def compute(values: Dict[str, np.ndarray], scored: ep.EvalPredictions) -> List[S
     Raises:
       InvalidInputError: When a column holds another number of values than there are predictions.
     """
-    correct = (scored.predicted == scored.labels).astype(np.float64)
+    correct = (np.full(len(scored.labels), np.nan) if scored.is_regression
+               else (scored.predicted == scored.labels).astype(np.float64))
     losses = scored.losses()
     out = []
     for column, column_values in values.items():
@@ -267,25 +217,30 @@ def lowest(slices: Sequence[SliceMetrics], count: int,
     return sorted(big, key=lambda s: (s.accuracy, -s.examples, s.key))[:count]
 
 
-def metric_values(slices: Sequence[SliceMetrics]) -> Dict[str, float]:
-    """`accuracy[column=value]` and `eval_examples[column=value]` of each column's first
-    `METRIC_SLICES` slices, for the step's `metrics`."""
+def metric_values(slices: Sequence[SliceMetrics], regression: bool = False) -> Dict[str, float]:
+    """`accuracy[column=value]` (a regression's: `rmse[column=value]`) and
+    `eval_examples[column=value]` of each column's first `METRIC_SLICES` slices, for the
+    step's `metrics`."""
     shown = collections.Counter()
     out = {}
     for s in slices:
         shown[s.column] += 1
         if shown[s.column] <= METRIC_SLICES:
-            out[f"accuracy[{s.key}]"] = s.accuracy
+            if regression:
+                out[f"rmse[{s.key}]"] = s.rmse
+            else:
+                out[f"accuracy[{s.key}]"] = s.accuracy
             out[f"eval_examples[{s.key}]"] = s.examples
     return out
 
 
 def from_metric_values(metadata: Dict[str, float]) -> Dict[str, Dict[str, float]]:
     """The slices in a `metrics` artifact's metadata (`metric_values`), by `column=value`:
-    `{"accuracy": ..., "examples": ...}` each."""
+    `{"accuracy": ..., "examples": ...}` each (a regression's: `rmse` for `accuracy`)."""
     out = collections.defaultdict(dict)
     for name, value in metadata.items():
-        for metric, field in (("accuracy", "accuracy"), ("eval_examples", "examples")):
+        for metric, field in (("accuracy", "accuracy"), ("rmse", "rmse"),
+                              ("eval_examples", "examples")):
             if name.startswith(f"{metric}[") and name.endswith("]"):
                 out[name[len(metric) + 1:-1]][field] = int(value) if field == "examples" else value
     return dict(out)

@@ -25,6 +25,14 @@ rule, pure and in one place:
   classes may replace it, and then the threshold alone decides. Its clients
   read class ids and names; other classes under the same name would break
   them silently.
+
+A regression (the label is a number, `decide_regression`) follows the same rule
+with its error instead of accuracy, lower being better: its held-out RMSE must
+not exceed `rmse_threshold` (by default the RMSE of predicting the train split's
+mean label for every example: the model must beat the mean), and must be lower
+than the served model's by the share `min_improvement` asks (0: not higher;
+0.01: 1% lower; -1: the threshold alone). A served model that predicts classes
+is one with other outputs, replaced only with `allow_class_change`.
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ if TYPE_CHECKING:  # the rule itself needs neither numpy nor the dataset's modul
 MIN_IMPROVEMENT = 0.0
 #: The default of `allow_class_change`: a model with other classes never replaces the served one.
 ALLOW_CLASS_CHANGE = False
+#: The default of `rmse_threshold`: 0, the RMSE of predicting the train split's mean label.
+RMSE_THRESHOLD = 0.0
 #: Accuracies are fractions of one split's examples; a change within this of the bound meets it.
 _TOLERANCE = 1e-9
 
@@ -59,7 +69,9 @@ class ServedModel:
       mismatch: Why it could not be compared (what it takes and what the
         dataset holds); None when it was.
       class_change: Whether the mismatch is that it predicts other classes than
-        the new model (`class_change`).
+        the new model (`class_change`), or classes where the new one predicts a number.
+      rmse: A regression's: its RMSE on the same held-out split; None when not compared.
+      mae: A regression's: its mean absolute error there.
     """
 
     path: str
@@ -69,11 +81,13 @@ class ServedModel:
     slices: List[SliceMetrics] = dataclasses.field(default_factory=list)
     mismatch: Optional[str] = None
     class_change: bool = False
+    rmse: Optional[float] = None
+    mae: Optional[float] = None
 
     @property
     def compared(self) -> bool:
         """Whether it was scored on the held-out split."""
-        return self.mismatch is None and self.accuracy is not None
+        return self.mismatch is None and (self.accuracy is not None or self.rmse is not None)
 
 
 def check_min_improvement(min_improvement) -> None:
@@ -160,6 +174,61 @@ def decide(accuracy: float, threshold: float, *, served: Optional[ServedModel] =
     sn, ss = fmt_pair(accuracy, served.accuracy)
     against = (f"the served version {served.version} scores {ss} on the same examples "
                f"(change {change:+.3f}, min_improvement {min_improvement:+.3f})")
+    if not passes:
+        return False, f"{reason}; {against}"
+    if not better:
+        return False, f"{reason} but {against}: the new model is not good enough to replace it"
+    return True, f"{reason} and {against}"
+
+
+def check_rmse_threshold(rmse_threshold) -> None:
+    """Checks `rmse_threshold` before any work is done.
+
+    Raises:
+      InvalidInputError: Naming the value and what would be valid.
+    """
+    require(isinstance(rmse_threshold, (int, float)) and not isinstance(rmse_threshold, bool)
+            and float(rmse_threshold) >= 0.0,
+            f"rmse_threshold={rmse_threshold!r} is invalid; expected a number ≥ 0: the highest "
+            "held-out RMSE, in the label's units, a regression's model may have (0: the RMSE "
+            "of predicting the train split's mean label)")
+
+
+def decide_regression(rmse: float, threshold: float, *, served: Optional[ServedModel] = None,
+                      served_root: str = "", min_improvement: float = MIN_IMPROVEMENT,
+                      allow_class_change: bool, baseline: bool = False) -> Tuple[bool, str]:
+    """A regression's blessing and its reason (see the module docstring).
+
+    Args:
+      rmse: The new model's held-out RMSE.
+      threshold: The RMSE it must not exceed.
+      served: The served model, compared or not; None when none is served.
+      served_root: Where a served model was looked for; empty without an export base.
+      min_improvement: The share by which its RMSE must fall below the served model's.
+      allow_class_change: Whether a model predicting classes may be replaced.
+      baseline: Whether `threshold` is the RMSE of predicting the train mean (the default).
+
+    Returns:
+      `(blessed, reason)`, the reason one line a person reads.
+    """
+    passes = rmse <= threshold
+    sa, st = fmt_pair(rmse, threshold)
+    what = " (predicting the train mean)" if baseline else ""
+    reason = f"RMSE {sa} {'≤' if passes else '>'} threshold {st}{what}"
+    if served is None:
+        where = f"under {served_root}" if served_root else "(no export base given)"
+        return passes, f"{reason}; no served model {where} to compare with"
+    if served.class_change and not allow_class_change:
+        return False, (f"{reason}; the served model {served.path} has other outputs: "
+                       f"{served.mismatch}; it is replaced only with allow_class_change=True")
+    if not served.compared or served.rmse is None:
+        return passes, (f"{reason}; the served model {served.path} could not be compared: "
+                        f"{served.mismatch}")
+    change = 1.0 - rmse / served.rmse if served.rmse > 0 else (0.0 if rmse == 0 else -1.0)
+    better = min_improvement <= -1.0 or change >= min_improvement - _TOLERANCE
+    _, ss = fmt_pair(rmse, served.rmse)
+    against = (f"the served version {served.version} has RMSE {ss} on the same examples "
+               f"({change:+.1%} lower, min_improvement {min_improvement:+.3f})")
     if not passes:
         return False, f"{reason}; {against}"
     if not better:

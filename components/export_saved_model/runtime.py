@@ -7,7 +7,8 @@ for MNIST, encoded `image_bytes` for PNG/JPEG sources, one input per column
 by name for tables), applies the recorded preprocessing, runs the model and
 returns `class_ids` (int64 [None]), `class_names` (string [None], the
 dataset's name of each class) and `probabilities` (float32 [None,
-num_classes]). That SavedModel is the model artifact's `serving_model/`,
+num_classes]), or for a regression `value` (float32 [None], the predicted
+number in the label's units). That SavedModel is the model artifact's `serving_model/`,
 which training writes (`common/serving_model.py`): the export copies it, so
 the step needs no TensorFlow. `assets.extra/kfdist_export.json` describes the
 signature; `assets.extra/kfdist_dataset/` holds the spec and statistics of the
@@ -33,7 +34,7 @@ from kfdist.components.common.dataset_statistics import EXPORTED_DATASET_DIR, ST
 from kfdist.components.common import model_artifact as ma
 from kfdist.components.common import serving_versions, storage
 from kfdist.components.common.errors import InvalidInputError, require
-from kfdist.components.common.serving_inputs import SIGNATURE_NAME, serving_inputs
+from kfdist.components.common.serving_inputs import SIGNATURE_NAME, VALUE_OUTPUT, serving_inputs
 
 EXPORT_INFO_FILE = "kfdist_export.json"
 EXPORT_FORMAT = "kfdist.export/v1"
@@ -119,18 +120,26 @@ def _export_info(meta: ds.DatasetMetadata, *, target: str, version: int, name: s
         "version": version, "path": target, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "blessing_reason": blessing_reason,
         "feature": dataclasses.asdict(meta.feature), "preprocessing": dataclasses.asdict(meta.preprocessing),
+        "task": meta.task,
         "num_classes": meta.num_classes,
-        "class_names": list(ds.display_class_names(meta)),
+        "class_names": None if meta.is_regression else list(ds.display_class_names(meta)),
         # Number labels of a dataset that predates class counts named every id up to the max.
         "classes_counted": meta.class_counts is not None,
         "signature": {"name": SIGNATURE_NAME, "inputs": {
             i.name: {"dtype": i.dtype, "shape": list(i.shape), "kind": i.kind,
                      **({"column": i.column} if i.column is not None else {})}
-            for i in serving_inputs(meta)},
-            "outputs": {"class_ids": {"dtype": "int64", "shape": [None]},
-                        "class_names": {"dtype": "string", "shape": [None]},
-                        "probabilities": {"dtype": "float32", "shape": [None, meta.num_classes]}}},
+            for i in serving_inputs(meta)}, "outputs": _outputs(meta)},
     }
+
+
+def _outputs(meta: ds.DatasetMetadata) -> dict:
+    """The serving signature's outputs: a regression's predicted number (`value`, in the
+    label's units), else the class ids, names and probabilities."""
+    if meta.is_regression:
+        return {VALUE_OUTPUT: {"dtype": "float32", "shape": [None]}}
+    return {"class_ids": {"dtype": "int64", "shape": [None]},
+            "class_names": {"dtype": "string", "shape": [None]},
+            "probabilities": {"dtype": "float32", "shape": [None, meta.num_classes]}}
 
 
 def _write_version(model_dir: str, out_dir: str, **info) -> None:

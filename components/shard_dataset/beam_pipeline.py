@@ -22,6 +22,7 @@ through `gs://` (`beam_remote`).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import json
 import os
@@ -29,7 +30,8 @@ import tempfile
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kfdist.components.common import storage
-from kfdist.components.common.dataset_spec import ShardInfo, SplitInfo
+from kfdist.components.common.dataset_spec import LabelStatistics, ShardInfo, SplitInfo
+from kfdist.components.common.label_numbers import LabelTally, split_statistics
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.shard_dataset import beam_remote
 from kfdist.components.shard_dataset import beam_transforms as bt
@@ -68,12 +70,15 @@ def _summarize(_, written, scans, run_errors, plan, num_columns, num_strings) ->
     infos = sorted((s for s in scans if "error" not in s), key=lambda s: s["key"])
     counts = collections.Counter()
     per_class = {split: [] for split in bt.SPLIT_NAMES}
+    tallies = {split: LabelTally() for split in bt.SPLIT_NAMES}
     moments = RunningMoments(num_columns) if num_columns is not None else None
     vocabulary = VocabularyCounter(num_strings)
     for info in infos:
         counts.update(info["counts"])
         for split in bt.SPLIT_NAMES:
             per_class[split] = sum_counts(per_class[split], info["class_counts"][split])
+            if info.get("label_tallies"):
+                tallies[split].merge(*info["label_tallies"][split])
         if moments is not None and info["moments"] is not None:
             moments.merge(*info["moments"])
         for column, counter in enumerate(info["values"] or ()):
@@ -84,6 +89,8 @@ def _summarize(_, written, scans, run_errors, plan, num_columns, num_strings) ->
         "num_train": counts["train"], "num_eval": counts["eval"],
         "num_classes": max([i["max_label"] for i in infos], default=-1) + 1,
         "class_counts": per_class,
+        "label_statistics": {split: dataclasses.asdict(stats)
+                             for split, stats in split_statistics(tallies).items()},
         "mean": moments.mean.tolist() if moments is not None else None,
         "std": moments.std().tolist() if moments is not None else None,
         "value_counts": [sorted(c.items()) for c in vocabulary.counts],
@@ -201,7 +208,9 @@ def _scan_result(summary: dict, source, log: Callable[[str], None]) -> ScanResul
                       num_classes=summary["num_classes"], mean=as_tuple(summary["mean"]),
                       class_counts={k: tuple(v) for k, v in summary["class_counts"].items()},
                       std=as_tuple(summary["std"]), vocabularies=vocabularies,
-                      identifiers=identifiers)
+                      identifiers=identifiers, label_statistics={
+                          k: LabelStatistics(**v) for k, v in summary["label_statistics"].items()
+                      } if source.is_regression else None)
 
 
 def _splits(summary: dict) -> Dict[str, SplitInfo]:

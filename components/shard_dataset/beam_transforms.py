@@ -39,6 +39,7 @@ from kfdist.components.common.class_counts import add_class_counts
 from kfdist.components.shard_dataset.moments import RunningMoments
 from kfdist.components.shard_dataset.scan import (SourceChangedError, batch_checksum,
                                                   scanned_eval_mask)
+from kfdist.components.common.label_numbers import LabelTally
 from kfdist.components.shard_dataset.source import check_labels
 from kfdist.components.common.tfrecord_framing import frame_all, gzip_bytes
 from kfdist.components.shard_dataset.writer import shard_relpath
@@ -58,6 +59,7 @@ def scan_unit(unit: int, source, split_mask) -> Iterator[dict]:
 
     Yields `{"key": (unit, batch), "counts": {split: int}, "eval_mask": packed bits,
     "checksum": int, "max_label": int, "class_counts": {split: [int]},
+    "label_tallies": {split: (count, mean, m2, min, max)} (a regression's; else None),
     "moments": (count, mean, m2) or None,
     "values": [Counter per string column] or None, "reader": pid}`, or, when the
     unit holds invalid input, one `{"key": (unit, -1), "error": message}`.
@@ -82,14 +84,29 @@ def _batch_scan(key: BatchKey, batch, in_eval: np.ndarray, vector: bool) -> dict
     if batch.categorical is not None:
         train = batch.categorical[~in_eval]
         values = [collections.Counter(train[:, c].tolist()) for c in range(train.shape[1])]
+    common = _common(key, batch, in_eval, moments, values)
+    if batch.labels.dtype.kind == "f":  # a regression's numbers: their figures, no classes
+        return {**common, "max_label": -1, "class_counts": {"train": [], "eval": []},
+                "label_tallies": {split: _tally(batch.labels[mask])
+                                  for split, mask in (("train", ~in_eval), ("eval", in_eval))}}
+    return {**common, "max_label": int(batch.labels.max()) if len(batch.labels) else -1,
+            "class_counts": {"train": add_class_counts([], batch.labels[~in_eval]),
+                             "eval": add_class_counts([], batch.labels[in_eval])},
+            "label_tallies": None}
+
+
+def _common(key: BatchKey, batch, in_eval: np.ndarray, moments, values) -> dict:
     num_eval = int(in_eval.sum())
     return {"key": key, "counts": {"train": len(in_eval) - num_eval, "eval": num_eval},
             "eval_mask": np.packbits(in_eval), "checksum": batch_checksum(batch),
-            "moments": moments, "values": values,
-            "max_label": int(batch.labels.max()) if len(batch.labels) else -1,
-            "class_counts": {"train": add_class_counts([], batch.labels[~in_eval]),
-                             "eval": add_class_counts([], batch.labels[in_eval])},
-            "reader": os.getpid()}
+            "moments": moments, "values": values, "reader": os.getpid()}
+
+
+def _tally(labels: np.ndarray) -> tuple:
+    """`(count, mean, m2, min, max)` of a block of a regression's labels (`LabelTally.merge`)."""
+    tally = LabelTally()
+    tally.update(labels)
+    return tally.count, tally.mean, tally.m2, tally.low, tally.high
 
 
 def plan_entry(scan: dict) -> tuple:

@@ -33,6 +33,7 @@ def shard_dataset(
     allow_anomalies: bool = False,
     categorical_drift_threshold: float = 0.1,
     numeric_drift_threshold: float = 0.1,
+    task: str = "auto",  # dataset_spec.AUTO_TASK (KFP embeds this source)
 ):
     """Splits a dataset into train/eval and writes balanced TFRecord shards.
 
@@ -54,9 +55,8 @@ def shard_dataset(
             `image_folder`, whichever the files are; anything else is refused).
         label_column: Name of the label column (CSV) or feature (TFRecord). A
             table's label holds class names, or whole numbers (not 0..k-1:
-            classes named by the numbers); one mixing numbers and text, or
-            holding a quantity (numbers not whole, or over 100 of them), is
-            refused.
+            classes named by the numbers), or a quantity to predict (see
+            `task`); one mixing numbers and text is refused.
         num_shards: Number of train shards (at least 1; at least the number of
             training workers for per-file sharding).
         num_eval_shards: Number of eval shards; 0 (the default) means in
@@ -119,6 +119,12 @@ def shard_dataset(
         data_report: HTML: what became of each column, the table's statistics
             and, with a reference, the anomalies and each column's drift; also
             written when the anomalies stop the step.
+        task: What a table's label is: `auto` (the default): a number to
+            predict (regression) when it holds more than 100 distinct numbers,
+            else classes (a few numbers that are not whole are refused);
+            `classification`: classes (a quantity is refused); `regression`: a
+            number (text is refused), its mean, deviation, minimum and maximum
+            per split recorded in the dataset.
     """
     from kfdist.components.common import process_exit
     from kfdist.components.shard_dataset import data_check, runtime
@@ -136,7 +142,7 @@ def shard_dataset(
             export_base=export_base, serving_model_name=serving_model_name,
             allow_anomalies=allow_anomalies,
             categorical_drift_threshold=categorical_drift_threshold,
-            numeric_drift_threshold=numeric_drift_threshold)
+            numeric_drift_threshold=numeric_drift_threshold, task=task)
     except DataAnomalyError as stopped:  # the page says why, although no dataset is written
         if stopped.page is not None:
             with open(data_report.path, "w") as f:
@@ -150,6 +156,5 @@ def shard_dataset(
         "train_shards": len(meta.splits["train"].shards),
         "eval_shards": len(meta.splits["eval"].shards),
         "feature": meta.feature.key,
-        "num_classes": meta.num_classes,
-        "split": meta.split,
+        "num_classes": meta.num_classes, "split": meta.split, "task": meta.task,
     })

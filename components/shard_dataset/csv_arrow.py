@@ -209,7 +209,7 @@ def read_batches(path: str, layout: ColumnLayout, num_columns: int) -> Iterator[
             raise FastPathDeclined("a value beyond float32's range")
         values, index = _distinct_stripped(batch.column(str(layout.label_index)))
         try:
-            ids = np.array([layout.label_to_id(v) for v in values.tolist()], np.int64)
+            ids = np.array([layout.label_to_id(v) for v in values.tolist()], layout.label_dtype)
         except (KeyError, ValueError, OverflowError) as e:
             raise FastPathDeclined("a label outside the profile") from e
         categorical = None

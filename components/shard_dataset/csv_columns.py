@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -69,13 +69,15 @@ class ColumnProfile:
 
 @dataclasses.dataclass(frozen=True)
 class ColumnLayout:
-    """Where the label, numeric and categorical values of a row are."""
+    """Where the label, numeric and categorical values of a row are, and what a label
+    becomes: a class id (int64), or for a regression its number (float64)."""
 
     columns: Tuple[str, ...]
     label_index: int
     numeric_index: List[int]
     categorical_index: List[int]
-    label_to_id: Callable[[str], int]
+    label_to_id: Callable[[str], Union[int, float]]
+    label_dtype: type = np.int64
 
 
 def _all_numbers(cells: List[str]) -> bool:

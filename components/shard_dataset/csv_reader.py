@@ -2,7 +2,8 @@
 
 Labels are class numbers or class names, mapped to ids as `label_values`
 says (names, and numbers other than 0..k-1, become the dataset's
-`class_names`); a label column mixing them is refused. The numeric
+`class_names`), or for a regression numbers kept as they are (float64); a
+label column mixing numbers and text is refused. The numeric
 columns, in file order, become the canonical float32 `features` vector
 (missing values as NaN); the string columns are kept as raw values in the
 `categorical` feature. Opening a source reads every file once to learn each
@@ -25,7 +26,7 @@ from typing import Dict, Iterator, List, Sequence, TextIO, Tuple
 
 import numpy as np
 
-from kfdist.components.common.dataset_spec import FEATURES_KEY, FeatureSpec
+from kfdist.components.common.dataset_spec import FEATURES_KEY, REGRESSION, FeatureSpec
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.common.serving_inputs import check_input_names
 from kfdist.components.shard_dataset import csv_arrow
@@ -197,7 +198,7 @@ def _parse_block(path: str, first_line: int, rows: List[List[str]], layout: Colu
                                dtype=object).reshape(len(rows), len(layout.categorical_index))
     try:
         labels = np.array([layout.label_to_id(row[layout.label_index].strip()) for row in rows],
-                          dtype=np.int64)
+                          dtype=layout.label_dtype)
     except (KeyError, ValueError, OverflowError) as e:
         raise SourceChangedError(
             f"CSV file {path!r} near line {first_line}: label {e.args[0]!r} is not one the scan "
@@ -238,12 +239,13 @@ def open_csv_source(files: Sequence[str], options: ReaderOptions, columnar: bool
     label_index = columns.index(options.label_column)
     classes = label_classes(profile.labels, options.label_column, paths=files,
                             num_columns=len(columns), label_index=label_index,
-                            row_blocks=_iter_row_blocks)
+                            row_blocks=_iter_row_blocks, task=options.task)
     layout = ColumnLayout(
         columns=columns, label_index=label_index,
         numeric_index=[columns.index(c) for c in profile.numeric],
         categorical_index=[columns.index(c) for c in profile.categorical],
-        label_to_id=classes.ids.__getitem__)
+        label_to_id=classes.ids.__getitem__,
+        label_dtype=np.float64 if classes.task == REGRESSION else np.int64)
 
     def read_unit(index: int) -> Iterator[ExampleBatch]:
         read = _arrow_batches if columnar else _python_batches
@@ -254,4 +256,4 @@ def open_csv_source(files: Sequence[str], options: ReaderOptions, columnar: bool
         feature=FeatureSpec(key=FEATURES_KEY, dtype="float32", shape=(len(profile.numeric),),
                             columns=profile.numeric,
                             categorical_columns=profile.categorical or None),
-        class_names=classes.names, units=tuple(files), read_unit=read_unit)
+        class_names=classes.names, units=tuple(files), read_unit=read_unit, task=classes.task)

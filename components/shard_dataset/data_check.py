@@ -25,7 +25,7 @@ from kfdist.components.common.dataset_statistics import (
     NUMERIC, DatasetStatistics, load_statistics, write_statistics)
 from kfdist.components.shard_dataset import validation
 from kfdist.components.shard_dataset.column_report import explain_columns
-from kfdist.components.shard_dataset.label_check import label_anomalies
+from kfdist.components.shard_dataset.label_check import label_anomalies, task_anomalies
 from kfdist.components.shard_dataset.reference import Reference
 from kfdist.components.shard_dataset.source import ExampleBatch, Source
 from kfdist.components.shard_dataset.statistics import StatisticsCollector, describes
@@ -57,7 +57,8 @@ class DataCheck:
     """Statistics and validation of one source (see the module docstring).
 
     Args:
-      source: The opened source (its feature decides whether it is a table).
+      source: The opened source (its feature decides whether it is a table; its task is
+        compared with the reference's).
       reference: What to compare with; None: describe only.
       options: The thresholds and whether anomalies fail the step.
       excluded: Columns the user left out of this dataset.
@@ -68,6 +69,7 @@ class DataCheck:
                  excluded: Sequence[str] = (), label_column: Optional[str] = None):
         self.reference = reference
         self.label_column = label_column
+        self.task = source.task
         self.options = options
         self.excluded = tuple(excluded)
         self.result: Optional[validation.ValidationResult] = None
@@ -119,9 +121,10 @@ class DataCheck:
             reference_excluded=self.reference.excluded,
             categorical_threshold=self.options.categorical_drift_threshold,
             numeric_threshold=self.options.numeric_drift_threshold)
-        if classes is not None and self.reference.classes is not None:
+        labels = task_anomalies(self.reference.task, self.task, self.label_column)
+        if not labels and classes is not None and self.reference.classes is not None:
             labels = label_anomalies(self.reference.classes, classes, self.label_column)
-            result = dataclasses.replace(result, anomalies=tuple(labels) + result.anomalies)
+        result = dataclasses.replace(result, anomalies=tuple(labels) + result.anomalies)
         self.result = result
         log(f"data validation against {result.reference}: {_count(result.anomalies, 'anomaly')}"
             f", {len(result.drifted)} of {len(result.drifts)} compared columns drifted")

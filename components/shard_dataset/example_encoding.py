@@ -1,8 +1,8 @@
 """Fast serialization of canonical `tf.train.Example`s.
 
-A canonical example has two map entries, the input feature and the int64
-`label` (and, for tables with string columns, a `categorical` bytes_list
-written per example). Every example of a dataset has the same input size, so everything
+A canonical example has two map entries, the input feature and the
+`label`, an int64 class id or a regression's float32 number (and, for
+tables with string columns, a `categorical` bytes_list written per example). Every example of a dataset has the same input size, so everything
 but the input bytes and the label is the same: the encoder precomputes the
 protobuf framing once per label value and writes each record as
 `head[label] + input bytes + tail[label]`. The bytes are exactly those of
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import Dict, Iterable, List, Optional, Tuple
+import struct
+from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -94,15 +95,22 @@ class CanonicalExampleEncoder:
         self._strings: Dict[Tuple[tuple, int], Tuple[bytes, bytes]] = {}
         self._pieces: Dict[object, bytes] = {}
 
-    def _label_entry(self, label: int) -> bytes:
-        value = _varint(label)
-        int64_list = _length_delimited(_LIST_VALUE, len(value)) + value
-        feature = _length_delimited(_INT64_LIST, len(int64_list)) + int64_list
+    def _label_entry(self, label: Union[int, float]) -> bytes:
+        """The label's map entry: an int64_list for a class id, a float_list for a number."""
+        if isinstance(label, float):
+            value, kind = struct.pack("<f", label), _FLOAT_LIST
+        else:
+            value, kind = _varint(label), _INT64_LIST
+        values = _length_delimited(_LIST_VALUE, len(value)) + value
+        feature = _length_delimited(kind, len(values)) + values
         return _map_entry_prefix(LABEL_KEY, len(feature)) + feature
 
-    def framing(self, label: int) -> Tuple[bytes, bytes]:
-        """`(head, tail)` around the input bytes of an example with `label` (cached)."""
+    def framing(self, label: Union[int, float]) -> Tuple[bytes, bytes]:
+        """`(head, tail)` around the input bytes of an example with `label` (cached; a
+        regression's labels are many: the cache is emptied when it is full)."""
         if label not in self._framing:
+            if len(self._framing) >= _MAX_CACHED_STRINGS:
+                self._framing.clear()
             label_entry = self._label_entry(label)
             features_size = self._input_entry_size + len(label_entry)
             example_head = _length_delimited(_EXAMPLE_FEATURES, features_size)
@@ -132,7 +140,7 @@ class CanonicalExampleEncoder:
         Args:
           inputs: `[B, ...]` uint8 images or float feature vectors (cast to
             little-endian float32).
-          labels: `[B]` non-negative class ids.
+          labels: `[B]` non-negative class ids, or a regression's float numbers.
           categorical: For tables with string columns, their values: `str`
             `[B, K]` (a `features` encoder only).
 
@@ -149,10 +157,9 @@ class CanonicalExampleEncoder:
         if categorical is not None:
             return self._encode_with_strings(raw, labels, categorical)
         label_list = labels.tolist()
-        for label in set(label_list):
-            self.framing(label)  # fills the cache
+        framings = {label: self.framing(label) for label in set(label_list)}
         return [head + raw[start:start + size] + tail for start, (head, tail) in zip(
-            _offsets(len(labels), size), map(self._framing.__getitem__, label_list))]
+            _offsets(len(labels), size), map(framings.__getitem__, label_list))]
 
     def _string_framing(self, values: tuple, label: int) -> Tuple[bytes, bytes]:
         """`(head, tail)` around the input bytes of an example with `categorical` values

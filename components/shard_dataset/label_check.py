@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from kfdist.components.common.class_counts import class_totals, listed
-from kfdist.components.common.dataset_spec import DatasetMetadata, display_class_names
+from kfdist.components.common.dataset_spec import (
+    CLASSIFICATION, REGRESSION, DatasetMetadata, display_class_names)
 from kfdist.components.shard_dataset.validation import NAMED_VALUES, Anomaly
 
-NEW_CLASS, MISSING_CLASS = "new class", "missing class"
+NEW_CLASS, MISSING_CLASS, TASK_CHANGED = "new class", "missing class", "task changed"
+_TASK_WORDS = {REGRESSION: "a number (regression)", CLASSIFICATION: "classes (classification)"}
 
 
 def dataset_classes(meta: DatasetMetadata) -> Dict[str, Optional[int]]:
@@ -46,6 +48,19 @@ def scanned_classes(class_names: Optional[Sequence[str]],
     totals = class_totals(class_counts)
     names = class_names or [str(i) for i in range(len(totals))]
     return {names[i]: n for i, n in enumerate(totals) if n}
+
+
+def task_anomalies(reference_task: str, task: str,
+                   label_column: Optional[str]) -> List[Anomaly]:
+    """The label's anomaly when it is a number where the reference's was classes, or the
+    reverse: a model of one predicts other outputs than a model of the other."""
+    if reference_task == task:
+        return []
+    column = label_column or "label"
+    return [Anomaly(column, TASK_CHANGED, (
+        f"label {column!r}: the reference's is {_TASK_WORDS[reference_task]}, this data's is "
+        f"{_TASK_WORDS[task]}; a model of one does not replace a model of the other (task "
+        "chooses what the label is)"))]
 
 
 def _named(values: Sequence[str], counts: Mapping[str, Optional[int]]) -> str:

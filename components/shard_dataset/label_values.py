@@ -1,6 +1,14 @@
-"""A table's label values as classes: their names, their ids, and labels refused.
+"""A table's label values as classes or as numbers: their names, their ids, and labels refused.
 
-The distinct values of the label column decide what the classes are:
+The task (`task`) decides whether the label is a class or a number to predict:
+`auto` (the default) makes a label of more than `MAX_NUMBER_CLASSES` distinct
+numbers a number (`regression`) and any other a class, as below (a few numbers
+that are not whole are refused, naming `task=regression`: a stray `0.5` among
+`0`/`1` is more often a mistake than a quantity); `regression` makes any numeric
+label a number and refuses text, naming a text value and its line;
+`classification` keeps the classes as below and refuses a quantity.
+
+For classification, the distinct values of the label column decide what the classes are:
 
 * every value a whole number (`0`, `7`, `-1`, `2.0`): the numbers are the
   classes. When they are exactly 0..k-1 they are their own ids and the dataset
@@ -13,10 +21,10 @@ The distinct values of the label column decide what the classes are:
   a value of each kind and its line, as a feature column mixing them is: a
   guess would make the odd value a class of its own;
 * numbers that are not whole, or more than `MAX_NUMBER_CLASSES` distinct
-  numbers, are a quantity (a weight, a price), not classes: refused in one
-  line naming the column and a number that is not whole, or how many distinct
-  numbers it holds, rather than trained as thousands of classes of a few rows
-  each.
+  numbers, are a quantity (a weight, a price), not classes: as classes they are
+  refused in one line naming the column and a number that is not whole, or how
+  many distinct numbers it holds, rather than trained as thousands of classes of
+  a few rows each.
 
 Whole numbers are read as written (`int`), never through a float, which would
 merge those past 2**53 and name them otherwise than their text.
@@ -29,7 +37,9 @@ import re
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from kfdist.components.common.class_counts import listed
-from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.common.dataset_spec import (
+    AUTO_TASK, CLASSIFICATION, REGRESSION, TASKS)
+from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.shard_dataset.csv_columns import MISSING_VALUES, is_number, where
 from kfdist.components.shard_dataset.scan import SourceChangedError
 
@@ -51,11 +61,19 @@ class LabelClasses:
     Attributes:
       names: The class names, index = class id; None when the labels are the ids 0..k-1
         themselves.
-      ids: Each distinct (stripped) label value of the source and its class id.
+      ids: Each distinct (stripped) label value of the source and its class id; for
+        `regression`, its number.
+      task: `classification` or `regression`.
     """
 
     names: Optional[Tuple[str, ...]]
-    ids: Dict[str, int]
+    ids: Dict[str, Number]
+    task: str = CLASSIFICATION
+
+
+def check_task(task: str) -> None:
+    """Raises `InvalidInputError` unless `task` is one of `TASKS`."""
+    require(task in TASKS, f"task={task!r} is not a task; expected one of {list(TASKS)}")
 
 
 #: A whole number written as one (`7`, `-12`, `+3`): read exactly, never through a float,
@@ -110,8 +128,11 @@ def _refuse_mixed(labels: Sequence[str], numbers: Dict[str, Number], label_colum
         "another column with label_column")
 
 
-def _numeric_classes(numbers: Dict[str, Number], label_column: str) -> LabelClasses:
+def _numeric_classes(numbers: Dict[str, Number], label_column: str, task: str) -> LabelClasses:
     distinct = sorted(set(numbers.values()))
+    if task == REGRESSION or (task == AUTO_TASK and len(distinct) > MAX_NUMBER_CLASSES):
+        return LabelClasses(names=None, ids={t: float(v) for t, v in numbers.items()},
+                            task=REGRESSION)
     odd = next((v for v in distinct if not isinstance(v, int)), None)
     if len(distinct) > MAX_NUMBER_CLASSES or odd is not None:
         why = (f"numbers that are not whole (e.g. {odd!r})" if odd is not None else
@@ -119,8 +140,8 @@ def _numeric_classes(numbers: Dict[str, Number], label_column: str) -> LabelClas
         ids = "" if odd is not None else " (more class ids than that: write them as names)"
         raise InvalidInputError(
             f"label column {label_column!r} holds {why}: a quantity to predict, not classes; "
-            "kfdist trains classifiers: bin the values into classes in a column of their own"
-            f"{ids}, or name another column with label_column")
+            "predict the number with task=regression, or bin the values into classes in a "
+            f"column of their own{ids}, or name another column with label_column")
     if distinct == list(range(len(distinct))):
         return LabelClasses(names=None, ids={t: int(v) for t, v in numbers.items()})
     index = {v: i for i, v in enumerate(distinct)}
@@ -128,9 +149,35 @@ def _numeric_classes(numbers: Dict[str, Number], label_column: str) -> LabelClas
                         ids={t: index[v] for t, v in numbers.items()})
 
 
+def _refuse_text(labels: Sequence[str], label_column: str,
+                 first: Tuple[str, str]) -> None:
+    t_where, text = first
+    named = listed((repr(v) for v in sorted(labels)), _NAMED)
+    raise InvalidInputError(
+        f"label column {label_column!r} holds text ({text!r} at {t_where}; its values: "
+        f"{named}), but task=regression predicts a number: a text label is a class, predict it "
+        "with task=classification (or auto), or name a numeric column with label_column")
+
+
+def _first_text(paths: Sequence[str], num_columns: int, label_index: int,
+                row_blocks: RowBlocks) -> Tuple[str, str]:
+    """Where the first label that is not a number is, and its value."""
+    for path in paths:
+        for first_line, rows in row_blocks(path, num_columns):
+            for offset, row in enumerate(rows):
+                value = row[label_index].strip()
+                if not is_number(value):
+                    return where(path, first_line + offset), value
+    raise SourceChangedError(
+        "the label column's files changed while they were read: a value seen when they were "
+        "first read is gone; shard a copy that does not change meanwhile")
+
+
 def label_classes(labels: Sequence[str], label_column: str, *, paths: Sequence[str],
-                  num_columns: int, label_index: int, row_blocks: RowBlocks) -> LabelClasses:
-    """The classes of a label column's distinct values (see the module docstring).
+                  num_columns: int, label_index: int, row_blocks: RowBlocks,
+                  task: str = AUTO_TASK) -> LabelClasses:
+    """The classes (or, for a regression, the numbers) of a label column's distinct values
+    (see the module docstring).
 
     Args:
       labels: The column's distinct stripped values (none empty).
@@ -139,17 +186,23 @@ def label_classes(labels: Sequence[str], label_column: str, *, paths: Sequence[s
       num_columns: Their columns.
       label_index: The label's position among them.
       row_blocks: Reads a file's rows (`csv_reader`).
+      task: `auto`, `classification` or `regression` (`TASKS`).
 
     Raises:
-      InvalidInputError: On numbers mixed with text, numbers that are not whole, or more
-        than `MAX_NUMBER_CLASSES` distinct numbers.
+      InvalidInputError: On numbers mixed with text; for `classification`, numbers that
+        are not whole or more than `MAX_NUMBER_CLASSES` distinct numbers; for
+        `regression`, text.
       SourceChangedError: If the files no longer hold both kinds when their lines are sought.
     """
+    check_task(task)
     numbers = {v: n for v in labels if (n := _number(v)) is not None}
+    if not numbers and task == REGRESSION:
+        _refuse_text(labels, label_column,
+                     _first_text(paths, num_columns, label_index, row_blocks))
     if not numbers:
         return LabelClasses(names=tuple(sorted(labels)),
                             ids={name: i for i, name in enumerate(sorted(labels))})
     if len(numbers) < len(labels):
         _refuse_mixed(labels, numbers, label_column,
                       _first_rows(paths, num_columns, label_index, row_blocks))
-    return _numeric_classes(numbers, label_column)
+    return _numeric_classes(numbers, label_column, task)

@@ -6,8 +6,10 @@ import dataclasses
 import numbers
 from typing import Optional, Sequence, Tuple
 
+from kfdist.components.common.dataset_spec import AUTO_TASK
 from kfdist.components.common.errors import require
 from kfdist.components.shard_dataset import readers, splits
+from kfdist.components.shard_dataset.label_values import check_task
 
 COMPRESSIONS = ("GZIP",)
 LOCAL_RUNNER, BEAM_RUNNER = "local", "beam"
@@ -34,6 +36,7 @@ class ShardOptions:
       runner: `local` or `beam`.
       exclude_columns: Source columns left out of the dataset.
       keep_columns: String columns kept even if they identify rows.
+      task: `auto`, `classification` or `regression` (`label_values`).
     """
 
     source_format: str
@@ -49,6 +52,7 @@ class ShardOptions:
     runner: str = LOCAL_RUNNER
     exclude_columns: Tuple[str, ...] = ()
     keep_columns: Tuple[str, ...] = ()
+    task: str = AUTO_TASK
 
 
 def _is_int(value) -> bool:
@@ -87,7 +91,8 @@ def validate_options(*, source_format: str, label_column: str, num_shards: int,
                      compression: Optional[str], image_shape: Optional[Sequence[int]],
                      shuffle_buffer_size: int, runner: str = LOCAL_RUNNER,
                      exclude_columns: Optional[Sequence[str]] = None,
-                     keep_columns: Optional[Sequence[str]] = None) -> ShardOptions:
+                     keep_columns: Optional[Sequence[str]] = None,
+                     task: str = AUTO_TASK) -> ShardOptions:
     """Checks every setting of `shard`; the default `num_eval_shards` is proportional.
 
     Raises:
@@ -95,6 +100,7 @@ def validate_options(*, source_format: str, label_column: str, num_shards: int,
     """
     readers.check_source_format(source_format)
     splits.check_split_method(split)
+    check_task(task)
     require(isinstance(label_column, str) and label_column.strip() != "",
             f"label_column must be a non-empty column name, got {label_column!r}")
     require(_is_int(num_shards) and 1 <= num_shards <= MAX_SHARDS,
@@ -129,4 +135,4 @@ def validate_options(*, source_format: str, label_column: str, num_shards: int,
         compression=normalize_compression(compression),
         image_shape=tuple(int(d) for d in image_shape) if image_shape is not None else None,
         shuffle_buffer_size=int(shuffle_buffer_size), runner=runner, exclude_columns=excluded,
-        keep_columns=kept)
+        keep_columns=kept, task=task)

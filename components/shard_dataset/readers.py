@@ -30,6 +30,7 @@ from kfdist.components.shard_dataset.csv_reader import is_csv_file, open_csv_sou
 from kfdist.components.shard_dataset.idx_reader import is_idx_file, open_idx_source
 from kfdist.components.shard_dataset.image_folder import (
     IMAGE_FOLDER, IMAGE_SUFFIXES, LAYOUT, is_image_file, open_image_folder_source)
+from kfdist.components.common.dataset_spec import REGRESSION
 from kfdist.components.shard_dataset.source import ReaderOptions, Source
 from kfdist.components.shard_dataset.tfrecord_reader import (
     is_tfrecord_file, open_tfrecord_source)
@@ -173,6 +174,9 @@ def open_source(local_path: str, source_format: str, options: ReaderOptions) -> 
     require(fmt == "csv" or not options.exclude_columns,
             f"exclude_columns {list(options.exclude_columns)} applies to CSV sources (their "
             f"columns); this source is {fmt}: leave exclude_columns empty")
+    require(fmt == "csv" or options.task != REGRESSION,
+            f"task=regression predicts a number of a CSV table's label column; this source is "
+            f"{fmt}, whose labels are classes: leave task at auto or classification")
     require(fmt != IMAGE_FOLDER or os.path.isdir(local_path),
             f"{local_path!r} is not a folder; {IMAGE_FOLDER} sources are {LAYOUT}: pass the folder")
     selected = select_files(files, fmt, single_file)

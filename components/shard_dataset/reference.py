@@ -18,7 +18,8 @@ import os
 from typing import Callable, Dict, Optional, Tuple
 
 from kfdist.components.common import serving_versions, storage
-from kfdist.components.common.dataset_spec import METADATA_FILE, REQUESTED, load_metadata
+from kfdist.components.common.dataset_spec import (
+    CLASSIFICATION, METADATA_FILE, REQUESTED, load_metadata)
 from kfdist.components.common.dataset_statistics import (
     EXPORTED_DATASET_DIR, STATISTICS_FILE, DatasetStatistics, load_statistics)
 from kfdist.components.common.errors import InvalidInputError, require
@@ -34,12 +35,14 @@ class Reference:
       statistics: Its statistics.
       excluded: The columns its user left out (`exclude_columns`).
       classes: Its label's classes and their examples (`label_check.dataset_classes`).
+      task: What its label is: `classification` or `regression`.
     """
 
     name: str
     statistics: DatasetStatistics
     excluded: Tuple[str, ...] = ()
     classes: Optional[Dict[str, Optional[int]]] = None
+    task: str = CLASSIFICATION
 
 
 def _stage(uri: str, workdir: str) -> str:
@@ -58,7 +61,7 @@ def _read(uri: str, workdir: str, name: str) -> Reference:
     local = _stage(uri, workdir)
     meta = load_metadata(local)
     excluded = tuple(c.name for c in meta.excluded_columns or () if c.reason == REQUESTED)
-    return Reference(name, load_statistics(local), excluded, dataset_classes(meta))
+    return Reference(name, load_statistics(local), excluded, dataset_classes(meta), meta.task)
 
 
 def find_reference(reference_dataset: str, export_base: str, serving_model_name: str,

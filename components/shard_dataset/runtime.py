@@ -28,7 +28,7 @@ from typing import Callable, Dict, Optional, Sequence, TypeVar
 from kfdist.components.common import storage
 from kfdist.components.common.class_counts import label_lines, label_record, sum_counts
 from kfdist.components.common.dataset_spec import (
-    IMAGE_KEY, PREDEFINED_SPLIT, SPLITS, DatasetMetadata, Preprocessing, SplitInfo,
+    AUTO_TASK, IMAGE_KEY, PREDEFINED_SPLIT, SPLITS, DatasetMetadata, Preprocessing, SplitInfo,
     write_metadata)
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.common.wording import counted
@@ -93,6 +93,8 @@ def build_metadata(source_uri: str, source: Source, scan: ScanResult, options: S
     num_classes = len(source.class_names) if source.class_names else scan.num_classes
     counts = {split: tuple(sum_counts(scan.class_counts.get(split, ()), [0] * num_classes))
               for split in SPLITS}
+    if source.is_regression:
+        num_classes, counts = 0, None
     return DatasetMetadata(
         source_uri=source_uri, source_format=source.source_format,
         feature=without_columns(source.feature, [c.name for c in scan.identifiers]),
@@ -101,7 +103,8 @@ def build_metadata(source_uri: str, source: Source, scan: ScanResult, options: S
         eval_fraction=None if plan.method == PREDEFINED_SPLIT else options.eval_fraction,
         split_files=plan.split_files(root), excluded_columns=excluded or None,
         label_column=(options.label_column if source.source_format in LABEL_COLUMN_FORMATS
-                      else None), class_counts=counts)
+                      else None), class_counts=counts, task=source.task,
+        label_statistics=scan.label_statistics)
 
 
 def publish(build_dir: str, output_dir: str, metadata: DatasetMetadata, workdir: str) -> None:
@@ -124,7 +127,8 @@ def _open_source(source_uri: str, local_source: str, options: ShardOptions, imag
     """Opens the staged source, checks the kept columns and logs what it holds."""
     source = readers.open_source(local_source, options.source_format, ReaderOptions(
         label_column=options.label_column, image_shape=options.image_shape,
-        image_feature=image_feature or None, exclude_columns=options.exclude_columns))
+        image_feature=image_feature or None, exclude_columns=options.exclude_columns,
+        task=options.task))
     check_kept(source.feature, options.keep_columns)
     for column in requested(options.exclude_columns):
         log(column.describe())
@@ -151,7 +155,7 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
           keep_columns: Optional[Sequence[str]] = None, reference_dataset: str = "",
           export_base: str = "", serving_model_name: str = "", allow_anomalies: bool = False,
           categorical_drift_threshold: float = CATEGORICAL_DRIFT_THRESHOLD,
-          numeric_drift_threshold: float = NUMERIC_DRIFT_THRESHOLD,
+          numeric_drift_threshold: float = NUMERIC_DRIFT_THRESHOLD, task: str = AUTO_TASK,
           log: Callable[[str], None] = print) -> DatasetMetadata:
     """Shards a source into a kfdist dataset at `output_dir`.
 
@@ -194,6 +198,9 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
         column's distribution drifted (a warning).
       numeric_drift_threshold: Jensen-Shannon divergence above which a numeric
         column's distribution drifted (a warning).
+      task: What a table's label is: `auto` (a number when it holds more than
+        `label_values.MAX_NUMBER_CLASSES` distinct numbers, else a class), `classification`
+        or `regression` (`label_values`).
       log: Receives progress messages.
 
     Returns:
@@ -210,7 +217,7 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
         source_format=source_format, label_column=label_column, num_shards=num_shards,
         num_eval_shards=num_eval_shards, eval_fraction=eval_fraction, split=split, seed=seed,
         compression=compression, image_shape=image_shape, shuffle_buffer_size=shuffle_buffer_size,
-        runner=runner, exclude_columns=exclude_columns, keep_columns=keep_columns)
+        runner=runner, exclude_columns=exclude_columns, keep_columns=keep_columns, task=task)
     check_output_dir_free(output_dir)
     shared = (beam_remote.plan(source_uri, output_dir, beam_options)
               if options.runner == BEAM_RUNNER else None)

@@ -28,7 +28,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from kfdist.components.common.class_counts import add_class_counts
-from kfdist.components.common.dataset_spec import ExcludedColumn
+from kfdist.components.common.dataset_spec import ExcludedColumn, LabelStatistics
+from kfdist.components.common.label_numbers import LabelTally, split_statistics
 from kfdist.components.common.errors import KfdistError
 from kfdist.components.shard_dataset.categorical import VocabularyCounter
 from kfdist.components.shard_dataset.moments import RunningMoments
@@ -151,6 +152,8 @@ class ScanResult:
         train-split values (tables with string columns only).
       identifiers: The string columns that identify rows, left out of the
         dataset (`categorical.is_identifier`).
+      label_statistics: For a regression: the label's figures per split (no
+        `class_counts` then).
     """
 
     num_train: int
@@ -162,6 +165,7 @@ class ScanResult:
     batch_splits: Tuple[Tuple[int, np.ndarray], ...] = ()
     vocabularies: Optional[Tuple[Tuple[str, ...], ...]] = None
     identifiers: Tuple[ExcludedColumn, ...] = ()
+    label_statistics: Optional[Dict[str, LabelStatistics]] = None
 
     @property
     def num_examples(self) -> int:
@@ -196,6 +200,7 @@ def scan_source(source: Source, split_mask: Callable[[ExampleBatch], np.ndarray]
     vocabulary = VocabularyCounter(len(categorical)) if categorical else None
     counts = np.zeros(2, np.int64)  # train, eval
     per_class: Dict[str, List[int]] = {"train": [], "eval": []}
+    tallies = {"train": LabelTally(), "eval": LabelTally()} if source.is_regression else None
     max_label = -1
     next_report = PROGRESS_EVERY
     batch_splits = []
@@ -206,10 +211,13 @@ def scan_source(source: Source, split_mask: Callable[[ExampleBatch], np.ndarray]
         in_eval = split_mask(batch)
         batch_splits.append((batch_checksum(batch), np.packbits(in_eval)))
         counts += (int(len(in_eval) - in_eval.sum()), int(in_eval.sum()))
-        if len(batch.labels):
-            max_label = max(max_label, int(batch.labels.max()))
         for split, mask in (("train", ~in_eval), ("eval", in_eval)):
-            per_class[split] = add_class_counts(per_class[split], batch.labels[mask])
+            if tallies is not None:
+                tallies[split].update(batch.labels[mask])
+            else:
+                per_class[split] = add_class_counts(per_class[split], batch.labels[mask])
+        if len(batch.labels) and tallies is None:
+            max_label = max(max_label, int(batch.labels.max()))
         if moments is not None:
             moments.update(batch.inputs[~in_eval])
         if vocabulary is not None:
@@ -220,7 +228,8 @@ def scan_source(source: Source, split_mask: Callable[[ExampleBatch], np.ndarray]
     identifiers = vocabulary.identifiers(categorical, keep_columns) if vocabulary else ()
     return ScanResult(
         num_train=int(counts[0]), num_eval=int(counts[1]), num_classes=max_label + 1,
-        class_counts={split: tuple(c) for split, c in per_class.items()},
+        class_counts={} if tallies else {split: tuple(c) for split, c in per_class.items()},
+        label_statistics=split_statistics(tallies) if tallies else None,
         mean=tuple(float(v) for v in moments.mean) if moments is not None else None,
         std=tuple(float(v) for v in moments.std()) if moments is not None else None,
         batch_splits=tuple(batch_splits),

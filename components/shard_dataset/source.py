@@ -15,7 +15,8 @@ from typing import BinaryIO, Callable, Iterator, Optional, Tuple
 
 import numpy as np
 
-from kfdist.components.common.dataset_spec import FeatureSpec
+from kfdist.components.common.dataset_spec import (
+    AUTO_TASK, CLASSIFICATION, REGRESSION, FeatureSpec)
 from kfdist.components.common.errors import InvalidInputError
 
 #: Examples per `ExampleBatch` (bounds the memory of one read step).
@@ -31,7 +32,7 @@ class ExampleBatch:
 
     Attributes:
       inputs: Raw inputs `[B, *feature.shape]`: uint8 images or float32 features.
-      labels: int64 class ids `[B]`.
+      labels: int64 class ids `[B]`; for a regression, float64 numbers.
       origin: The file the examples came from (for messages).
       categorical: For tables with string columns: their raw values, an object
         array of `str` `[B, len(feature.categorical_columns)]`; else None.
@@ -59,12 +60,15 @@ class ReaderOptions:
         (encoded PNG/JPEG/GIF/BMP or raw pixels); None: the only bytes
         feature of the examples.
       exclude_columns: CSV columns not read at all (as if the file lacked them).
+      task: `auto`, `classification` or `regression`: what a CSV label is
+        (`label_values`); other sources' labels are classes.
     """
 
     label_column: str = "label"
     image_shape: Optional[Tuple[int, ...]] = None
     image_feature: Optional[str] = None
     exclude_columns: Tuple[str, ...] = ()
+    task: str = AUTO_TASK
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +86,7 @@ class Source:
         parallel reading.
       read_unit: Streams the examples of unit `i` (with the schema validated
         when the source was opened, so every unit reads alike anywhere).
+      task: `classification` (labels are class ids) or `regression` (numbers).
     """
 
     source_format: str
@@ -90,6 +95,12 @@ class Source:
     class_names: Optional[Tuple[str, ...]]
     units: Tuple[str, ...]
     read_unit: Callable[[int], Iterator[ExampleBatch]]
+    task: str = CLASSIFICATION
+
+    @property
+    def is_regression(self) -> bool:
+        """Whether the labels are numbers to predict rather than classes."""
+        return self.task == REGRESSION
 
     def batches(self) -> Iterator[ExampleBatch]:
         """Streams every example of the source once, in blocks, unit after unit."""
@@ -140,10 +151,12 @@ def read_fully(path: str, chunk_bytes: int = 1 << 20) -> int:
 def check_labels(labels: np.ndarray, origin: str) -> None:
     """Checks that labels are class ids in [0, MAX_NUM_CLASSES).
 
+    A regression's labels (floats) are numbers, not ids: nothing to check.
+
     Raises:
       InvalidInputError: Naming the first bad label and its file.
     """
-    if labels.size == 0:
+    if labels.size == 0 or labels.dtype.kind == "f":
         return
     low, high = int(labels.min()), int(labels.max())
     if low < 0 or high >= MAX_NUM_CLASSES:

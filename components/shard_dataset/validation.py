@@ -74,7 +74,7 @@ class Anomaly:
     Attributes:
       column: The column.
       kind: `missing column`, `new column`, `kind changed`, `unseen values`,
-        `missing share`, or for the label `new class` or `missing class`
+        `missing share`, or for the label `new class`, `missing class` or `task changed`
         (`label_check`).
       message: One line saying what changed.
     """

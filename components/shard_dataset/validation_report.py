@@ -58,6 +58,8 @@ def _label_html(label: Optional[Mapping[str, Any]]) -> Sequence[str]:
     if not label:
         return []
     column = f" ({html.escape(label['column'])})" if label.get("column") else ""
+    if "classes" not in label:  # a regression's: a number (`label_numbers.number_record`)
+        return _number_html(label, column)
     total = sum(c["train"] + c["eval"] for c in label["classes"]) or 1
     parts = [f"<h2>Label{column}: {len(label['classes'])} classes</h2>"]
     parts += [f'<div class="warn">{html.escape(w)}</div>' for w in label.get("warnings") or ()]
@@ -65,6 +67,18 @@ def _label_html(label: Optional[Mapping[str, Any]]) -> Sequence[str]:
                     table_rows((c["name"], f"{c['train']:,}", f"{c['eval']:,}",
                                 f"{(c['train'] + c['eval']) / total:.1%}")
                                for c in label["classes"]), "</table>"]
+
+
+def _number_html(label: Mapping[str, Any], column: str) -> Sequence[str]:
+    """A regression's label: its mean, deviation and range per split."""
+    parts = [f"<h2>Label{column}: a number (regression)</h2>"]
+    parts += [f'<div class="warn">{html.escape(w)}</div>' for w in label.get("warnings") or ()]
+    rows = [(name, f"{s['examples']:,}", f"{s['mean']:.4g}", f"{s['std']:.4g}",
+             f"{s['min']:.4g}", f"{s['max']:.4g}")
+            for split, name in (("train", "train"), ("eval", "held out"))
+            if (s := label.get(split))]
+    return parts + ["<table><tr><th>split</th><th>examples</th><th>mean</th><th>deviation</th>"
+                    "<th>min</th><th>max</th></tr>", table_rows(rows), "</table>"]
 
 
 def render_validation_html(columns: Sequence[str], statistics: Optional[DatasetStatistics],

@@ -73,7 +73,8 @@ def train_distributed(
         metrics: Final training loss and accuracy, the final loss and accuracy
             on the dataset's eval split (`final_val_loss`, `final_val_accuracy`:
             the leader validates after every epoch; absent without an eval
-            split), examples per second, workers, the input-bound fraction
+            split; a regression's `final_rmse` and `final_val_rmse` in place
+            of the accuracies), examples per second, workers, the input-bound fraction
             (share of step time spent waiting for input), replica restarts and
             the epoch training resumed from; with early stopping, the epoch kept
             (`kept_epoch`), the epochs run (`epochs_run`), whether training
@@ -168,17 +169,7 @@ def train_distributed(
     from kfdist.components.train_distributed import runtime
 
     report = runtime.train(dataset.path, model.path, dataset_uri=dataset.uri, **params)
-    kept = report.kept()
-    figures = {"final_loss": report.final_loss, "final_accuracy": report.final_accuracy,
-               "final_val_loss": report.final_val_loss,
-               "final_val_accuracy": report.final_val_accuracy,
-               "examples_per_second": report.examples_per_second,
-               "training_seconds": report.wall_seconds, "workers": report.workers,
-               "input_bound_fraction": report.input_bound_fraction, "restarts": report.restarts,
-               "lowered_batch_size": report.lowered_batch_size,
-               "resumed_from_epoch": report.initial_epoch,
-               **(kept.metric_values() if kept is not None else {})}
-    for name, value in ((n, v) for n, v in figures.items() if v is not None):  # None: not had
+    for name, value in report.metric_values().items():
         metrics.log_metric(name, value)
     model.metadata.update({"framework": "tensorflow", "strategy": report.strategy,
                            "workers": report.workers, "model_name": report.model_name,

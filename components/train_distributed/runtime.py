@@ -111,6 +111,11 @@ def _prepare_model_dir(model_dir: str) -> bool:
     return model_artifact.BACKUP_DIR in entries
 
 
+def _number(value) -> Optional[float]:
+    """A summary's figure as a float; None when it was not had."""
+    return None if value is None else float(value)
+
+
 def _read_json(path: str, what: str) -> dict:
     try:
         with open(path) as f:
@@ -142,7 +147,10 @@ def assemble_report(job: config.JobConfig, restarts: int = 0) -> model_artifact.
         kept_validation_loss=summary.get("kept_validation_loss"),
         backend=job.job.backend, strategy=job.training.strategy, workers=job.job.workers,
         model_name=job.training.model_name, epochs=int(summary["epochs"]),
-        final_loss=float(summary["final_loss"]), final_accuracy=float(summary["final_accuracy"]),
+        final_loss=float(summary["final_loss"]),
+        final_accuracy=_number(summary.get("final_accuracy")),
+        final_rmse=_number(summary.get("final_rmse")),
+        final_val_rmse=_number(summary.get("final_val_rmse")),
         examples_per_second=float(summary["examples_per_second"]),
         wall_seconds=float(summary["wall_seconds"]), replicas=replicas,
         evaluations=[{key: e[key] for key in ("epoch", "loss", "accuracy") if key in e}
@@ -255,11 +263,13 @@ def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = prin
         f.write(report.to_json())
     fraction = ("" if report.input_bound_fraction is None
                 else f", input-bound {report.input_bound_fraction:.1%}")
-    val = ("" if report.final_val_accuracy is None
-           else f" val_accuracy={report.final_val_accuracy:.4f}")
+    figures = " ".join(f"{name}={value:.4f}" for name, value in (
+        ("accuracy", report.final_accuracy), ("rmse", report.final_rmse),
+        ("val_accuracy", report.final_val_accuracy), ("val_rmse", report.final_val_rmse))
+        if value is not None)
     log(f"train_distributed: done in {report.wall_seconds:.1f}s of fit, "
         f"{report.examples_per_second:.0f} examples/s, loss={report.final_loss:.4f} "
-        f"accuracy={report.final_accuracy:.4f}{val}{fraction}")
+        f"{figures}{fraction}")
     kept = report.kept()
     if kept is not None:
         log(f"train_distributed: {kept.describe()}")

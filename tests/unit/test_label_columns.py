@@ -90,17 +90,19 @@ def test_kfdist_run_refuses_it_in_one_line_naming_its_flag(tmp_path):
     assert not out.exists()
 
 
-def test_a_label_holding_a_quantity_is_refused_naming_its_distinct_values(tmp_path):
+def test_a_label_holding_a_quantity_is_refused_as_classes_naming_its_distinct_values(tmp_path):
     frame = sklearn.datasets.load_wine(as_frame=True).frame
     frame.to_csv(tmp_path / "w.csv", index=False)
     with pytest.raises(InvalidInputError, match=r"^label column 'proline' holds 121 distinct "
                                                 r"numbers \(classes are at most 100\)"):
         runtime.shard(str(tmp_path / "w.csv"), str(tmp_path / "out"), label_column="proline",
-                      log=lambda line: None)
+                      task="classification", log=lambda line: None)
     with pytest.raises(InvalidInputError, match=r"^label column 'hue' holds numbers that are "
-                                                r"not whole \(e.g. 0\.48\)"):
+                                                r"not whole \(e.g. 0\.48\).*predict the "
+                                                r"number with task=regression"):
         runtime.shard(str(tmp_path / "w.csv"), str(tmp_path / "out"), label_column="hue",
-                      log=lambda line: None)
+                      log=lambda line: None)  # auto: a few numbers not whole are no quantity
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_classes_are_counted_per_split_and_logged(tmp_path):

@@ -14,7 +14,8 @@ strategy; the other replicas wait for the leader at the next collective
 The figures are the ones `evaluate_model` computes for the same weights: the
 mean sparse categorical cross-entropy of the predicted probabilities (the
 softmax of the output when the last layer is linear, i.e. emits logits),
-clipped to [1e-7, 1], and the share of examples whose argmax is the label.
+clipped to [1e-7, 1], and the share of examples whose argmax is the label; for a
+regression, the mean squared error and its root (`selection_rmse`, `val_rmse`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from kfdist.components.train_distributed.replica import eval_split, models, vali
 
 VAL_LOSS = "val_loss"
 VAL_ACCURACY = "val_accuracy"
+#: A regression's root mean squared error on the validation part and on the eval split.
+SELECTION_RMSE, VAL_RMSE = "selection_rmse", "val_rmse"
 _MIN_PROBABILITY = 1e-7
 
 
@@ -103,6 +106,23 @@ def _scorer(model: tf.keras.Model, batches: tf.data.Dataset, logits: bool):
     return score
 
 
+def _regression_scorer(model: tf.keras.Model, batches: tf.data.Dataset):
+    """A `tf.function` returning `(summed squared error, 0, examples)` over `batches` (the
+    second, a classifier's correct predictions, has no meaning here)."""
+
+    @tf.function
+    def score():
+        squares = tf.constant(0.0, tf.float64)
+        count = tf.constant(0, tf.int64)
+        for x, y in batches:
+            out = tf.cast(tf.reshape(model(x, training=False), [-1]), tf.float64)
+            squares += tf.reduce_sum(tf.square(out - tf.cast(tf.reshape(y, [-1]), tf.float64)))
+            count += tf.size(y, out_type=tf.int64)
+        return squares, tf.constant(0, tf.int64), count
+
+    return score
+
+
 class EpochValidation:
     """Scores the current weights of a training model on the validation part and the eval split.
 
@@ -122,20 +142,28 @@ class EpochValidation:
           eval_split_too: Whether to score the eval split as well.
         """
         self._plain = models.build_model(model_name, meta)
-        logits = outputs_are_logits(self._plain)
+        self._regression = meta.is_regression
+        logits = not self._regression and outputs_are_logits(self._plain)
+        second = (SELECTION_RMSE, VAL_RMSE) if self._regression else (SELECTION_ACCURACY,
+                                                                      VAL_ACCURACY)
         parts = []
         if validation_fraction is not None:
-            parts.append((SELECTION_LOSS, SELECTION_ACCURACY, validation_input.validation_batches(
+            parts.append((SELECTION_LOSS, second[0], validation_input.validation_batches(
                 meta, dataset_dir, validation_fraction)))
         if eval_split_too:
-            parts.append((VAL_LOSS, VAL_ACCURACY, eval_split.eval_batches(meta, dataset_dir)))
-        self._scores = [(loss, accuracy, _scorer(self._plain, batches.prefetch(tf.data.AUTOTUNE),
-                                                 logits))
-                        for loss, accuracy, batches in parts]
+            parts.append((VAL_LOSS, second[1], eval_split.eval_batches(meta, dataset_dir)))
+
+        def scorer(batches: tf.data.Dataset):
+            batches = batches.prefetch(tf.data.AUTOTUNE)
+            return (_regression_scorer(self._plain, batches) if self._regression
+                    else _scorer(self._plain, batches, logits))
+
+        self._scores = [(loss, figure, scorer(batches)) for loss, figure, batches in parts]
 
     def __call__(self, model: tf.keras.Model) -> Dict[str, float]:
         """Returns the loss and accuracy of `model`'s current weights on each part
-        (`selection_loss`, `selection_accuracy`, `val_loss`, `val_accuracy`).
+        (`selection_loss`, `selection_accuracy`, `val_loss`, `val_accuracy`; for a
+        regression `selection_rmse` and `val_rmse` instead of the accuracies).
 
         Args:
           model: The model being trained (its architecture is the plain copy's).
@@ -146,7 +174,8 @@ class EpochValidation:
             loss_sum, correct, count = (int(t) if t.dtype.is_integer else float(t)
                                         for t in score())
             count = max(count, 1)
-            figures.update({loss_key: loss_sum / count, accuracy_key: correct / count})
+            second = (loss_sum / count) ** 0.5 if self._regression else correct / count
+            figures.update({loss_key: loss_sum / count, accuracy_key: second})
         return figures
 
 

@@ -2,11 +2,13 @@
 
 Every model takes the *preprocessed* float32 input of shape
 `dataset_spec.model_input_shape(meta)` (see `tf_features.preprocess_fn`) and ends in a softmax
-over `meta.num_classes` classes. A user model is a function::
+over `meta.num_classes` classes, or for a regression in one linear unit mapped to the label's
+units (`regression_head`). A user model is a function::
 
     def my_model(input_shape: tuple, num_classes: int) -> tf.keras.Model: ...
 
-returning a tf-keras (legacy Keras) model; it is imported in every replica.
+returning a tf-keras (legacy Keras) model; it is imported in every replica. For a
+regression it is given `num_classes=1` and ends in one linear unit.
 
 Name resolution and compatibility checks need no TensorFlow, so the launcher
 and the CLI can run them before anything starts (a user module is imported,
@@ -22,6 +24,7 @@ from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras, befo
 from kfdist.components.common.dataset_spec import (
     FEATURES_KEY, IMAGE_KEY, DatasetMetadata, model_input_shape)
 from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.components.train_distributed.replica import regression_head
 
 #: `function(input_shape, num_classes) -> tf.keras.Model`.
 ModelBuilder = Callable[[Tuple[int, ...], int], Any]
@@ -33,7 +36,8 @@ MIN_CONV_SIZE = 6
 MAX_FLATTEN_POSITIONS = 16
 
 
-def build_mnist_mlp(input_shape: Tuple[int, ...], num_classes: int):
+def build_mnist_mlp(input_shape: Tuple[int, ...], num_classes: int,
+                    activation: str = "softmax"):
     """Flatten → Dense(512, relu) → Dropout(0.2) → Dense(num_classes, softmax)."""
     import tensorflow as tf  # lazily: validation must not need TensorFlow
 
@@ -41,11 +45,12 @@ def build_mnist_mlp(input_shape: Tuple[int, ...], num_classes: int):
         tf.keras.layers.Flatten(input_shape=tuple(input_shape)),
         tf.keras.layers.Dense(512, activation="relu"),
         tf.keras.layers.Dropout(0.2),
-        tf.keras.layers.Dense(num_classes, activation="softmax"),
+        tf.keras.layers.Dense(num_classes, activation=activation),
     ], name="mnist_mlp")
 
 
-def build_mnist_cnn(input_shape: Tuple[int, ...], num_classes: int):
+def build_mnist_cnn(input_shape: Tuple[int, ...], num_classes: int,
+                    activation: str = "softmax"):
     """A small conv net for (28, 28) or (28, 28, 1): two Conv/MaxPool blocks, Dropout, softmax."""
     import tensorflow as tf  # lazily: validation must not need TensorFlow
 
@@ -58,11 +63,12 @@ def build_mnist_cnn(input_shape: Tuple[int, ...], num_classes: int):
         tf.keras.layers.MaxPooling2D(),
         tf.keras.layers.Flatten(),
         tf.keras.layers.Dropout(0.5),
-        tf.keras.layers.Dense(num_classes, activation="softmax"),
+        tf.keras.layers.Dense(num_classes, activation=activation),
     ], name="mnist_cnn")
 
 
-def build_image_cnn(input_shape: Tuple[int, ...], num_classes: int):
+def build_image_cnn(input_shape: Tuple[int, ...], num_classes: int,
+                    activation: str = "softmax"):
     """A conv net sized to its input image, (H, W) (one channel) or (H, W, C).
 
     Conv2D(3x3, relu, same padding) + MaxPooling2D blocks of 32, 64, 128
@@ -84,19 +90,21 @@ def build_image_cnn(input_shape: Tuple[int, ...], num_classes: int):
     layers += [tf.keras.layers.Flatten() if height * width <= MAX_FLATTEN_POSITIONS
                else tf.keras.layers.GlobalAveragePooling2D(),
                tf.keras.layers.Dropout(0.3),
-               tf.keras.layers.Dense(num_classes, activation="softmax")]
+               tf.keras.layers.Dense(num_classes, activation=activation)]
     return tf.keras.Sequential(layers, name="image_cnn")
 
 
-def build_tabular_mlp(input_shape: Tuple[int, ...], num_classes: int):
-    """For preprocessed table rows `(n,)`: Dense(64) → Dropout(0.1) → Dense(32) → softmax."""
+def build_tabular_mlp(input_shape: Tuple[int, ...], num_classes: int,
+                      activation: str = "softmax"):
+    """For preprocessed table rows `(n,)`: Dense(64) → Dropout(0.1) → Dense(32) → softmax
+    (`activation`; `linear` with one unit for a regression)."""
     import tensorflow as tf  # lazily: validation must not need TensorFlow
 
     return tf.keras.Sequential([
         tf.keras.layers.Dense(64, activation="relu", input_shape=tuple(input_shape)),
         tf.keras.layers.Dropout(0.1),
         tf.keras.layers.Dense(32, activation="relu"),
-        tf.keras.layers.Dense(num_classes, activation="softmax"),
+        tf.keras.layers.Dense(num_classes, activation=activation),
     ], name="tabular_mlp")
 
 
@@ -198,27 +206,36 @@ def build_model(name: str, meta: DatasetMetadata):
 
     check_compatible(name, meta)
     name = model_for(name, meta)
-    model = resolve_model(name)(model_input_shape(meta), int(meta.num_classes))
+    builder = resolve_model(name)
+    if not meta.is_regression:
+        model = builder(model_input_shape(meta), int(meta.num_classes))
+    elif name in BUILTIN_MODELS:
+        model = builder(model_input_shape(meta), 1, activation="linear")
+    else:
+        model = builder(model_input_shape(meta), 1)
     if not isinstance(model, tf.keras.Model):
         raise InvalidInputError(
             f"model {name!r} returned {type(model).__module__}.{type(model).__name__}, "
             "not a tf-keras Model (build it with tf.keras / tf_keras, not Keras 3)")
-    return model
+    return regression_head.in_label_units(model, meta) if meta.is_regression else model
 
 
 def compile_model(model, learning_rate: float, wrap_optimizer=None,
-                  steps_per_execution: int = 1) -> None:
-    """Compiles with Adam, sparse categorical cross-entropy and accuracy.
+                  steps_per_execution: int = 1, regression: bool = False) -> None:
+    """Compiles with Adam, sparse categorical cross-entropy and accuracy (a regression: the
+    MSE, RMSE and MAE, `regression_head.compile_args`).
 
     Args:
       model: The tf-keras model.
       learning_rate: Adam's learning rate.
       wrap_optimizer: Wraps the optimizer, e.g. Horovod's `DistributedOptimizer`.
       steps_per_execution: Training steps per call of the compiled train function.
+      regression: Whether the label is a number (`DatasetMetadata.is_regression`).
     """
     import tensorflow as tf
 
     optimizer = tf.keras.optimizers.Adam(learning_rate=learning_rate)
+    loss = (regression_head.compile_args() if regression else
+            {"loss": tf.keras.losses.SparseCategoricalCrossentropy(), "metrics": ["accuracy"]})
     model.compile(optimizer=wrap_optimizer(optimizer) if wrap_optimizer else optimizer,
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(),
-                  metrics=["accuracy"], steps_per_execution=steps_per_execution)
+                  steps_per_execution=steps_per_execution, **loss)

@@ -102,7 +102,9 @@ def write_chief_outputs(job: config.JobConfig, epochs: List[dict], examples_per_
     write_json(os.path.join(job.work_dir, work_files.CHIEF_SUMMARY_FILE), {
         "epochs": len(epochs),
         "final_loss": float(kept.get("loss", float("nan"))),
-        "final_accuracy": float(kept.get("accuracy", float("nan"))),
+        "final_accuracy": kept.get("accuracy"),  # None for a regression: its RMSE instead
+        "final_rmse": kept.get("rmse"),
+        "final_val_rmse": kept.get("val_rmse"),
         # The eval split's, when the leader validated after the kept epoch.
         "final_val_loss": kept.get("val_loss"),
         "final_val_accuracy": kept.get("val_accuracy"),

@@ -194,7 +194,7 @@ def run(job: config.JobConfig, log: Callable[[str], None],
     """
     meta = dataset_spec.load_metadata(job.dataset_dir)
     model = models.build_model(job.training.model_name, meta)
-    models.compile_model(model, job.training.learning_rate)
+    models.compile_model(model, job.training.learning_rate, regression=meta.is_regression)
     data = eval_dataset(meta, job.dataset_dir)
     prefix = os.path.join(job.model_dir, model_artifact.CHECKPOINTS_DIR,
                           model_artifact.CHECKPOINT_PREFIX)

@@ -94,7 +94,8 @@ def _build_model(job: config.JobConfig, role: Role, meta) -> "tuple[tf.keras.Mod
             learning_rate *= role.replicas  # the global batch is `replicas` times larger
         models.compile_model(model, learning_rate,
                              wrap_optimizer=role.hvd.DistributedOptimizer if role.hvd else None,
-                             steps_per_execution=training.steps_per_execution)
+                             steps_per_execution=training.steps_per_execution,
+                             regression=meta.is_regression)
         if role.hvd is not None:
             # Horovod's broadcast pairs variables across ranks by name. Built lazily (tf-keras
             # 2.21), the optimizer's slots are named `Adam/m/...` on rank 0, which also runs
@@ -177,7 +178,8 @@ def _keep_eval_predictions(job: config.JobConfig, meta) -> None:
         log(f"did not keep eval-split predictions for evaluate_model: {error!r}")
         return
     if accuracy is not None:
-        log(f"scored the SavedModel on the eval split: accuracy {accuracy:.4f} "
+        log(f"scored the SavedModel on the eval split: "
+            f"{'RMSE' if meta.is_regression else 'accuracy'} {accuracy:.4f} "
             f"({time.perf_counter() - started:.1f}s), kept for evaluate_model")
 
 
