@@ -16,9 +16,12 @@ pytest_plugins = ("fakes.gcs_emulator", "fakes.kfp_server", "cluster.fixture",
 
 #: The tests that need a cluster test bed or kfdist's images, grouped by the session fixture they
 #: share (the first that a test uses names its group): pytest-xdist's `--dist loadgroup` runs a
-#: group in order on one worker, so each bed starts once, and the other tests beside it.
-BED_GROUPS = (("node_bed", "node-bed"), ("kube_bed", "kube-bed"), ("trainer_v2_1_bed", "api-beds"),
-              ("bare_api", "api-beds"), ("kfdist_images", "images"))
+#: group in order on one worker, so each bed starts once, and the other tests beside it. The beds
+#: whose pods run on the node agent are one group: their steps share the machine's /mnt/kfdist
+#: (`containers.test_run_on_the_bed.mounted`).
+BED_GROUPS = (("node_bed", "node-bed"), ("kube_bed", "agent-beds"),
+              ("trainer_v2_1_bed", "agent-beds"), ("bare_api", "api-server"),
+              ("kfdist_images", "images"))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks into the test ids

@@ -38,7 +38,7 @@ work_pvc = run_on_the_bed.work_pvc  # the PVC at /mnt/kfdist, as there
 EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples")
 #: The fault runs: long enough that the kill lands mid-training (the digits' epochs take well
 #: under a second here).
-EPOCHS, KILL_AFTER_EPOCH = 60, 2
+EPOCHS, KILL_AFTER_EPOCH = 20, 2
 
 # The step as its own process (SIGKILLed by the retry test); arguments come as JSON.
 STEP_SCRIPT = textwrap.dedent('''
