@@ -35,6 +35,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+#: The niceness of the tests outside the bed groups: the beds' controllers, kills and restarts are
+#: timed, and two workers' TensorFlow processes on two cores starved them (a kill-and-resume run
+#: took three times as long); the other tests take the CPU the beds leave.
+OTHER_TESTS_NICENESS = 5
+
+
+@pytest.hookimpl(tryfirst=True)  # before the test's fixtures start: a bed's processes inherit it
+def pytest_runtest_setup(item):
+    """Runs a bed group's test (and what it starts) at normal priority, the others below it."""
+    grouped = item.get_closest_marker("xdist_group") is not None
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 0 if grouped else OTHER_TESTS_NICENESS)
+    except PermissionError:  # not root: the priority stays lowered, as for any user's nice
+        pass
+
+
 def _write_canonical_digits(root: str, num_shards: int = 2) -> str:
     """Writes the digits sample as a kfdist dataset with a plain TFRecordWriter.
 

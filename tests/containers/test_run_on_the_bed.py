@@ -101,7 +101,8 @@ def _conditions(job) -> list:
 @pytest.mark.parametrize("backend,strategy,kind,done,extra", [
     ("tfjob", "multi_worker_mirrored", "tfjob", ("Succeeded", "TFJobSucceeded"), ()),
     ("tfjob", "parameter_server", "tfjob", ("Succeeded", "TFJobSucceeded"), ("--evaluator",)),
-    ("mpijob", "horovod", "mpijob", ("Succeeded", "MPIJobSucceeded"), ()),
+    # An MPIJob's Horovod run: test_a_killed_replica_is_replaced_by_the_real_controllers_and_the_
+    # job_resumes[mpijob-...] trains it to a blessed model (and through a killed rank).
     ("trainjob", "multi_worker_mirrored", "trainjob", ("Complete", "AllJobsCompleted"), ()),
     ("trainjob", "parameter_server", "trainjob", ("Complete", "AllJobsCompleted"), ()),
     ("trainjob", "horovod", "trainjob", ("Complete", "AllJobsCompleted"), ()),
