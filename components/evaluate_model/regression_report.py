@@ -18,6 +18,7 @@ from kfdist.components.evaluate_model.curves import curves_png
 from kfdist.components.evaluate_model.fit_gap import fit_advice
 from kfdist.components.evaluate_model.regression_eval import RegressionEvaluation
 from kfdist.components.evaluate_model.report import REPORTED_SLICES
+from kfdist.components.evaluate_model.served_outputs import none_served_html
 from kfdist.components.evaluate_model.slices import MIN_SLICE_EXAMPLES, SliceMetrics
 
 if TYPE_CHECKING:
@@ -80,10 +81,7 @@ def _served_html(result: RegressionEvaluation) -> List[str]:
     served = result.served
     parts = ["<h2>Against the served model</h2>"]
     if served is None:
-        where = (f"under {html.escape(result.served_root)}" if result.served_root
-                 else "(no export base given)")
-        return parts + [f"<p class='muted'>No served model {where}: the threshold alone "
-                        "decided.</p>"]
+        return parts + [none_served_html(result.served_root)]
     if not served.compared or served.rmse is None:
         return parts + [f"<div class='warn'>The served model {html.escape(served.path)} could not "
                         f"be compared: {html.escape(served.mismatch or '')}.</div>"]

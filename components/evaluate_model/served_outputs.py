@@ -83,15 +83,18 @@ def _class_change_words(result: EvaluationResult) -> str:
             "new model is not blessed.")
 
 
+def none_served_html(served_root: str) -> str:
+    """The report's line when no served model was found under `served_root` (or none given)."""
+    where = f"under {html.escape(served_root)}" if served_root else "(no export base given)"
+    return f"<p class='muted'>No served model {where}: the threshold alone decided.</p>"
+
+
 def served_html(result: EvaluationResult) -> List[str]:
     """The new model beside the served one, or why none was compared."""
     served = result.served
     parts = ["<h2>Against the served model</h2>"]
     if served is None:
-        where = (f"under {html.escape(result.served_root)}" if result.served_root
-                 else "(no export base given)")
-        return parts + [f"<p class='muted'>No served model {where}: the threshold alone "
-                        "decided.</p>"]
+        return parts + [none_served_html(result.served_root)]
     if served.class_change:
         return parts + [f"<div class='warn'>The served model {html.escape(served.path)} predicts "
                         f"other classes: {html.escape(served.mismatch or '')}. "
