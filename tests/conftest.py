@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 
 import pytest
 
@@ -24,15 +25,25 @@ BED_GROUPS = (("node_bed", "node-bed"), ("kube_bed", "agent-beds"),
               ("kfdist_images", "images"))
 
 
+#: The group name of the tests outside the bed groups is their module's path: a module's tests run
+#: on one worker, so a module-scoped fixture (most end-to-end modules run kfdist once and assert on
+#: that run) is made once, not once per worker.
+MODULE_GROUP_SEPARATOR = "::"
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks into the test ids
 def pytest_collection_modifyitems(config, items):
-    """Marks each test that uses a bed, or kfdist's images, with its xdist group."""
+    """Marks each test with its xdist group: its bed's, kfdist's images', or its module's."""
     del config
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         group = next((name for fixture, name in BED_GROUPS if fixture in fixtures), None)
-        if group is not None:
+        if group is None:
+            item.add_marker(pytest.mark.xdist_group(
+                item.nodeid.split(MODULE_GROUP_SEPARATOR)[0]))
+        else:
             item.add_marker(pytest.mark.xdist_group(group))
+            item.add_marker(pytest.mark.bed_group)
 
 
 #: The niceness of the tests outside the bed groups: the beds' controllers, kills and restarts are
@@ -44,11 +55,30 @@ OTHER_TESTS_NICENESS = 5
 @pytest.hookimpl(tryfirst=True)  # before the test's fixtures start: a bed's processes inherit it
 def pytest_runtest_setup(item):
     """Runs a bed group's test (and what it starts) at normal priority, the others below it."""
-    grouped = item.get_closest_marker("xdist_group") is not None
+    grouped = item.get_closest_marker("bed_group") is not None
     try:
         os.setpriority(os.PRIO_PROCESS, 0, 0 if grouped else OTHER_TESTS_NICENESS)
     except PermissionError:  # not root: the priority stays lowered, as for any user's nice
         pass
+
+
+#: When set, each test appends "start end worker seconds test-id" to this file: where a run's
+#: minutes went, per worker (`docs/contributing.md`).
+TIMELINE_ENV = "KFDIST_TEST_TIMELINE"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Appends the test's start, end and worker to the timeline file, when one is asked for."""
+    del nextitem
+    start = time.time()
+    yield
+    path = os.environ.get(TIMELINE_ENV)
+    if path:
+        end = time.time()
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(path, "a", encoding="utf-8") as timeline:
+            timeline.write(f"{start:.0f} {end:.0f} {worker} {end - start:.1f} {item.nodeid}\n")
 
 
 def _write_canonical_digits(root: str, num_shards: int = 2) -> str:
