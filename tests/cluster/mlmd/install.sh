@@ -36,7 +36,7 @@ if [ ! -f "$venv/.installed" ]; then
   echo "install.sh: creating $venv (python $py_version)" >&2
   if command -v uv >/dev/null 2>&1; then
     uv venv --quiet --python "$python3" "$venv" >&2
-    uv pip install --quiet --python "$venv/bin/python" -r "$requirements" >&2
+    uv pip install --quiet --compile-bytecode --python "$venv/bin/python" -r "$requirements" >&2
   else
     "$python3" -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
