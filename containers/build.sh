@@ -101,7 +101,7 @@ ensure_base() {
 }
 
 build() {
-  local image=$1 ref="$registry/kfdist-$1:$tag" args=()
+  local image=$1 ref="$registry/kfdist-$1:$tag" deps_ref="$registry/kfdist-runtime-deps:$tag" args=()
   args+=(build --network host -f "$here/$image/Dockerfile" -t "$ref"
          --build-arg "VERSION=$tag")
   if [ "$image" != runtime ]; then
@@ -119,6 +119,16 @@ build() {
   "$engine" "${args[@]}" "$repo"
   echo "build.sh: built $ref in $((SECONDS - start)) s" >&2
   forget_previous "$ref" "$previous"
+  if [ "$image" = runtime ]; then
+    # Its dependency stage, from the layers just built (a cached step each).
+    previous=$("$engine" image inspect --format '{{.Id}}' "$deps_ref" 2>/dev/null || true)
+    local deps_args=() arg
+    for arg in "${args[@]}"; do
+      if [ "$arg" = "$ref" ]; then deps_args+=("$deps_ref"); else deps_args+=("$arg"); fi
+    done
+    "$engine" "${deps_args[@]}" --target deps -q "$repo" >/dev/null
+    forget_previous "$deps_ref" "$previous"
+  fi
   if [ "$push" = 1 ]; then "$engine" push "$ref"; fi
 }
 

@@ -181,8 +181,9 @@ def torch_requirement() -> str:
 
 @pytest.fixture(scope="session")
 def pytorch_image(kfdist_images) -> str:
-    """kfdist's runtime image with PyTorch (built once; podman reuses its layers after), tagged
-    with kfdist's and torch's versions (a job's image is pinned)."""
+    """kfdist's runtime image with PyTorch (built once; podman reuses its layers after: torch's
+    stays until the runtime's dependencies change), tagged with kfdist's and torch's versions (a
+    job's image is pinned)."""
     import kfdist
 
     reference = (f"{PYTORCH_IMAGE}:{kfdist.__version__}-torch"
@@ -193,6 +194,8 @@ def pytorch_image(kfdist_images) -> str:
     previous = _image_id(reference)
     built = subprocess.run(
         ["podman", "build", *secret, "--build-arg", f"RUNTIME_IMAGE={kfdist_images['runtime']}",
+         "--build-arg", f"DEPS_IMAGE={kfdist_images['runtime-deps']}",
+         "--build-arg", f"KFDIST_VERSION={kfdist.__version__}",
          "--build-arg", f"TORCH_REQUIREMENT={torch_requirement()}", "-t", reference,
          "-f", str(REPO / "tests" / "cluster" / "images" / "pytorch.Dockerfile"),
          str(REPO / "tests" / "cluster" / "images")], capture_output=True, text=True, timeout=1800)
@@ -200,7 +203,7 @@ def pytorch_image(kfdist_images) -> str:
     built_id = _image_id(reference)
     assert built_id, f"{reference} is not there after its build"
     if previous and previous != built_id:
-        # The rebuilt tag's old image (8.5 GB, untagged now), as containers/build.sh does.
+        # The rebuilt tag's old image (untagged now), as containers/build.sh does.
         subprocess.run(["podman", "rmi", previous], capture_output=True, timeout=300)
     return reference
 

@@ -59,6 +59,8 @@ def kfdist_images(podman, tmp_path_factory) -> dict:
                                  text=True, timeout=60)
         assert inspect.returncode == 0, f"{ref} was not built:\n{text[-3000:]}"
         assert json.loads(inspect.stdout)[0]["Config"]["User"] == "1000:1000"
+    # The runtime image's dependency stage, which build.sh tags too (the PyTorch image's base).
+    refs["runtime-deps"] = f"{kfdist.DEFAULT_REGISTRY}/kfdist-runtime-deps:{kfdist.__version__}"
     return refs
 
 
