@@ -128,9 +128,18 @@ def _assert_stopped(cmd: _Command, code: int, sig: int) -> None:
     assert cmd.left_over() == [], f"processes left after {signal.Signals(sig).name}:\n{text}"
 
 
+#: (moment, signal) pairs: each moment once and each signal once per command (the two signals
+#: take the same path to the stop; the last line names the one received).
+TRAIN_STOPS = [("start-up", signal.SIGTERM), ("training", signal.SIGINT)]
+RUN_STOPS = [("shard", signal.SIGINT), ("evaluation", signal.SIGTERM)]
+
+
+def _ids(pairs):
+    return [f"{moment}-{signal.Signals(sig).name}" for moment, sig in pairs]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-@pytest.mark.parametrize("moment", ["start-up", "training"])
+@pytest.mark.parametrize("moment,sig", TRAIN_STOPS, ids=_ids(TRAIN_STOPS))
 def test_train_stops_every_replica(command, moment, sig):
     cmd = command(*TRAIN_PS)
     cmd.wait_for(STARTED if moment == "start-up" else TRAINING)
@@ -149,8 +158,7 @@ def test_sigterm_to_the_run_process_alone_stops_its_steps_and_replicas(command):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-@pytest.mark.parametrize("moment", ["shard", "evaluation"])
+@pytest.mark.parametrize("moment,sig", RUN_STOPS, ids=_ids(RUN_STOPS))
 def test_a_signal_to_a_run_stops_each_step(command, moment, sig):
     """The shard step with its Beam worker processes, and the evaluation after training."""
     cmd = command("run", "mnist", "--strategy", "multi_worker_mirrored", "--workers", "2",
