@@ -5,11 +5,13 @@
 # mpirun; podman (with buildah, runc, uidmap) builds and runs kfdist's images, and debootstrap
 # builds their Debian base where no registry is reachable (containers/build.sh); the cluster test
 # bed's genuine node runs pods with runc, gives kube-proxy iptables and conntrack, and builds its
-# volume helpers' image from busybox-static (tests/cluster/node_images.py).
+# volume helpers' image from busybox-static (tests/cluster/node_images.py); Kubeflow Pipelines'
+# API server on the bed keeps its runs in MariaDB (tests/cluster/kfp.py).
 set -euo pipefail
 
 PACKAGES=(chromium openssh-server openmpi-bin libopenmpi-dev cmake g++ make
-          podman buildah runc uidmap debootstrap curl iptables conntrack busybox-static)
+          podman buildah runc uidmap debootstrap curl iptables conntrack busybox-static
+          mariadb-server)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
-from cluster import (certs, control_plane, node, node_config, node_runtime, operators, owners,
-                     processes, trainer_v2_1)
+from cluster import (certs, control_plane, kfp, node, node_config, node_images, node_runtime,
+                     operators, owners, processes, trainer_v2_1)
 
 HERE = Path(__file__).resolve().parent
 BED_RECORD = "bed.json"
@@ -110,15 +110,20 @@ GENUINE_NODE = ("kube-scheduler", "kubelet", "kube-proxy", "containerd", "contai
                 "ctr", "crictl", *node.CNI_PLUGINS, "coredns", "local-path-provisioner")
 
 
-def _binaries_of(stack: str, datastore: str) -> tuple:
+#: `build.sh`'s name for Kubeflow Pipelines' binaries (its backend, Argo's, MinIO's).
+KFP_BINARIES = ("kfp",)
+
+
+def _binaries_of(stack: str, datastore: str, with_kfp: bool = False) -> tuple:
     names = {"all": CONTROL_PLANE + OPERATORS, "control-plane": CONTROL_PLANE,
              "trainer-v2.1": CONTROL_PLANE + trainer_v2_1.BINARIES,
              "node": CONTROL_PLANE + GENUINE_NODE}[stack]
-    return tuple(datastore if name == "etcd" else name for name in names)
+    return tuple(datastore if name == "etcd" else name for name in names) + (
+        KFP_BINARIES if with_kfp else ())
 
 
 def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str = "etcd",
-          stack: str = "all", pod_images=(), owned: bool = False) -> Bed:
+          stack: str = "all", pod_images=(), owned: bool = False, with_kfp: bool = False) -> Bed:
     """Starts a test bed in `root` (created; must hold no running bed) and waits until it is ready.
 
     On any failure everything started so far is stopped again and `StartFailed` says why.
@@ -131,11 +136,16 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
       pod_images: podman images the genuine node's pods run (imported into its containerd).
       owned: Whether the bed belongs to this process (a test session): should it die, the next
         bed started on the machine stops this one (`owners`).
+      with_kfp: Also run Kubeflow Pipelines' backend (`kfp.py`; on the genuine node only); its
+        API's address is written to `DIR/kfp-host`.
     """
     if datastore not in DATASTORES:
         raise processes.StartFailed(f"datastore {datastore!r}: expected one of {DATASTORES}")
     if stack not in STACKS:
         raise processes.StartFailed(f"stack {stack!r}: expected one of {STACKS}")
+    if with_kfp and stack != "node":
+        raise processes.StartFailed(f"Kubeflow Pipelines runs on the genuine node: --stack node, "
+                                    f"not {stack!r}")
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     owners.stop_orphans(stop)
@@ -143,7 +153,7 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
         raise processes.StartFailed(f"a test bed is already running in {root}: "
                                     f"bash tests/cluster/down.sh {root}")
     _remove_node(root)  # what a bed that crashed here left
-    binaries = binaries or build(_binaries_of(stack, datastore))
+    binaries = binaries or build(_binaries_of(stack, datastore, with_kfp))
     node_layout = node.plan(root) if stack == "node" else None
     layout = control_plane.Layout(root, processes.free_port(), processes.free_port(),
                                   processes.free_port(),
@@ -156,7 +166,7 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
     try:
         if node_layout:
             node.create_bridge(node_layout)  # the API server listens on its address
-        _start(bed, datastore, stack, node_layout, pod_images)
+        _start(bed, datastore, stack, node_layout, pod_images, with_kfp)
     except BaseException:
         stop(root)
         raise
@@ -164,7 +174,7 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
 
 
 def _start(bed: Bed, datastore: str, stack: str,
-           node_layout: Optional[node_config.NodeLayout], pod_images) -> None:
+           node_layout: Optional[node_config.NodeLayout], pod_images, with_kfp: bool) -> None:
     layout, binaries = bed.layout, bed.binaries
     pki = layout.pki
     _certificates(pki, node_layout)
@@ -203,7 +213,10 @@ def _start(bed: Bed, datastore: str, stack: str,
         scheduler = node.write_kubeconfig(bed, "kube-scheduler", "kube-scheduler",
                                           "system:kube-scheduler")
         procs.start("kube-scheduler", node.scheduler_argv(binaries["kube-scheduler"], scheduler))
-        node.start(bed, procs, node_layout, binaries, pod_images)
+        kfp_images = node_images.build_kfp_images(binaries) if with_kfp else {}
+        node.start(bed, procs, node_layout, binaries, (*pod_images, *kfp_images.values()))
+        if with_kfp:
+            kfp.start(bed, procs, node_layout.node_ip, binaries, kfp_images)
         return
     node_runtime.start_node_agent(bed, procs)
     if stack == "all":
@@ -251,6 +264,9 @@ def main(argv=None) -> int:
     parser.add_argument("root", type=Path, metavar="DIR")
     parser.add_argument("--stack", choices=STACKS, default="all",
                         help="what runs (up only; default: all)")
+    parser.add_argument("--with-kfp", action="store_true",
+                        help="also run Kubeflow Pipelines' backend (up only; with --stack node); "
+                             "DIR/kfp-host holds its API's address")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     command, root = args.command, args.root
     if command == "down":
@@ -263,12 +279,14 @@ def main(argv=None) -> int:
         return 0
     started = time.monotonic()
     try:
-        bed = start(root, stack=args.stack)
+        bed = start(root, stack=args.stack, with_kfp=args.with_kfp)
     except processes.StartFailed as error:
         print(f"up: the test bed did not start: {error}", file=sys.stderr)
         return 1
     print(f"test bed ready in {time.monotonic() - started:.1f} s; "
           f"export KUBECONFIG={bed.kubeconfig}")
+    if args.with_kfp:
+        print(f"Kubeflow Pipelines: {(root / kfp.KFP_HOST_FILE).read_text().strip()}")
     return 0
 
 

@@ -4,10 +4,16 @@
 #
 #   bash tests/cluster/build.sh            # every binary the test bed runs
 #   bash tests/cluster/build.sh NAME ...   # only these (e.g. kine, which the test bed does not use)
+#   bash tests/cluster/build.sh kfp        # Kubeflow Pipelines' backend, Argo and MinIO (--with-kfp)
 #
 # A binary is rebuilt only when its module's pins, its package, its link flags or the Go version
 # change: each lives in CACHE/NAME/VERSION-KEY/, KEY a hash of those. CACHE is
 # $KFDIST_CLUSTER_CACHE, or ~/.cache/kfdist/cluster. Each build prints its minutes on stderr.
+#
+# Kubeflow Pipelines' own commands build in its source tree, whose go.mod replaces its api and
+# kubernetes_platform modules with relative paths (the Go module proxy may not serve the project
+# itself): KFP_SOURCE is a checkout of kubeflow/pipelines at tag KFP_VERSION, by default the
+# exported copy beside this repository (../shared/upstream/kubeflow-pipelines-KFP_VERSION).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -67,33 +73,71 @@ BINARIES=(
 OPTIONAL=(
   "kine kine github.com/k3s-io/kine github.com/k3s-io/kine"
 )
+# Kubeflow Pipelines on the bed (`up.sh DIR --with-kfp`): Argo's controller and executor and
+# MinIO from wrapper modules; `kfp` names them and the KFP commands below.
+KFP_MODULE_BINARIES=(
+  "workflow-controller argo-workflows github.com/argoproj/argo-workflows/v4/cmd/workflow-controller github.com/argoproj/argo-workflows/v4 static"
+  "argoexec argo-workflows github.com/argoproj/argo-workflows/v4/cmd/argoexec github.com/argoproj/argo-workflows/v4 static"
+  "minio minio github.com/minio/minio github.com/minio/minio static"
+)
+# NAME PACKAGE (in KFP_SOURCE) [static]. The API server needs cgo (its storage uses
+# go-sqlite3's error types); the driver and the launcher are copied into images of their own and
+# into each step's container, so they are static, as KFP's Dockerfiles build them.
+KFP_VERSION=2.17.0
+KFP_SOURCE=${KFP_SOURCE:-$here/../../../shared/upstream/kubeflow-pipelines-$KFP_VERSION}
+KFP_BINARIES=(
+  "kfp-apiserver ./backend/src/apiserver"
+  "kfp-persistence-agent ./backend/src/agent/persistence static"
+  "kfp-scheduledworkflow ./backend/src/crd/controller/scheduledworkflow static"
+  "kfp-driver ./backend/src/v2/cmd/driver static"
+  "kfp-launcher ./backend/src/v2/cmd/launcher-v2 static"
+)
 
-wanted=("$@")
+wanted=()
+with_kfp=0
+for w in "$@"; do
+  if [ "$w" = kfp ]; then with_kfp=1; else wanted+=("$w"); fi
+done
 selected=()
-for entry in "${BINARIES[@]}" "${OPTIONAL[@]}"; do
+kfp_selected=()
+for entry in "${BINARIES[@]}" "${OPTIONAL[@]}" "${KFP_MODULE_BINARIES[@]}"; do
   read -r name _ <<<"$entry"
-  if [ ${#wanted[@]} -eq 0 ]; then
+  if [ $# -eq 0 ]; then
     for default in "${BINARIES[@]}"; do [ "$default" = "$entry" ] && selected+=("$entry"); done
   else
+    for k in "${KFP_MODULE_BINARIES[@]}"; do
+      [ $with_kfp = 1 ] && [ "$k" = "$entry" ] && selected+=("$entry")
+    done
     for w in "${wanted[@]}"; do [ "$w" = "$name" ] && selected+=("$entry"); done
   fi
 done
-if [ ${#wanted[@]} -gt 0 ] && [ ${#selected[@]} -ne ${#wanted[@]} ]; then
-  names=$(for e in "${BINARIES[@]}" "${OPTIONAL[@]}"; do printf '%s ' "${e%% *}"; done)
-  echo "build.sh: unknown binary in '${wanted[*]}'; valid names: $names" >&2
+for entry in "${KFP_BINARIES[@]}"; do
+  read -r name _ <<<"$entry"
+  [ $with_kfp = 1 ] && kfp_selected+=("$entry") && continue
+  for w in "${wanted[@]}"; do [ "$w" = "$name" ] && kfp_selected+=("$entry"); done
+done
+if [ $(( ${#selected[@]} + ${#kfp_selected[@]} )) -lt ${#wanted[@]} ]; then
+  names=$(for e in "${BINARIES[@]}" "${OPTIONAL[@]}" "${KFP_MODULE_BINARIES[@]}" \
+                   "${KFP_BINARIES[@]}"; do printf '%s ' "${e%% *}"; done)
+  echo "build.sh: unknown binary in '${wanted[*]}'; valid names: kfp $names" >&2
+  exit 2
+fi
+if [ ${#kfp_selected[@]} -gt 0 ] && [ ! -f "$KFP_SOURCE/go.mod" ]; then
+  echo "build.sh: no Kubeflow Pipelines source at KFP_SOURCE='$KFP_SOURCE'; set KFP_SOURCE to" \
+       "a checkout of github.com/kubeflow/pipelines at tag $KFP_VERSION" >&2
   exit 2
 fi
 
 go_version=$("$go" env GOVERSION)
-for entry in "${selected[@]}"; do
-  read -r name dir package version_of static <<<"$entry"
-  cgo=1
-  [ "$static" = static ] && cgo=0
-  ldflags="-s -w"
-  [ "$dir" = kubernetes ] && ldflags+=" $kube_ldflags"
-  version=$(required_version "$dir" "$version_of")
-  key=$( { echo "$go_version $package $ldflags cgo=$cgo"; cat "$modules/$dir"/go.mod "$modules/$dir"/go.sum;
-           cat "$modules/$dir"/*.go 2>/dev/null || true; } | sha256sum | cut -c1-16)
+
+# build NAME VERSION BUILD-DIR PACKAGE CGO LDFLAGS TAGS FILE...: builds into the cache unless it is
+# there, and prints `NAME PATH`; the key hashes the build's settings and the FILEs (the pins).
+build() {
+  local name=$1 version=$2 dir=$3 package=$4 cgo=$5 ldflags=$6 tags=$7
+  shift 7
+  local key target started seconds settings="$go_version $package $ldflags cgo=$cgo"
+  [ -n "$tags" ] && settings+=" tags=$tags"
+  key=$( { echo "$settings"; cat "$@" 2>/dev/null || true; } | sha256sum | cut -c1-16)
   target=$cache/$name/$version-$key
   if [ ! -x "$target/$name" ]; then
     echo "build.sh: building $name $version (cache: $target)" >&2
@@ -101,8 +145,8 @@ for entry in "${selected[@]}"; do
     mkdir -p "$cache/$name"
     staging=$(mktemp -d "$cache/$name/.building.XXXXXX")
     trap 'rm -rf "$staging"' EXIT
-    (cd "$modules/$dir" && CGO_ENABLED=$cgo "$go" build -mod=readonly -trimpath -ldflags "$ldflags" \
-       -o "$staging/$name" "$package")
+    (cd "$dir" && CGO_ENABLED=$cgo "$go" build -mod=readonly -trimpath -tags "$tags" \
+       -ldflags "$ldflags" ${modfile:+-modfile "$modfile"} -o "$staging/$name" "$package")
     rm -rf "$target"
     mv "$staging" "$target"
     trap - EXIT
@@ -110,4 +154,51 @@ for entry in "${selected[@]}"; do
     printf 'build.sh: built %s in %d min %02d s\n' "$name" $((seconds / 60)) $((seconds % 60)) >&2
   fi
   echo "$name $target/$name"
+}
+
+# Argo's executor package has its Linux signal handling in a symbolic link to the Darwin file
+# (workflow/executor/osspecific/signal_linux.go -> signal_darwin.go), and a module's zip leaves
+# symbolic links out (nor may `go build -overlay` add files to the module cache): the build uses
+# a copy of the module with the link put back, through a go.mod of its own (`-modfile`) that
+# replaces the module with that copy. Prints the go.mod's path.
+argo_modfile() {
+  local version=$1 module copy=$cache/argo-workflows-src/$1
+  if [ ! -e "$copy/workflow/executor/osspecific/signal_linux.go" ]; then
+    module=$(cd "$modules/argo-workflows" && "$go" mod download -json \
+             "github.com/argoproj/argo-workflows/v4@$version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+    rm -rf "$copy" && mkdir -p "$(dirname "$copy")"
+    cp -r "$module" "$copy.partial" && chmod -R u+w "$copy.partial"
+    ln -s signal_darwin.go "$copy.partial/workflow/executor/osspecific/signal_linux.go"
+    mv "$copy.partial" "$copy"
+  fi
+  cp "$modules/argo-workflows/go.mod" "$copy.mod"
+  cp "$modules/argo-workflows/go.sum" "$copy.sum"
+  echo "replace github.com/argoproj/argo-workflows/v4 => $copy" >>"$copy.mod"
+  echo "$copy.mod"
+}
+
+for entry in "${selected[@]}"; do
+  read -r name dir package version_of static <<<"$entry"
+  cgo=1
+  [ "$static" = static ] && cgo=0
+  ldflags="-s -w"
+  [ "$dir" = kubernetes ] && ldflags+=" $kube_ldflags"
+  version=$(required_version "$dir" "$version_of")
+  modfile=""
+  if [ "$dir" = argo-workflows ]; then
+    ldflags+=" -X github.com/argoproj/argo-workflows/v4.version=$version"
+    modfile=$(argo_modfile "$version")
+  fi
+  build "$name" "$version" "$modules/$dir" "$package" "$cgo" "$ldflags" "" \
+    "$modules/$dir"/go.mod "$modules/$dir"/go.sum "$modules/$dir"/*.go
+done
+modfile=""
+# The source KFP's commands were built from: the bed applies its manifests.
+[ ${#kfp_selected[@]} -gt 0 ] && echo "kfp-source $(cd "$KFP_SOURCE" && pwd)"
+for entry in "${kfp_selected[@]}"; do
+  read -r name package static <<<"$entry"
+  cgo=1 tags=""
+  [ "$static" = static ] && cgo=0 tags=netgo
+  build "$name" "$KFP_VERSION" "$KFP_SOURCE" "$package" "$cgo" "-s -w" "$tags" \
+    "$KFP_SOURCE"/go.mod "$KFP_SOURCE"/go.sum "$KFP_SOURCE"/VERSION
 done

@@ -18,14 +18,15 @@ from typing import Dict, List
 SERVICE_RANGE = "10.96.0.0/24"
 #: What the API server and the controller manager log (`-v`): warnings and start-up.
 VERBOSITY = "1"
-#: The API server's audit policy: every request of a ServiceAccount outside kube-system (the
-#: accounts the tests give kfdist; the operators, the node agent and the administrator use
+#: The API server's audit policy: every request of a ServiceAccount outside kube-system and
+#: Kubeflow Pipelines' namespace (the accounts the tests give kfdist; the operators, the node agent and the administrator use
 #: certificates, the controller manager's controllers kube-system's accounts), at the Metadata
 #: level: who asked what of which resource, and the answer's code. A test reads from it that a
 #: refusal happened before any call.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
-    "rules": [{"level": "None", "userGroups": ["system:serviceaccounts:kube-system"]},
+    "rules": [{"level": "None", "userGroups": ["system:serviceaccounts:kube-system",
+                                               "system:serviceaccounts:kubeflow"]},
               {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
               {"level": "None"}]}
 

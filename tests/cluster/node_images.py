@@ -40,7 +40,11 @@ def _podman_has(reference: str) -> bool:
 def _podman_build(reference: str, containerfile: str, files: Mapping[str, Path]) -> None:
     with tempfile.TemporaryDirectory() as context:
         for name, source in files.items():
-            shutil.copy2(source, Path(context) / name)
+            if Path(source).is_dir():
+                shutil.copytree(source, Path(context) / name)
+                (Path(context) / name).chmod(Path(source).stat().st_mode & 0o7777)
+            else:
+                shutil.copy2(source, Path(context) / name)
         (Path(context) / "Containerfile").write_text(containerfile)
         result = subprocess.run(["podman", "build", "-q", "--format", "docker", "--network",
                                  "none", "-t", reference, context], capture_output=True,
@@ -107,6 +111,45 @@ def build_images(binaries: Dict[str, str], cache: Path, kube_version: str) -> Di
         if not _podman_has(reference):
             _podman_build(reference, containerfile, files)
     return {name: entry[0] for name, entry in wanted.items()}
+
+
+#: Kubeflow Pipelines' images, as its Dockerfiles make them but from scratch: each static
+#: binary, a writable /tmp (the driver writes its outputs there), a numeric non-root user (every
+#: KFP and Argo container runs with `runAsNonRoot`) and a PATH (Argo's `init` finds `argoexec` on
+#: it to copy it into the shared volume each step's container runs it from).
+KFP_IMAGES = {"kfp-driver": ("kfp-driver", "/bin/driver"),
+              "kfp-launcher": ("kfp-launcher", "/bin/launcher-v2"),
+              "argoexec": ("argoexec", "/bin/argoexec")}
+NONROOT_USER = 65532
+
+
+def build_kfp_images(binaries: Dict[str, str]) -> Dict[str, str]:
+    """Builds KFP's driver and launcher images and Argo's executor image with podman.
+
+    Args:
+      binaries: {name: path} of the bed's binaries (`build.sh kfp`).
+
+    Returns:
+      {"kfp-driver" | "kfp-launcher" | "argoexec": image reference}.
+    """
+    references = {}
+    for name, (binary, target) in KFP_IMAGES.items():
+        reference = node_config.image(name, _tag_of(binaries[binary]))
+        references[name] = reference
+        if _podman_has(reference):
+            continue
+        containerfile = (f"FROM scratch\nCOPY {binary} {target}\nCOPY tmp /tmp\n"
+                         "COPY nsswitch.conf /etc/nsswitch.conf\nENV PATH=/bin\n"
+                         f"USER {NONROOT_USER}:{NONROOT_USER}\nENTRYPOINT [\"{target}\"]\n")
+        with tempfile.TemporaryDirectory() as extras:
+            tmp = Path(extras) / "tmp"
+            tmp.mkdir()
+            tmp.chmod(0o1777)
+            nsswitch = Path(extras) / "nsswitch.conf"
+            nsswitch.write_text("hosts: files dns\n")
+            _podman_build(reference, containerfile, {binary: Path(binaries[binary]), "tmp": tmp,
+                                                     "nsswitch.conf": nsswitch})
+    return references
 
 
 def _busybox_version() -> str:

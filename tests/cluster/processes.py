@@ -221,8 +221,8 @@ def https_ok(url: str, ca: Path, cert: Optional[Path] = None, key: Optional[Path
         return False
 
 
-def port_open(port: int) -> bool:
-    """Whether something accepts TCP connections on 127.0.0.1:`port`."""
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts TCP connections on `host`:`port`."""
     with socket.socket() as sock:
         sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+        return sock.connect_ex((host, port)) == 0
