@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import subprocess
-import urllib.request
 from pathlib import Path
 from typing import Dict, Mapping
 
@@ -45,14 +43,6 @@ MARIADB = ("mariadbd", "mariadb-install-db")
 def plan(root: Path, node_ip: str) -> KfpLayout:
     free = processes.free_port
     return KfpLayout(Path(root), node_ip, free(), free(), free(), free(), free())
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def _mariadb_binaries() -> Dict[str, str]:
@@ -83,7 +73,8 @@ def _start_object_store(procs: processes.Processes, layout: KfpLayout, minio: st
     (layout.dir / "minio").mkdir(parents=True, exist_ok=True)
     procs.start("minio", kfp_config.minio_argv(minio, layout),
                 env={**os.environ, **kfp_config.minio_env()})
-    procs.wait_until("minio", lambda: _http_ok(f"{layout.s3_endpoint}/minio/health/ready"),
+    procs.wait_until("minio", lambda: processes.http_ok(
+        f"{layout.s3_endpoint}/minio/health/ready"),
                      READY_TIMEOUT_S)
 
 
@@ -131,12 +122,6 @@ def _kubeconfigs(bed) -> Dict[str, Path]:
     return found
 
 
-def _in_own_mount_namespace(token: Path, path: str) -> list:
-    script = (f"mount -t tmpfs tmpfs /run && mkdir -p {os.path.dirname(path)} && "
-              f"cp {shlex.quote(str(token))} {path} && exec \"$@\"")
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
-
-
 def start(bed, procs: processes.Processes, node_ip: str, binaries: Mapping[str, str],
           images: Mapping[str, str]) -> KfpLayout:
     """Starts KFP's backend beside a running bed on the genuine node; returns once its API
@@ -162,7 +147,7 @@ def start(bed, procs: processes.Processes, node_ip: str, binaries: Mapping[str, 
     procs.start("workflow-controller", kfp_config.workflow_controller_argv(
         binaries["workflow-controller"], kubeconfigs["workflow-controller"], images["argoexec"]),
         env={**os.environ, "LEADER_ELECTION_DISABLE": "true"})
-    procs.wait_until("workflow-controller", lambda: _http_ok(
+    procs.wait_until("workflow-controller", lambda: processes.http_ok(
         f"http://127.0.0.1:{kfp_config.ARGO_HEALTH_PORT}/healthz"), READY_TIMEOUT_S)
 
     config_dir = layout.dir / "config"
@@ -172,7 +157,8 @@ def start(bed, procs: processes.Processes, node_ip: str, binaries: Mapping[str, 
     procs.start("kfp-apiserver", kfp_config.apiserver_argv(binaries["kfp-apiserver"], layout),
                 env={**_host_env(), **kfp_config.apiserver_env(kubeconfigs["kfp-apiserver"],
                                                                 images)})
-    procs.wait_until("kfp-apiserver", lambda: _http_ok(f"{layout.host}/apis/v1beta1/healthz"),
+    procs.wait_until("kfp-apiserver", lambda: processes.http_ok(
+        f"{layout.host}/apis/v1beta1/healthz"),
                      READY_TIMEOUT_S)
 
     token = layout.dir / "persistence-agent-token"
@@ -180,7 +166,7 @@ def start(bed, procs: processes.Processes, node_ip: str, binaries: Mapping[str, 
         "create", "token", "ml-pipeline-persistenceagent", "-n", kfp_config.NAMESPACE,
         "--audience=pipelines.kubeflow.org").stdout.strip())
     agent = kubeconfigs["kfp-persistence-agent"]
-    procs.start("kfp-persistence-agent", _in_own_mount_namespace(token, AGENT_TOKEN)
+    procs.start("kfp-persistence-agent", operators._with_in_pod_token(token, AGENT_TOKEN)
                 + kfp_config.persistence_agent_argv(binaries["kfp-persistence-agent"], layout,
                                                     agent),
                 env={**_host_env(), "KUBECONFIG": str(agent)})

@@ -27,7 +27,6 @@ import json
 import os
 import shlex
 import subprocess
-import urllib.request
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
@@ -165,20 +164,12 @@ def _write_certs(directory: Path, pki: Path) -> Path:
     return directory
 
 
-def _with_in_pod_token(token: Path) -> List[str]:
-    """The argv prefix that runs a command in its own mount namespace, where `IN_POD_TOKEN` holds
-    `token` (on a tmpfs over /run: nothing of the host's /run is changed or seen)."""
-    script = (f"mount -t tmpfs tmpfs /run && mkdir -p {os.path.dirname(IN_POD_TOKEN)} && "
-              f"cp {shlex.quote(str(token))} {IN_POD_TOKEN} && exec \"$@\"")
+def _with_in_pod_token(token: Path, path: str = IN_POD_TOKEN) -> List[str]:
+    """The argv prefix that runs a command in its own mount namespace, where `path` (under /run)
+    holds `token` (on a tmpfs over /run: nothing of the host's /run is changed or seen)."""
+    script = (f"mount -t tmpfs tmpfs /run && mkdir -p {os.path.dirname(path)} && "
+              f"cp {shlex.quote(str(token))} {path} && exec \"$@\"")
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def _config(path: Path, document: dict) -> Path:
@@ -316,8 +307,8 @@ def start_operators(bed, procs: processes.Processes) -> None:
 
     for name in ("training-operator", "jobset", "trainer", "kueue"):
         health = ports[name][1]
-        procs.wait_until(name, lambda h=health: _http_ok(f"http://127.0.0.1:{h}/readyz"),
-                         READY_TIMEOUT_S)
+        procs.wait_until(name, lambda h=health: processes.http_ok(
+            f"http://127.0.0.1:{h}/readyz"), READY_TIMEOUT_S)
     procs.wait_until("mpi-operator", lambda: "Started workers" in (
         root / "logs" / "mpi-operator.log").read_text(errors="replace"), READY_TIMEOUT_S)
 

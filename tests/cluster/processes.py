@@ -221,6 +221,15 @@ def https_ok(url: str, ca: Path, cert: Optional[Path] = None, key: Optional[Path
         return False
 
 
+def http_ok(url: str) -> bool:
+    """Whether a plain HTTP GET of `url` answers 200 (within 2 s)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
     """Whether something accepts TCP connections on `host`:`port`."""
     with socket.socket() as sock:

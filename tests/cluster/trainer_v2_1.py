@@ -11,7 +11,7 @@ from __future__ import annotations
 import yaml
 
 from cluster import processes
-from cluster.operators import (READY_TIMEOUT_S, Module, OperatorDirs, _config, _http_ok,
+from cluster.operators import (READY_TIMEOUT_S, Module, OperatorDirs, _config,
                                jobset_webhooks, start_jobset, webhook_configurations)
 
 TRAINER = Module("trainer-v2.1", "github.com/kubeflow/trainer/v2")
@@ -54,8 +54,8 @@ def start(bed, procs: processes.Processes) -> None:
                                     "certManagement": {"enable": False}}))],
                 env=dirs.own_tmp("trainer"))
     for name in ("jobset", "trainer"):
-        procs.wait_until(name, lambda h=ports[name][1]: _http_ok(f"http://127.0.0.1:{h}/readyz"),
-                         READY_TIMEOUT_S)
+        procs.wait_until(name, lambda h=ports[name][1]: processes.http_ok(
+            f"http://127.0.0.1:{h}/readyz"), READY_TIMEOUT_S)
 
     ca = (pki / "ca.crt").read_bytes()
     documents = [
