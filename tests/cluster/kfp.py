@@ -2,8 +2,8 @@
 scheduled-workflow controller, Argo's workflow controller, MariaDB, MinIO and the MLMD server, as
 host processes of the bed (stopped with it), and the cluster objects KFP's manifests install.
 
-    layout = start(bed, procs, node_layout, binaries, images)   # once the API answers
-    layout.host                                                   # what kfp.Client takes
+    layout = start(bed, procs, node_ip, binaries, images)   # once the API answers
+    layout.host                                              # what kfp.Client takes
 
 `DIR/kfp-host` holds the API's address; `DIR/kfp/` the databases, the object store's files and the
 configuration; `DIR/logs/` each process's log.
@@ -74,8 +74,7 @@ def _start_object_store(procs: processes.Processes, layout: KfpLayout, minio: st
     procs.start("minio", kfp_config.minio_argv(minio, layout),
                 env={**os.environ, **kfp_config.minio_env()})
     procs.wait_until("minio", lambda: processes.http_ok(
-        f"{layout.s3_endpoint}/minio/health/ready"),
-                     READY_TIMEOUT_S)
+        f"{layout.s3_endpoint}/minio/health/ready"), READY_TIMEOUT_S)
 
 
 def _start_mlmd(procs: processes.Processes, layout: KfpLayout) -> None:
@@ -137,7 +136,7 @@ def start(bed, procs: processes.Processes, node_ip: str, binaries: Mapping[str, 
     """
     layout = plan(bed.root, node_ip)
     layout.dir.mkdir(parents=True, exist_ok=True)
-    (bed.root / RECORD).write_text(kfp_config.kfp_host_record(layout))
+    (bed.root / RECORD).write_text(json.dumps(layout.to_json(), indent=1))
     kubeconfigs = _kubeconfigs(bed)
     _start_database(procs, layout)
     _start_object_store(procs, layout, binaries["minio"])
@@ -158,8 +157,7 @@ def start(bed, procs: processes.Processes, node_ip: str, binaries: Mapping[str, 
                 env={**_host_env(), **kfp_config.apiserver_env(kubeconfigs["kfp-apiserver"],
                                                                 images)})
     procs.wait_until("kfp-apiserver", lambda: processes.http_ok(
-        f"{layout.host}/apis/v1beta1/healthz"),
-                     READY_TIMEOUT_S)
+        f"{layout.host}/apis/v1beta1/healthz"), READY_TIMEOUT_S)
 
     token = layout.dir / "persistence-agent-token"
     token.write_text(bed.kubectl_run(

@@ -14,7 +14,6 @@ its launcher addresses `minio://` URIs at; MinIO serves it here.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Dict, List, Mapping
 
@@ -272,7 +271,3 @@ def read_manifests(paths) -> List[Dict]:
     for path in paths:
         documents += [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
     return documents
-
-
-def kfp_host_record(layout: KfpLayout) -> str:
-    return json.dumps(layout.to_json(), indent=1)
