@@ -101,7 +101,7 @@ def _install_objects(bed, layout: KfpLayout, kfp_source: Path) -> None:
     argo = ARGO.source() / "manifests"
     _apply(bed, [{"apiVersion": "v1", "kind": "Namespace",
                   "metadata": {"name": kfp_config.NAMESPACE}}])
-    crds = kfp_config.read_manifests(sorted((argo / kfp_config.ARGO_CRDS).glob("*.yaml"))
+    crds = kfp_config.read_manifests(sorted((argo / kfp_config.ARGO_CRDS).glob("argoproj.io_*.yaml"))
                                      + [source / kfp_config.KFP_MANIFESTS[0]])
     _apply(bed, crds)
     bed.kubectl_run("wait", "--for=condition=Established", "--timeout=60s",

@@ -13,6 +13,7 @@ containerd only when podman's image differs from the one imported last (`IMPORTE
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -134,21 +135,22 @@ def build_kfp_images(binaries: Dict[str, str]) -> Dict[str, str]:
     """
     references = {}
     for name, (binary, target) in KFP_IMAGES.items():
-        reference = node_config.image(name, _tag_of(binaries[binary]))
+        containerfile = (f"FROM scratch\nCOPY rootfs/ /\nENV PATH=/bin\n"
+                         f"USER {NONROOT_USER}:{NONROOT_USER}\nENTRYPOINT [\"{target}\"]\n")
+        recipe = hashlib.sha256(containerfile.encode()).hexdigest()[:8]
+        reference = node_config.image(name, f"{_tag_of(binaries[binary])}-{recipe}")
         references[name] = reference
         if _podman_has(reference):
             continue
-        containerfile = (f"FROM scratch\nCOPY {binary} {target}\nCOPY tmp /tmp\n"
-                         "COPY nsswitch.conf /etc/nsswitch.conf\nENV PATH=/bin\n"
-                         f"USER {NONROOT_USER}:{NONROOT_USER}\nENTRYPOINT [\"{target}\"]\n")
         with tempfile.TemporaryDirectory() as extras:
-            tmp = Path(extras) / "tmp"
-            tmp.mkdir()
-            tmp.chmod(0o1777)
-            nsswitch = Path(extras) / "nsswitch.conf"
-            nsswitch.write_text("hosts: files dns\n")
-            _podman_build(reference, containerfile, {binary: Path(binaries[binary]), "tmp": tmp,
-                                                     "nsswitch.conf": nsswitch})
+            rootfs = Path(extras) / "rootfs"
+            (rootfs / "etc").mkdir(parents=True)
+            (rootfs / "etc" / "nsswitch.conf").write_text("hosts: files dns\n")
+            (rootfs / "tmp").mkdir()
+            (rootfs / "tmp").chmod(0o1777)  # COPY of a folder keeps the modes of what it holds
+            (rootfs / target.lstrip("/")).parent.mkdir(parents=True)
+            shutil.copy2(binaries[binary], rootfs / target.lstrip("/"))
+            _podman_build(reference, containerfile, {"rootfs": rootfs})
     return references
 
 
