@@ -243,8 +243,9 @@ def test_forty_even_classes_are_not_rare_and_a_line_names_ten(tmp_path):
         "they are predicted: read their rows of the confusion matrix"]
 
 
-def test_tfrecord_labels_without_id_0_are_warned_of_not_called_rare(tmp_path):
-    """A TFRecord's labels are the class ids: wine labelled 1, 2, 3 gives 4 outputs, id 0 empty."""
+def test_a_class_id_without_an_example_is_warned_of_not_called_rare(tmp_path):
+    """A TFRecord's labels 1, 2, 3 are 3 classes named by them (no empty id 0); a dataset with
+    a class of no example is warned of once, not called rare or missing from a split."""
     import tensorflow as tf
 
     frame = sklearn.datasets.load_wine(as_frame=True).frame
@@ -258,12 +259,9 @@ def test_tfrecord_labels_without_id_0_are_warned_of_not_called_rare(tmp_path):
     lines = []
     meta = runtime.shard(str(tmp_path / "wine.tfrecord"), str(tmp_path / "out"), num_shards=2,
                          log=lines.append)
-    assert meta.num_classes == 4
-    warning = ("1 of the 4 class ids have no example ('0'): the labels are used as class ids, "
-               "so the model has an output for each id up to the largest; number the labels 0 "
-               "to k-1 to give it one per class")
-    assert label_record(meta)["warnings"] == [warning]  # not rare, nor missing from a split
-    assert f"warning: {warning}" in lines
+    assert meta.num_classes == 3 and meta.class_names == ("1", "2", "3")
+    assert label_record(meta)["warnings"] == []
+    assert "label 'label': 3 classes: '1' 59 (33%), '2' 71 (40%), '3' 48 (27%)" in lines
     named = _with_counts(meta, [0, 50, 40], [0, 10, 10], ("cat", "dog", "emu"))
     assert label_record(named)["warnings"] == [
         "the data has no example of class(es) 'cat': the model has an output for each but "
