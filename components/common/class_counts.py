@@ -66,7 +66,7 @@ def class_totals(class_counts: Mapping[str, Sequence[int]]) -> List[int]:
     return totals
 
 
-def _warnings(classes: List[Dict[str, Any]], split: Optional[str], ids_named: bool) -> List[str]:
+def _warnings(classes: List[Dict[str, Any]], split: Optional[str]) -> List[str]:
     empty = [c["name"] for c in classes if not c[TRAIN] + c[HELD_OUT]]
     classes = [c for c in classes if c[TRAIN] + c[HELD_OUT]]
     total = sum(c[TRAIN] + c[HELD_OUT] for c in classes)
@@ -75,12 +75,7 @@ def _warnings(classes: List[Dict[str, Any]], split: Optional[str], ids_named: bo
     rare = [(c["name"], c[TRAIN] + c[HELD_OUT]) for c in classes
             if (c[TRAIN] + c[HELD_OUT]) / total < bound]
     out = []
-    if empty and ids_named:  # a TFRecord's labels are the class ids themselves
-        out.append(f"{len(empty)} of the {len(classes) + len(empty)} class ids have no example "
-                   f"({_names(empty)}): the labels are used as class ids, so the model has an "
-                   "output for each id up to the largest; number the labels 0 to k-1 to give it "
-                   "one per class")
-    elif empty:
+    if empty:
         out.append(f"the data has no example of class(es) {_names(empty)}: the model has an "
                    "output for each but cannot learn them")
     if rare:
@@ -119,7 +114,7 @@ def label_record(meta: DatasetMetadata) -> Optional[Dict[str, Any]]:
                                  for split in (TRAIN, HELD_OUT)}}
                for i, name in enumerate(names)]
     return {"column": meta.label_column, "classes": classes,
-            "warnings": _warnings(classes, meta.split, ids_named=meta.class_names is None)}
+            "warnings": _warnings(classes, meta.split)}
 
 
 def label_lines(record: Optional[Mapping[str, Any]]) -> List[str]:

@@ -37,6 +37,7 @@ from kfdist.components.shard_dataset import beam_remote
 from kfdist.components.shard_dataset import beam_transforms as bt
 from kfdist.components.common.dataset_spec import IDENTIFIER, ExcludedColumn
 from kfdist.components.shard_dataset.categorical import VocabularyCounter, present_counts
+from kfdist.components.shard_dataset.class_ids import renumbers
 from kfdist.components.common.class_counts import sum_counts
 from kfdist.components.shard_dataset.moments import RunningMoments
 from kfdist.components.shard_dataset.scan import ScanResult
@@ -113,7 +114,7 @@ def _build(pipeline, source, split_mask, root: str, num_shards: Dict[str, int], 
                                                    origins, split_mask)
     plan = (scans | "plan entries" >> beam.Map(bt.plan_entry) | beam.combiners.ToDict()
             | "plan" >> beam.Map(bt.plan_batches, list(source.feature.categorical_columns or ()),
-                                 list(keep_columns)))
+                                 list(keep_columns), renumbers(source)))
     runs = units("write") | "write runs" >> beam.FlatMap(
         beam_remote.on_unit, bt.write_runs, source, origins, AsSingleton(plan), root, num_shards,
         seed)
@@ -167,7 +168,8 @@ def run(source, split_mask, root: str, *, num_shards: Dict[str, int], seed: int,
 
     Returns:
       What the local scan would return (counts, classes, statistics,
-      vocabularies), and the splits written.
+      vocabularies), and the splits written (with class ids: `class_ids.renumbered`
+      gives the scan's classes the ids the records hold).
 
     Raises:
       InvalidInputError: The first invalid input a worker met, in reading

@@ -9,11 +9,13 @@ The pipeline reads the source twice, as the local runner does:
    the train statistics. `plan_batches` turns the counts into each batch's
    first position in each split (source order: unit, batch, row), and the
    train split's string values decide which string columns identify rows
-   (`categorical`): they are not written.
+   (`categorical`): they are not written, and the label numbers counted decide
+   the class ids (`class_ids`).
 2. `write_runs` reads the unit again, checks each batch against its scan,
-   encodes the records and places each one: its shard is a seeded rotation
-   of the shards for each block of `num_shards` positions (shard sizes differ
-   by at most one record, the local writer's bound), its order inside the
+   stores each label's class id, encodes the records and places each one:
+   its shard is a seeded rotation of the shards for each block of
+   `num_shards` positions (shard sizes differ by at most one record, the
+   local writer's bound), its order inside the
    shard a seeded hash of its position. Records go to run files beside the
    shards, so they never pass through the runner; `write_shard` then sorts a
    shard's runs into its TFRecord file.
@@ -34,8 +36,9 @@ import numpy as np
 
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.shard_dataset.categorical import VocabularyCounter, drop_strings
+from kfdist.components.shard_dataset.class_ids import ClassIds, class_ids
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
-from kfdist.components.common.class_counts import add_class_counts
+from kfdist.components.common.class_counts import add_class_counts, sum_counts
 from kfdist.components.shard_dataset.moments import RunningMoments
 from kfdist.components.shard_dataset.scan import (SourceChangedError, batch_checksum,
                                                   scanned_eval_mask)
@@ -110,21 +113,25 @@ def _tally(labels: np.ndarray) -> tuple:
 
 
 def plan_entry(scan: dict) -> tuple:
-    """`(key, what write_runs needs of the batch's scan, and its string values' counts)`."""
+    """`(key, what write_runs needs of the batch's scan, its string values' and its label
+    numbers' counts)`."""
     if "error" in scan:
         return scan["key"], {"error": True}
-    return scan["key"], {name: scan[name]
-                         for name in ("counts", "eval_mask", "checksum", "values")}
+    return scan["key"], {name: scan[name] for name in (
+        "counts", "eval_mask", "checksum", "values", "class_counts")}
 
 
 def plan_batches(scans: Mapping[BatchKey, dict], strings: Sequence[str] = (),
-                 keep_columns: Sequence[str] = ()) -> dict:
+                 keep_columns: Sequence[str] = (), renumber: bool = False) -> dict:
     """Each scanned batch with its first position in each split, in the source's reading order;
     the units a scan found invalid (not written); the string columns (`strings`) that identify
-    rows (`categorical`; not those in `keep_columns`) and the positions of the others."""
+    rows (`categorical`; not those in `keep_columns`) and the positions of the others; with
+    `renumber` (`class_ids.renumbers`), the label numbers in class id order when they are
+    not 0..k-1 (`class_ids`)."""
     running: collections.Counter = collections.Counter()
     batches, failed_units = {}, set()
     vocabulary = VocabularyCounter(len(strings))
+    per_class: Dict[str, List[int]] = {split: [] for split in SPLIT_NAMES}
     for key in sorted(scans):
         if scans[key].get("error"):
             failed_units.add(key[0])
@@ -132,11 +139,15 @@ def plan_batches(scans: Mapping[BatchKey, dict], strings: Sequence[str] = (),
         entry = dict(scans[key])
         for column, counter in enumerate(entry.pop("values") or ()):
             vocabulary.counts[column].update(counter)
+        for split, counts in entry.pop("class_counts").items():
+            per_class[split] = sum_counts(per_class[split], counts)
         batches[key] = dict(entry, first={split: running[split] for split in SPLIT_NAMES})
         running.update(scans[key]["counts"])
     identifiers = [c.name for c in vocabulary.identifiers(strings, keep_columns)]
+    ids = class_ids(per_class) if renumber else None
     return {"batches": batches, "failed_units": sorted(failed_units), "identifiers": identifiers,
-            "kept_strings": [i for i, c in enumerate(strings) if c not in identifiers]}
+            "kept_strings": [i for i, c in enumerate(strings) if c not in identifiers],
+            "class_ids": ids.numbers if ids is not None else None}
 
 
 def _mix64(values: np.ndarray) -> np.ndarray:
@@ -177,6 +188,7 @@ def write_runs(unit: int, source, plan: dict, root: str, num_shards: Mapping[str
     if unit in plan["failed_units"]:
         return  # its scan reported the error
     encoder = CanonicalExampleEncoder.for_feature(source.feature)
+    ids = ClassIds(tuple(plan["class_ids"])) if plan["class_ids"] is not None else None
     runs: Dict[tuple, list] = collections.defaultdict(list)
     held = written = 0
     try:
@@ -185,6 +197,7 @@ def write_runs(unit: int, source, plan: dict, root: str, num_shards: Mapping[str
             in_eval = scanned_eval_mask(batch, index, None if scanned is None else (
                 scanned["checksum"], scanned["eval_mask"]))
             batch = drop_strings(batch, plan["kept_strings"])  # identifiers: not stored
+            batch = ids.renumber(batch) if ids is not None else batch
             for split, mask in (("train", ~in_eval), ("eval", in_eval)):
                 records = encoder.encode_split(batch, mask)
                 shards, keys = placements(scanned["first"][split], len(records),

@@ -53,10 +53,12 @@ def shard_dataset(
         source_format: `auto` (detected from file names), `mnist_idx`, `csv`,
             `tfrecord`, `image_folder`, or `images` (`tfrecord` or
             `image_folder`, whichever the files are; anything else is refused).
-        label_column: Name of the label column (CSV) or feature (TFRecord). A
-            table's label holds class names, or whole numbers (not 0..k-1:
+        label_column: Name of the label column (CSV) or int64 feature
+            (TFRecord). A table's label holds class names, or whole numbers
+            (a TFRecord's and MNIST's labels too; numbers not 0..k-1 become
             classes named by the numbers), or a quantity to predict (see
-            `task`); one mixing numbers and text is refused.
+            `task`); one mixing numbers and text, or a row without a label
+            (empty or `NA` alike), is refused.
         num_shards: Number of train shards (at least 1; at least the number of
             training workers for per-file sharding).
         num_eval_shards: Number of eval shards; 0 (the default) means in

@@ -129,7 +129,7 @@ def _profile(state: ProfileState, path: str) -> Tuple[Set[str], int, _Found, _Fo
     rows = 0
     for batch in _record_batches(path, len(state.columns), types):
         values, _ = _distinct_stripped(batch.column(str(state.label_index)))
-        if "" in values.tolist():
+        if any(v in MISSING_VALUES for v in values.tolist()):
             raise FastPathDeclined("a row without a label")
         labels.update(values.tolist())
         if len(labels | state.labels) > MAX_NUM_CLASSES:

@@ -7,7 +7,8 @@ of each kind and its line, since a guess would silently turn numbers into
 categories or drop strings. Missing values (`MISSING_VALUES`) are allowed in
 every column but the label: in a numeric column they become NaN, and the
 recorded preprocessing puts the train split's mean in their place; in a
-categorical column they stay missing, out of its vocabulary (`dataset_spec`).
+categorical column they stay missing, out of its vocabulary (`dataset_spec`); a
+row whose label is missing, empty or `NA` alike, is refused (`missing_label`).
 """
 
 from __future__ import annotations
@@ -217,10 +218,18 @@ def profile_columns(paths: Sequence[str], columns: Tuple[str, ...], label_column
 def _check_labels_present(path: str, first_line: int, rows: List[List[str]], label_index: int,
                           label_column: str) -> None:
     for offset, row in enumerate(rows):
-        if not row[label_index].strip():
-            raise InvalidInputError(
-                f"CSV file {path!r} line {first_line + offset} has no value in the label column "
-                f"{label_column!r}; every row needs its class")
+        value = row[label_index].strip()
+        if value in MISSING_VALUES:
+            raise InvalidInputError(missing_label(label_column, value,
+                                                  where(path, first_line + offset)))
+
+
+def missing_label(label_column: str, value: str, place: str) -> str:
+    """The refusal of a row whose label is missing: empty or one of `MISSING_VALUES` (`NA`),
+    as the column statistics count a missing value."""
+    spelled = f" ({value!r} marks a missing value, as an empty cell does)" if value else ""
+    return (f"label column {label_column!r} has no value at {place}{spelled}; every row needs "
+            "its label: fill it in or drop the row, or name another column with label_column")
 
 
 def _kind(name: str, seen: _ColumnSeen, paths: Sequence[str]) -> str:

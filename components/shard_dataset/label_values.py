@@ -26,6 +26,10 @@ For classification, the distinct values of the label column decide what the clas
   many distinct numbers it holds, rather than trained as thousands of classes of
   a few rows each.
 
+A row whose label is missing (empty, or `NA` or another of `MISSING_VALUES`, as the
+column statistics count a missing value) is refused while the columns are read
+(`csv_columns.missing_label`), naming its line: no label value is a missing one.
+
 Whole numbers are read as written (`int`), never through a float, which would
 merge those past 2**53 and name them otherwise than their text.
 """
@@ -40,7 +44,7 @@ from kfdist.components.common.class_counts import listed
 from kfdist.components.common.dataset_spec import (
     AUTO_TASK, CLASSIFICATION, REGRESSION, TASKS)
 from kfdist.components.common.errors import InvalidInputError, require
-from kfdist.components.shard_dataset.csv_columns import MISSING_VALUES, is_number, where
+from kfdist.components.shard_dataset.csv_columns import is_number, where
 from kfdist.components.shard_dataset.scan import SourceChangedError
 
 #: Most distinct numbers a label column may hold as classes; more is a quantity to predict.
@@ -119,11 +123,9 @@ def _refuse_mixed(labels: Sequence[str], numbers: Dict[str, Number], label_colum
     (n_where, number), (t_where, text) = first
     texts = sorted(v for v in labels if v not in numbers)
     named = listed((repr(v) for v in texts), _NAMED)
-    missing = (" (an empty or NA label is a missing one: every row needs its class)"
-               if any(v in MISSING_VALUES for v in texts) else "")
     raise InvalidInputError(
         f"label column {label_column!r} mixes numbers and text: {number!r} at {n_where} is a "
-        f"number but {text!r} at {t_where} is not (text labels: {named}){missing}; a label "
+        f"number but {text!r} at {t_where} is not (text labels: {named}); a label "
         "column holds class numbers or class names, not both: fix those rows, or name "
         "another column with label_column")
 
@@ -180,7 +182,7 @@ def label_classes(labels: Sequence[str], label_column: str, *, paths: Sequence[s
     (see the module docstring).
 
     Args:
-      labels: The column's distinct stripped values (none empty).
+      labels: The column's distinct stripped values (none missing).
       label_column: Its name, for messages.
       paths: The CSV files read, to name the lines of a column that mixes numbers and text.
       num_columns: Their columns.

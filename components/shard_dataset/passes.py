@@ -16,6 +16,7 @@ from kfdist.components.common.errors import require
 from kfdist.components.shard_dataset import beam_remote
 from kfdist.components.shard_dataset.categorical import (
     drop_strings, kept_positions, report_identifiers)
+from kfdist.components.shard_dataset.class_ids import class_names, renumbered
 from kfdist.components.shard_dataset.data_check import DataCheck
 from kfdist.components.shard_dataset.example_encoding import CanonicalExampleEncoder
 from kfdist.components.shard_dataset.label_check import scanned_classes
@@ -62,7 +63,8 @@ def write_splits(source: Source, options: ShardOptions, root: str,
     With the `scan` of the first pass, the split of each example comes from it
     (each batch's CRC-32 proves it is the batch that was scanned) instead of
     hashing every example again; without it, from `plan`. `observe` is given
-    every batch as read (the data's statistics: `data_check`).
+    every batch as read (the data's statistics: `data_check`). Labels are stored as
+    the scan's class ids (`class_ids`).
     """
     encoder = CanonicalExampleEncoder.for_feature(source.feature)
     kept = kept_positions(source.feature, [c.name for c in scan.identifiers] if scan else ())
@@ -79,6 +81,8 @@ def write_splits(source: Source, options: ShardOptions, root: str,
             if observe is not None:
                 observe(batch)
             batch = drop_strings(batch, kept)  # columns that identify rows are not stored
+            if scan is not None and scan.class_ids is not None:
+                batch = scan.class_ids.renumber(batch)
             for writer, mask in ((train, ~in_eval), (evaluation, in_eval)):
                 writer.write(encoder.encode_split(batch, mask))
             written += len(batch.labels)
@@ -98,12 +102,12 @@ def shard_locally(source: Source, plan: SplitPlan, options: ShardOptions, build_
                   ) -> Tuple[ScanResult, Dict[str, SplitInfo]]:
     """This process: the scan pass (checks, statistics, the data check), then the writing
     pass."""
-    scan = scan_source(source, plan.mask_fn(options.eval_fraction), log, options.keep_columns,
-                       observe=check.observe_scan)
+    scan = renumbered(scan_source(source, plan.mask_fn(options.eval_fraction), log,
+                                  options.keep_columns, observe=check.observe_scan), source)
     check_split_sizes(scan, options, plan)
     report_identifiers(source.feature, scan.identifiers, log)
     check.judge([c.name for c in scan.identifiers], log,
-                scanned_classes(source.class_names, scan.class_counts))
+                scanned_classes(class_names(source, scan), scan.class_counts))
     _log_counts(scan, options, log)
     splits = write_splits(source, options, build_dir, log, scan, plan, observe=check.observe_write)
     for split, count in (("train", scan.num_train), ("eval", scan.num_eval)):
@@ -128,11 +132,12 @@ def shard_with_beam(source: Source, plan: SplitPlan, options: ShardOptions, buil
         seed=options.seed, compression=options.compression, beam_options=beam_options, log=log,
         origins=shared.origins(local_source, source.files) if shared else None,
         keep_columns=options.keep_columns)
+    scan = renumbered(scan, source)  # as the pipeline's writers renumbered the labels
     check_split_sizes(scan, options, plan)
     report_identifiers(source.feature, scan.identifiers, log)
     check.read(source)  # the data's statistics: read here
     check.judge([c.name for c in scan.identifiers], log,
-                scanned_classes(source.class_names, scan.class_counts))
+                scanned_classes(class_names(source, scan), scan.class_counts))
     _log_counts(scan, options, log)
     if shared is not None:
         shared.collect(build_dir, log)

@@ -34,6 +34,7 @@ from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.common.wording import counted
 from kfdist.components.shard_dataset import beam_remote, readers
 from kfdist.components.shard_dataset.categorical import check_kept, requested, without_columns
+from kfdist.components.shard_dataset.class_ids import class_names
 from kfdist.components.shard_dataset.column_report import explain_columns
 from kfdist.components.shard_dataset.data_check import CheckOptions, DataCheck
 from kfdist.components.shard_dataset.reference import find_reference
@@ -90,7 +91,8 @@ def build_metadata(source_uri: str, source: Source, scan: ScanResult, options: S
     else:
         preprocessing = Preprocessing(kind="standardize", mean=scan.mean, std=scan.std,
                                       vocabularies=scan.vocabularies)
-    num_classes = len(source.class_names) if source.class_names else scan.num_classes
+    names = class_names(source, scan)
+    num_classes = len(names) if names else scan.num_classes
     counts = {split: tuple(sum_counts(scan.class_counts.get(split, ()), [0] * num_classes))
               for split in SPLITS}
     if source.is_regression:
@@ -99,7 +101,7 @@ def build_metadata(source_uri: str, source: Source, scan: ScanResult, options: S
         source_uri=source_uri, source_format=source.source_format,
         feature=without_columns(source.feature, [c.name for c in scan.identifiers]),
         num_classes=num_classes, preprocessing=preprocessing, compression=options.compression,
-        seed=options.seed, splits=splits, class_names=source.class_names, split=plan.method,
+        seed=options.seed, splits=splits, class_names=names, split=plan.method,
         eval_fraction=None if plan.method == PREDEFINED_SPLIT else options.eval_fraction,
         split_files=plan.split_files(root), excluded_columns=excluded or None,
         label_column=(options.label_column if source.source_format in LABEL_COLUMN_FORMATS

@@ -23,7 +23,7 @@ import dataclasses
 import os
 import zlib
 from hashlib import blake2b
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from kfdist.components.common.errors import KfdistError
 from kfdist.components.shard_dataset.categorical import VocabularyCounter
 from kfdist.components.shard_dataset.moments import RunningMoments
 from kfdist.components.shard_dataset.source import ExampleBatch, Source, check_labels
+
+if TYPE_CHECKING:
+    from kfdist.components.shard_dataset.class_ids import ClassIds
 
 SPLIT_BUCKETS = 10_000
 PROGRESS_EVERY = 50_000
@@ -140,9 +143,12 @@ class ScanResult:
     Attributes:
       num_train: Examples put into `train`.
       num_eval: Examples put into `eval`.
-      num_classes: Largest label + 1.
+      num_classes: Largest label + 1 (the classes, once `class_ids.renumbered`).
       class_counts: Per split (`train`, `eval`), its examples of each class id (as long
         as the largest id of the split needs).
+      class_ids: The label numbers in class id order when they are not 0..k-1 (set by
+        `class_ids.renumbered`; the writing pass stores class ids); None: the labels are
+        the ids.
       mean: Per-column means of the train split (feature vectors only).
       std: Per-column standard deviations of the train split (0 → 1).
       batch_splits: Per source batch, in order: `(crc32 of its bytes, its eval
@@ -166,6 +172,7 @@ class ScanResult:
     vocabularies: Optional[Tuple[Tuple[str, ...], ...]] = None
     identifiers: Tuple[ExcludedColumn, ...] = ()
     label_statistics: Optional[Dict[str, LabelStatistics]] = None
+    class_ids: Optional["ClassIds"] = None
 
     @property
     def num_examples(self) -> int:

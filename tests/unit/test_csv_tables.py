@@ -476,6 +476,6 @@ def test_reported_line_numbers_are_the_file_lines(text, tmp_path):
     out = str(tmp_path / "out")
     with pytest.raises(InvalidInputError) as err:
         runtime.shard(str(source), out, num_shards=1, num_eval_shards=1, split="hash", log=quiet)
-    assert "has no value in the label column 'label'" in str(err.value)
+    assert "label column 'label' has no value at line 7 of 'gaps.csv'" in str(err.value)
     assert "line 7 " in str(err.value), str(err.value)
     assert_nothing_written(out)

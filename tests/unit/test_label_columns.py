@@ -90,6 +90,48 @@ def test_kfdist_run_refuses_it_in_one_line_naming_its_flag(tmp_path):
     assert not out.exists()
 
 
+def _with_missing_labels(path, value: str, names=None, row: int = 6) -> str:
+    """Breast cancer (0/1, or `names`) as CSV with row `row`'s label `value` (file line 8)."""
+    frame = sklearn.datasets.load_breast_cancer(as_frame=True).frame
+    frame["target"] = (frame["target"].map(names) if names else frame["target"]).astype(object)
+    frame.loc[row, "target"] = value
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+@pytest.mark.parametrize("names", [None, {0: "malignant", 1: "benign"}], ids=["numbers", "text"])
+@pytest.mark.parametrize("value", ["NA", "", "null"])
+def test_a_missing_label_is_refused_alike_empty_or_na_text_or_number(value, names, tmp_path):
+    """`NA` is a missing label as an empty cell is (as the statistics count it), in a text label
+    as in a numeric one: never a class of its own, never a mix of numbers and text."""
+    source = _with_missing_labels(tmp_path / "bc.csv", value, names)
+    spelled = f" ({value!r} marks a missing value, as an empty cell does)" if value else ""
+    for task in ("auto", "regression") if names is None else ("auto",):
+        with pytest.raises(InvalidInputError) as err:
+            shard(source, tmp_path / "out", task=task)
+        assert str(err.value) == (
+            f"label column 'target' has no value at line 8 of 'bc.csv'{spelled}; every row "
+            "needs its label: fill it in or drop the row, or name another column with "
+            "label_column")
+    assert not (tmp_path / "out").exists()
+
+
+def test_kfdist_run_refuses_an_na_label_in_one_line_naming_its_flag(tmp_path):
+    source = _with_missing_labels(tmp_path / "bc.csv", "NA", {0: "malignant", 1: "benign"},
+                                  row=100)
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "kfdist", "run", "tabular", "--data", source,
+                           "--label-column", "target", "--output", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    [line] = [l for l in proc.stderr.splitlines() if l.startswith("kfdist:")]
+    assert line == ("kfdist: invalid input: label column 'target' has no value at line 102 of "
+                    "'bc.csv' ('NA' marks a missing value, as an empty cell does); every row "
+                    "needs its label: fill it in or drop the row, or name another column with "
+                    "--label-column")
+    assert not out.exists()
+
+
 def test_a_label_holding_a_quantity_is_refused_as_classes_naming_its_distinct_values(tmp_path):
     frame = sklearn.datasets.load_wine(as_frame=True).frame
     frame.to_csv(tmp_path / "w.csv", index=False)
@@ -243,8 +285,9 @@ def test_forty_even_classes_are_not_rare_and_a_line_names_ten(tmp_path):
         "they are predicted: read their rows of the confusion matrix"]
 
 
-def test_tfrecord_labels_without_id_0_are_warned_of_not_called_rare(tmp_path):
-    """A TFRecord's labels are the class ids: wine labelled 1, 2, 3 gives 4 outputs, id 0 empty."""
+def test_a_class_id_without_an_example_is_warned_of_not_called_rare(tmp_path):
+    """A TFRecord's labels 1, 2, 3 are 3 classes named by them (no empty id 0); a dataset with
+    a class of no example is warned of once, not called rare or missing from a split."""
     import tensorflow as tf
 
     frame = sklearn.datasets.load_wine(as_frame=True).frame
@@ -258,12 +301,9 @@ def test_tfrecord_labels_without_id_0_are_warned_of_not_called_rare(tmp_path):
     lines = []
     meta = runtime.shard(str(tmp_path / "wine.tfrecord"), str(tmp_path / "out"), num_shards=2,
                          log=lines.append)
-    assert meta.num_classes == 4
-    warning = ("1 of the 4 class ids have no example ('0'): the labels are used as class ids, "
-               "so the model has an output for each id up to the largest; number the labels 0 "
-               "to k-1 to give it one per class")
-    assert label_record(meta)["warnings"] == [warning]  # not rare, nor missing from a split
-    assert f"warning: {warning}" in lines
+    assert meta.num_classes == 3 and meta.class_names == ("1", "2", "3")
+    assert label_record(meta)["warnings"] == []
+    assert "label 'label': 3 classes: '1' 59 (33%), '2' 71 (40%), '3' 48 (27%)" in lines
     named = _with_counts(meta, [0, 50, 40], [0, 10, 10], ("cat", "dog", "emu"))
     assert label_record(named)["warnings"] == [
         "the data has no example of class(es) 'cat': the model has an output for each but "
