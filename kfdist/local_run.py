@@ -123,7 +123,7 @@ class RunOptions:
         from kfdist.serving_name import name_of_run_data
 
         return (self.serving_model_name or name_of_run_data(self.source_uri, self.sample)
-                or self.definition.serving_model_name)
+                or self.definition.default_model_name)
 
     @property
     def runs_a_program(self) -> bool:

@@ -1,72 +1,26 @@
-"""The name `kfdist run` exports (serves) a model under: after its data, unless one is given.
+"""The name `kfdist run` exports (serves) a model under, and the line that says it.
 
-A model is compared with the one served under its own name in the export
-base (`<export_base>/<name>/<version>/`), so two tables trained into one
-export base must not share a name: `penguins.csv` is served as `penguins`,
-a folder `wine/` (or `wine/train.csv` beside `wine/test.csv`) as `wine`.
-`--serving-model-name` chooses another.
+The rule is the pipelines' own (`kfdist.components.common.serving_name`): after
+the data, unless `--serving-model-name` gives one; a run on a bundled sample is
+named after the sample's table (`penguins`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from typing import Optional
 
-#: Longest name made from the data (a DNS label's limit, which serving platforms hold names to).
-MAX_NAME_LENGTH = 63
-_DATA_SUFFIX = re.compile(r"\.(csv|tsv|txt|tfrecords?|tfr|gz|gzip|zlib|zip)$", re.IGNORECASE)
-_GLOB = re.compile(r"[*?\[]")
-_NOT_ALLOWED = re.compile(r"[^a-z0-9._-]+")
-#: A part that only names a split (`train`, `test-00000-of-00004`, MNIST's `t10k-...`).
-_SPLIT_PART = re.compile(r"^(train|training|eval|evaluation|test|testing|valid|validation|t10k)"
-                         r"(?![A-Za-z0-9_])", re.IGNORECASE)
-
-
-def _name_part(part: str) -> str:
-    """A path part without its data-file suffixes (`train.csv.gz` -> `train`)."""
-    while (stripped := _DATA_SUFFIX.sub("", part)) != part:
-        part = stripped
-    return part
-
-
-def name_after_data(source_uri: str) -> Optional[str]:
-    """A serving name after `source_uri`: its file or folder name, lower-cased, without its
-    data suffixes, with what a serving path cannot hold replaced by `-`.
-
-    The folder above stands in for a part that names a split (`train.csv`, `test/`) or is a
-    wildcard (`data/*.csv`).
-
-    Args:
-      source_uri: A local path or `gs://` URI (file, folder or wildcard).
-
-    Returns:
-      Letters, digits, `-`, `_` and `.` (at most `MAX_NAME_LENGTH`); None when no part of
-      `source_uri` gives a name.
-    """
-    path = re.sub(r"^[a-z][a-z0-9+.-]*://", "", source_uri.strip())
-    parts = [p for p in re.split(r"[/\\]", path) if p not in ("", ".", "..")]
-    glob = next((i for i, p in enumerate(parts) if _GLOB.search(p)), len(parts))
-    for part in reversed(parts[:glob]):
-        stem = _name_part(part)
-        if _SPLIT_PART.match(stem):
-            continue
-        name = _NOT_ALLOWED.sub("-", stem.lower()).strip("-._")[:MAX_NAME_LENGTH].rstrip("-._")
-        if name:
-            return name
-    return None
+from kfdist.components.common.serving_name import name_after_data, name_of_data
 
 
 def name_of_run_data(source_uri: Optional[str], sample: str) -> Optional[str]:
     """The serving name a run's data gives: its source's (a relative path taken from here),
     or with none the bundled `sample`'s (the penguins table: `penguins`)."""
-    from kfdist.components.common import storage
     from kfdist.sample_data import SAMPLE_FILES
 
     if source_uri is None:
         return name_after_data(os.path.join(sample, SAMPLE_FILES.get(sample, "")))
-    return name_after_data(source_uri if storage.is_gcs(source_uri)
-                           else os.path.abspath(source_uri))
+    return name_of_data(source_uri)
 
 
 def serving_line(opts, export_base: str) -> str:

@@ -33,6 +33,6 @@ DEFINITION = PipelineDefinition(
          "feature."),
     ),
     shard_settings={"source_format": "images"},
-    serving_model_name="images",
+    default_model_name="images",
 )
 images_pipeline = build_pipeline(DEFINITION)

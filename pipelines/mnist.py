@@ -21,6 +21,6 @@ DEFINITION = PipelineDefinition(
          "`*-labels-idx1-ubyte.gz`); `train-*` and `t10k-*` stay the train and eval splits."),
     ),
     shard_settings={"source_format": "mnist_idx"},
-    serving_model_name="mnist",
+    default_model_name="mnist",
 )
 mnist_pipeline = build_pipeline(DEFINITION)

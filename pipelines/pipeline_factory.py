@@ -61,8 +61,9 @@ class TrainParam:
     help: str
 
 
-def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
-    """The parameters every pipeline has after its source's own."""
+def common_params(default_model_name: str) -> Tuple[OwnParam, ...]:
+    """The parameters every pipeline has after its source's own (`default_model_name`: the
+    model's name when neither `serving_model_name` nor the data gives one)."""
     return (
         ("export_base", str, inspect.Parameter.empty,
          "Where to write the TF Serving layout `<export_base>/<serving_model_name>/<version>/`."),
@@ -114,7 +115,13 @@ def common_params(serving_model_name: str) -> Tuple[OwnParam, ...]:
          "Table columns to slice the held-out split by: each value of a string column, or of "
          "a numeric one with few values (else quantile bins), gets its examples, accuracy and "
          "loss in the evaluation's report and metrics. Empty: no slices."),
-        ("serving_model_name", str, serving_model_name, "Model name in the serving layout."),
+        ("serving_model_name", str, "",
+         "Model name in the serving layout: the served model the new one is compared with "
+         "(and whose training data the table is checked against) and the name it is exported "
+         "under. Empty: after the data, `source_uri`'s file or folder name in lower case, what "
+         "a path cannot hold as `-` (`wine.csv` and `wine/train.csv`: `wine`), so two data "
+         f"sets share an export base as two models; `{default_model_name}` when the data "
+         "gives none. The shard step's log names it."),
         ("source_version", str, "",
          "Identifies the content of `source_uri` (a dataset version or a hash); it only takes "
          "part in the shard task's cache key, so a cached dataset is reused only for the same "
@@ -133,7 +140,8 @@ class PipelineDefinition:
       description: The description KFP shows.
       source_params: Its source's parameters (`source_uri` first).
       shard_settings: Fixed arguments of the shard step (e.g. the source format).
-      serving_model_name: The default model name in the serving layout.
+      default_model_name: The model's name in the serving layout when neither the
+        `serving_model_name` parameter nor the data gives one (`serving_name`).
       train_defaults: The pipeline's own defaults of training parameters
         (e.g. a smaller batch for small tables); the others keep the step's.
       trainer: The training step: `train_distributed` (kfdist's models) or
@@ -145,14 +153,14 @@ class PipelineDefinition:
     description: str
     source_params: Tuple[OwnParam, ...]
     shard_settings: Dict[str, Any]
-    serving_model_name: str
+    default_model_name: str
     train_defaults: Dict[str, Any] = dataclasses.field(default_factory=dict)
     trainer: str = DISTRIBUTED
 
     @property
     def own_params(self) -> Tuple[OwnParam, ...]:
         """The pipeline's parameters before the training step's: required ones first."""
-        params = self.source_params + common_params(self.serving_model_name)
+        params = self.source_params + common_params(self.default_model_name)
         return tuple(sorted(params, key=lambda p: p[2] is not inspect.Parameter.empty))
 
 
@@ -219,16 +227,18 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
     named = dict(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                  task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
     if definition.trainer == PROGRAM:
-        shard = shard_dataset(**shard_args, **definition.shard_settings)
+        shard = shard_dataset(**shard_args, **definition.shard_settings,
+                              default_model_name=definition.default_model_name)
         train = train_program(dataset=shard.outputs["dataset"], **train_args, **named)
     else:
-        shard = shard_dataset(**shard_args, **definition.shard_settings, seed=train_args["seed"])
+        shard = shard_dataset(**shard_args, **definition.shard_settings, seed=train_args["seed"],
+                              default_model_name=definition.default_model_name)
         train = train_distributed(dataset=shard.outputs["dataset"], **train_args, **named)
     evaluate = evaluate_model(model=train.outputs["model"], dataset=shard.outputs["dataset"],
                               accuracy_threshold=values["accuracy_threshold"],
                               slice_columns=values["slice_columns"],
                               export_base=values["export_base"],
-                              serving_model_name=values["serving_model_name"],
+                              serving_model_name=shard.outputs["serving_model_name"],
                               min_improvement=values["min_improvement"],
                               allow_class_change=values["allow_class_change"],
                               rmse_threshold=values["rmse_threshold"],
@@ -237,7 +247,7 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
         export = export_saved_model(model=train.outputs["model"],
                                     blessing=evaluate.outputs["blessing"],
                                     export_base=values["export_base"],
-                                    serving_model_name=values["serving_model_name"])
+                                    serving_model_name=shard.outputs["serving_model_name"])
     step_pods.configure(shard=shard, train=train, evaluate=evaluate, export=export)
     outputs = namedtuple("PipelineOutputs", [name for name, _ in _OUTPUTS])
     return outputs(evaluate.outputs["Output"], evaluate.outputs["metrics"], train.outputs["metrics"])

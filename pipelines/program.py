@@ -31,7 +31,7 @@ DEFINITION = PipelineDefinition(
     ),
     # A program reads int64 class labels (`kfdist.program`): a quantity label is refused.
     shard_settings={"task": CLASSIFICATION},
-    serving_model_name="program",
+    default_model_name="program",
     trainer=PROGRAM,
 )
 program_pipeline = build_pipeline(DEFINITION)

@@ -46,7 +46,7 @@ DEFINITION = PipelineDefinition(
          "shard step's log says so."),
     ),
     shard_settings={"source_format": "csv"},
-    serving_model_name="tabular",
+    default_model_name="tabular",
     # Tables are often small (the penguins sample has 344 rows): smaller batches, more epochs
     # and a livelier learning rate than for images; pass them to override.
     train_defaults={"epochs": 30, "batch_size_per_replica": 32, "learning_rate": 0.01},

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -35,10 +34,10 @@ from kfdist.components.common import model_artifact as ma
 from kfdist.components.common import serving_versions, storage
 from kfdist.components.common.errors import InvalidInputError, require
 from kfdist.components.common.serving_inputs import SIGNATURE_NAME, VALUE_OUTPUT, serving_inputs
+from kfdist.components.common.serving_name import check_serving_model_name
 
 EXPORT_INFO_FILE = "kfdist_export.json"
 EXPORT_FORMAT = "kfdist.export/v1"
-_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 #: What an export can publish, preferred first: the serving SavedModel training wrote, or
 #: (an artifact from before that) the Keras SavedModel to build it from.
 _PUBLISHABLE = (ma.SERVING_MODEL_DIR, ma.SAVED_MODEL_DIR)
@@ -73,10 +72,7 @@ def validate_export_args(*, serving_model_name: str = "mnist", export_base: Opti
     Raises:
       InvalidInputError: Naming the first invalid value and what would be valid.
     """
-    require(isinstance(serving_model_name, str) and bool(_NAME_RE.match(serving_model_name))
-            and serving_model_name not in (".", ".."),
-            f"serving_model_name={serving_model_name!r} is invalid; expected a directory name of "
-            "letters, digits, '-', '_' and '.'")
+    check_serving_model_name(serving_model_name)
     require(version is None or (isinstance(version, int) and not isinstance(version, bool) and version > 0),
             f"version={version!r} is invalid; expected a positive integer or None (current Unix time)")
     if export_base is not None:

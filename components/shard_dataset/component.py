@@ -1,6 +1,6 @@
 """KFP interface of `shard_dataset`; the work is done by `runtime.shard`."""
 
-from typing import List, Optional
+from typing import List, NamedTuple, Optional
 
 from kfp import dsl
 
@@ -34,7 +34,8 @@ def shard_dataset(
     categorical_drift_threshold: float = 0.1,
     numeric_drift_threshold: float = 0.1,
     task: str = "auto",  # dataset_spec.AUTO_TASK (KFP embeds this source)
-):
+    default_model_name: str = "model",
+) -> NamedTuple("ShardOutputs", [("serving_model_name", str)]):
     """Splits a dataset into train/eval and writes balanced TFRecord shards.
 
     Args:
@@ -105,7 +106,10 @@ def shard_dataset(
             `serving_model_name` was trained on (the latest exported version
             carries its spec and statistics), if there is one.
         export_base: The serving export base of the default reference.
-        serving_model_name: The served model's name under `export_base`.
+        serving_model_name: The served model's name under `export_base`;
+            empty (the default): after the data, the name of `source_uri`'s
+            file or folder (`wine.csv` and `wine/train.csv`: `wine`; lower
+            case, what a path cannot hold as `-`), else `default_model_name`.
         allow_anomalies: Go on when the table breaks the reference's schema (a
             column missing or new, a kind changed, a string value the
             reference never had, a rise of a column's missing share above 10
@@ -127,12 +131,25 @@ def shard_dataset(
             `classification`: classes (a quantity is refused); `regression`: a
             number (text is refused), its mean, deviation, minimum and maximum
             per split recorded in the dataset.
+        default_model_name: The served model's name when neither
+            `serving_model_name` nor `source_uri` gives one (the pipelines
+            pass their own name, e.g. `tabular`).
+
+    Returns:
+        serving_model_name: The name the model is served under (the served
+            model the data is checked against, compared with and replaced):
+            `serving_model_name`, else after the data, else `default_model_name`.
     """
-    from kfdist.components.common import process_exit
+    from collections import namedtuple
+
+    from kfdist.components.common import process_exit, serving_name
     from kfdist.components.shard_dataset import data_check, runtime
     from kfdist.components.shard_dataset.validation import DataAnomalyError
 
     process_exit.skip_final_collection()
+    given_name = serving_model_name or None
+    served_as = serving_name.serving_name(given_name, source_uri, default_model_name)
+    print(serving_name.serving_name_line(given_name, source_uri, default_model_name), flush=True)
     try:
         meta = runtime.shard(
             source_uri, dataset.path, source_format=source_format, label_column=label_column,
@@ -141,7 +158,7 @@ def shard_dataset(
             image_shape=image_shape, image_feature=image_feature, runner=runner,
             beam_options=beam_options or (), exclude_columns=exclude_columns,
             keep_columns=keep_columns, reference_dataset=reference_dataset,
-            export_base=export_base, serving_model_name=serving_model_name,
+            export_base=export_base, serving_model_name=served_as,
             allow_anomalies=allow_anomalies,
             categorical_drift_threshold=categorical_drift_threshold,
             numeric_drift_threshold=numeric_drift_threshold, task=task)
@@ -160,3 +177,4 @@ def shard_dataset(
         "feature": meta.feature.key,
         "num_classes": meta.num_classes, "split": meta.split, "task": meta.task,
     })
+    return namedtuple("ShardOutputs", ["serving_model_name"])(served_as)

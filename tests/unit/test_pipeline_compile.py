@@ -59,7 +59,7 @@ def test_export_runs_only_under_the_blessing_condition():
     spec, _ = _compiled_mnist()
     gate = spec["root"]["dag"]["tasks"]["condition-1"]
     assert gate["taskInfo"]["name"] == "blessed"
-    assert gate["dependentTasks"] == ["evaluate-model", "train-distributed"]
+    assert gate["dependentTasks"] == ["evaluate-model", "shard-dataset", "train-distributed"]
     assert gate["triggerPolicy"]["condition"] == (
         "inputs.parameter_values['pipelinechannel--evaluate-model-Output'] == true")
     inner = spec["components"]["comp-condition-1"]["dag"]["tasks"]
@@ -106,3 +106,24 @@ def test_step_pods_reject_an_unknown_step():
 
     with pytest.raises(ValueError, match=r"unknown step 'trian'; known steps: \['evaluate', "):
         step_pods.configure(trian=dsl.PipelineTask.__new__(dsl.PipelineTask))
+
+
+def test_evaluation_and_export_use_the_name_the_shard_step_resolves():
+    spec, _ = _compiled_mnist()
+    params = spec["root"]["inputDefinitions"]["parameters"]["serving_model_name"]
+    assert params["defaultValue"] == ""  # after the data
+    assert "after the data" in params["description"]
+    assert "`mnist` when the data gives none" in params["description"]
+    tasks = spec["root"]["dag"]["tasks"]
+    shard = tasks["shard-dataset"]["inputs"]["parameters"]
+    assert shard["serving_model_name"] == {"componentInputParameter": "serving_model_name"}
+    assert shard["default_model_name"]["runtimeValue"]["constant"] == "mnist"
+    resolved = {"outputParameterKey": "serving_model_name", "producerTask": "shard-dataset"}
+    evaluate = tasks["evaluate-model"]["inputs"]["parameters"]["serving_model_name"]
+    assert evaluate["taskOutputParameter"] == resolved
+    gate = tasks["condition-1"]["inputs"]["parameters"]
+    assert gate["pipelinechannel--shard-dataset-serving_model_name"]["taskOutputParameter"] == (
+        resolved)
+    export = spec["components"]["comp-condition-1"]["dag"]["tasks"]["export-saved-model"]
+    assert export["inputs"]["parameters"]["serving_model_name"] == {
+        "componentInputParameter": "pipelinechannel--shard-dataset-serving_model_name"}

@@ -136,22 +136,6 @@ def test_a_run_that_never_started_a_step_has_no_id(tmp_path):
     assert run_record.run_id(console) is None
 
 
-@pytest.mark.parametrize("source, name", [
-    ("data/wine.csv", "wine"),
-    ("data/breast-cancer/", "breast-cancer"),
-    ("/home/me/cars/train.csv", "cars"),                      # a split's file: its folder
-    ("gs://bucket/tables/penguins.csv.gz", "penguins"),
-    ("gs://bucket/flowers/train-*.tfrecord", "flowers"),       # a wildcard: its folder
-    ("/data/Vega Cars (2024).CSV", "vega-cars-2024"),          # what a path part cannot hold
-    ("/data/training_data.csv", "training_data"),              # names no split
-    ("/test/", None),
-])
-def test_the_serving_name_is_made_after_the_data(source, name):
-    from kfdist.serving_name import name_after_data
-
-    assert name_after_data(source) == name
-
-
 def test_a_given_serving_name_wins_and_the_sample_is_named_after_its_table(tmp_path,
                                                                           monkeypatch):
     from kfdist.serving_name import serving_line
