@@ -61,73 +61,80 @@ class TrainParam:
     help: str
 
 
+#: The parameters every pipeline has after its source's own, before `serving_model_name`.
+_SHARED_PARAMS: Tuple[OwnParam, ...] = (
+    ("export_base", str, inspect.Parameter.empty,
+     "Where to write the TF Serving layout `<export_base>/<serving_model_name>/<version>/`."),
+    ("num_shards", int, 4, "Train shards written by the shard step."),
+    ("split", str, "auto",
+     "`auto`: keep the source's own split when its files or folders are named `train*` "
+     "and `eval*`/`test*`/`valid*` (MNIST: `train-*`/`t10k-*`), else `hash`; "
+     "`predefined` insists on it; `hash` holds out `eval_fraction` by a stable hash of "
+     "each example (a table's row: its file and position, whichever columns are read)."),
+    ("eval_fraction", float, 0.2, "Share of examples held out by the `hash` split."),
+    ("shard_runner", str, "local",
+     "Who shards: `local` (the shard step's process) or `beam` (an Apache Beam pipeline; "
+     "the same dataset)."),
+    ("beam_options", List[str], [],
+     "With `shard_runner=beam`: Beam pipeline options, `KEY=VALUE` each (e.g. "
+     "`runner=DataflowRunner`); empty: Beam's local runner, one worker per core."),
+    ("reference_dataset", str, "",
+     "Tables: a dataset directory a shard step wrote, to check the new data against; empty: "
+     "the dataset the served model (the latest version under the export base and serving "
+     "model name) was trained on, when there is one."),
+    ("allow_anomalies", bool, False,
+     "Train on a table that breaks its reference's schema (a column missing or new, a kind "
+     "changed, a string value the reference never had, a jump in a column's missing cells, "
+     "a label class gained or lost); by default the shard step fails on it, one line per "
+     "anomaly."),
+    ("categorical_drift_threshold", float, CATEGORICAL_DRIFT_THRESHOLD,
+     "L-infinity distance between a string column's value distributions and the "
+     "reference's (as TFDV measures it) above which the shard step warns of drift."),
+    ("numeric_drift_threshold", float, NUMERIC_DRIFT_THRESHOLD,
+     "Jensen-Shannon divergence (base 2, 0 to 1) between a numeric column's histogram and "
+     "the reference's, at the reference's bins, above which the shard step warns of drift."),
+    ("accuracy_threshold", float, 0.9, "Held-out accuracy needed to export the model."),
+    ("rmse_threshold", float, RMSE_THRESHOLD,
+     "A regression's (a table whose label is a number): the highest held-out RMSE, in the "
+     "label's units, with which the model is exported; 0: the RMSE of predicting the train "
+     "split's mean label for every example (the model must beat the mean). Against a "
+     "served model, `min_improvement` is then the share by which the RMSE must fall below "
+     "the served model's (0: not higher)."),
+    ("min_improvement", float, MIN_IMPROVEMENT,
+     "How much more held-out accuracy than the served model's (the latest version exported "
+     "under the same export base and serving model name, scored on the same examples) the "
+     "new model needs to be exported, in [-1, 1]: 0 not worse, 0.01 a point better, "
+     "-0.01 up to a point worse, -1 the threshold alone. Without a served model the threshold alone decides."),
+    ("allow_class_change", bool, ALLOW_CLASS_CHANGE,
+     "Export a model that predicts other classes than the served one (a class gained, "
+     "lost or spelled another way), on the threshold alone; by default such a model is not "
+     "exported and the evaluation names both models' classes."),
+    ("slice_columns", List[str], [],
+     "Table columns to slice the held-out split by: each value of a string column, or of "
+     "a numeric one with few values (else quantile bins), gets its examples, accuracy and "
+     "loss in the evaluation's report and metrics. Empty: no slices."),
+)
+#: The last of every pipeline's parameters.
+_SOURCE_VERSION: OwnParam = (
+    "source_version", str, "",
+    "Identifies the content of `source_uri` (a dataset version or a hash); it only takes "
+    "part in the shard task's cache key, so a cached dataset is reused only for the same "
+    "data. `kfdist run` sets it from what identifies the files' content (local: size, "
+    "mtime, ctime, inode; gs://: generation and checksums).")
+
+
 def common_params(default_model_name: str) -> Tuple[OwnParam, ...]:
     """The parameters every pipeline has after its source's own (`default_model_name`: the
     model's name when neither `serving_model_name` nor the data gives one)."""
-    return (
-        ("export_base", str, inspect.Parameter.empty,
-         "Where to write the TF Serving layout `<export_base>/<serving_model_name>/<version>/`."),
-        ("num_shards", int, 4, "Train shards written by the shard step."),
-        ("split", str, "auto",
-         "`auto`: keep the source's own split when its files or folders are named `train*` "
-         "and `eval*`/`test*`/`valid*` (MNIST: `train-*`/`t10k-*`), else `hash`; "
-         "`predefined` insists on it; `hash` holds out `eval_fraction` by a stable hash of "
-         "each example (a table's row: its file and position, whichever columns are read)."),
-        ("eval_fraction", float, 0.2, "Share of examples held out by the `hash` split."),
-        ("shard_runner", str, "local",
-         "Who shards: `local` (the shard step's process) or `beam` (an Apache Beam pipeline; "
-         "the same dataset)."),
-        ("beam_options", List[str], [],
-         "With `shard_runner=beam`: Beam pipeline options, `KEY=VALUE` each (e.g. "
-         "`runner=DataflowRunner`); empty: Beam's local runner, one worker per core."),
-        ("reference_dataset", str, "",
-         "Tables: a dataset directory a shard step wrote, to check the new data against; empty: "
-         "the dataset the served model (the latest version under the export base and serving "
-         "model name) was trained on, when there is one."),
-        ("allow_anomalies", bool, False,
-         "Train on a table that breaks its reference's schema (a column missing or new, a kind "
-         "changed, a string value the reference never had, a jump in a column's missing cells, "
-         "a label class gained or lost); by default the shard step fails on it, one line per "
-         "anomaly."),
-        ("categorical_drift_threshold", float, CATEGORICAL_DRIFT_THRESHOLD,
-         "L-infinity distance between a string column's value distributions and the "
-         "reference's (as TFDV measures it) above which the shard step warns of drift."),
-        ("numeric_drift_threshold", float, NUMERIC_DRIFT_THRESHOLD,
-         "Jensen-Shannon divergence (base 2, 0 to 1) between a numeric column's histogram and "
-         "the reference's, at the reference's bins, above which the shard step warns of drift."),
-        ("accuracy_threshold", float, 0.9, "Held-out accuracy needed to export the model."),
-        ("rmse_threshold", float, RMSE_THRESHOLD,
-         "A regression's (a table whose label is a number): the highest held-out RMSE, in the "
-         "label's units, with which the model is exported; 0: the RMSE of predicting the train "
-         "split's mean label for every example (the model must beat the mean). Against a "
-         "served model, `min_improvement` is then the share by which the RMSE must fall below "
-         "the served model's (0: not higher)."),
-        ("min_improvement", float, MIN_IMPROVEMENT,
-         "How much more held-out accuracy than the served model's (the latest version exported "
-         "under the same export base and serving model name, scored on the same examples) the "
-         "new model needs to be exported, in [-1, 1]: 0 not worse, 0.01 a point better, -0.01 up to a point "
-         "worse, -1 the threshold alone. Without a served model the threshold alone decides."),
-        ("allow_class_change", bool, ALLOW_CLASS_CHANGE,
-         "Export a model that predicts other classes than the served one (a class gained, "
-         "lost or spelled another way), on the threshold alone; by default such a model is not "
-         "exported and the evaluation names both models' classes."),
-        ("slice_columns", List[str], [],
-         "Table columns to slice the held-out split by: each value of a string column, or of "
-         "a numeric one with few values (else quantile bins), gets its examples, accuracy and "
-         "loss in the evaluation's report and metrics. Empty: no slices."),
-        ("serving_model_name", str, "",
-         "Model name in the serving layout: the served model the new one is compared with "
-         "(and whose training data the table is checked against) and the name it is exported "
-         "under. Empty: after the data, `source_uri`'s file or folder name in lower case, what "
-         "a path cannot hold as `-` (`wine.csv` and `wine/train.csv`: `wine`), so two data "
-         f"sets share an export base as two models; `{default_model_name}` when the data "
-         "gives none. The shard step's log names it."),
-        ("source_version", str, "",
-         "Identifies the content of `source_uri` (a dataset version or a hash); it only takes "
-         "part in the shard task's cache key, so a cached dataset is reused only for the same "
-         "data. `kfdist run` sets it from what identifies the files' content (local: size, "
-         "mtime, ctime, inode; gs://: generation and checksums)."),
-    )
+    serving_model_name = (
+        "serving_model_name", str, "",
+        "Model name in the serving layout: the served model the new one is compared with "
+        "(and whose training data the table is checked against) and the name it is exported "
+        "under. Empty: after the data, `source_uri`'s file or folder name in lower case, what "
+        "a path cannot hold as `-` (`wine.csv` and `wine/train.csv`: `wine`), so two data "
+        f"sets share an export base as two models; `{default_model_name}` when the data "
+        "gives none. The shard step's log names it.")
+    return (*_SHARED_PARAMS, serving_model_name, _SOURCE_VERSION)
 
 
 @dataclasses.dataclass(frozen=True)

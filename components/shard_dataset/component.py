@@ -169,12 +169,4 @@ def shard_dataset(
         raise
     dataset.metadata.update(data_check.artifact_summary(
         dataset.path, meta, data_report.path, keep_columns or ()))
-    dataset.metadata.update({
-        "train_examples": meta.splits["train"].num_examples,
-        "eval_examples": meta.splits["eval"].num_examples,
-        "train_shards": len(meta.splits["train"].shards),
-        "eval_shards": len(meta.splits["eval"].shards),
-        "feature": meta.feature.key,
-        "num_classes": meta.num_classes, "split": meta.split, "task": meta.task,
-    })
     return namedtuple("ShardOutputs", ["serving_model_name"])(served_as)

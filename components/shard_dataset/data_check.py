@@ -168,7 +168,8 @@ def artifact_summary(dataset_dir: str, meta: DatasetMetadata, report_path: str,
     into `dataset_dir`; the HTML page is copied to `report_path` (the step's HTML output).
 
     Returns:
-      `columns` (what became of each column); `label` (`class_counts.label_record`: its
+      Each split's examples and shards, the feature, classes, split and task; `columns`
+      (what became of each column); `label` (`class_counts.label_record`: its
       classes' examples per split, and warnings); for tables `statistics` (rows; per column
       its kind and missing share); with a reference `data_validation` (the reference, the
       anomalies, each drifted column's distance).
@@ -187,7 +188,14 @@ def artifact_summary(dataset_dir: str, meta: DatasetMetadata, report_path: str,
                      "anomalies": [a["message"] for a in result["anomalies"]],
                      "drifted_columns": {d["column"]: round(d["value"], 4)
                                          for d in result["drifts"] if d["value"] > d["threshold"]}}
-    summary = {"columns": explain_columns(meta, keep_columns=keep_columns)}
+    summary = {
+        "train_examples": meta.splits["train"].num_examples,
+        "eval_examples": meta.splits["eval"].num_examples,
+        "train_shards": len(meta.splits["train"].shards),
+        "eval_shards": len(meta.splits["eval"].shards),
+        "feature": meta.feature.key,
+        "num_classes": meta.num_classes, "split": meta.split, "task": meta.task,
+        "columns": explain_columns(meta, keep_columns=keep_columns)}
     label = label_record(meta)
     if label is not None:
         summary["label"] = label
