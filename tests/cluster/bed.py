@@ -23,6 +23,7 @@ from cluster import (certs, control_plane, kfp, node, node_config, node_images, 
                      operators, owners, processes, trainer_v2_1)
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 BED_RECORD = "bed.json"
 #: How long each part may take to become ready (a cold machine's first start is the slowest).
 START_TIMEOUT_S = 120.0
@@ -101,8 +102,9 @@ DATASTORES = ("etcd", "kine")
 #: What a bed runs: `all` (the control plane, the node agent and every operator);
 #: `control-plane` (etcd, the API server and the controller manager alone: a cluster where
 #: nothing of Kubeflow is installed, and no pod runs); `trainer-v2.1` (the control plane, the
-#: node agent, Trainer v2.1 and JobSet v0.10); `node` (the control plane, kube-scheduler and the
-#: genuine node: containerd, the kubelet, kube-proxy, CoreDNS and the volume provisioner).
+#: node agent, Trainer v2.1 and JobSet v0.10); `node` (the control plane, kube-scheduler, the
+#: genuine node: containerd, the kubelet, kube-proxy, CoreDNS and the volume provisioner, and
+#: every operator).
 STACKS = ("all", "control-plane", "trainer-v2.1", "node")
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager")
 OPERATORS = ("training-operator", "mpi-operator", "jobset", "trainer-controller-manager", "kueue")
@@ -117,7 +119,7 @@ KFP_BINARIES = ("kfp",)
 def _binaries_of(stack: str, datastore: str, with_kfp: bool = False) -> tuple:
     names = {"all": CONTROL_PLANE + OPERATORS, "control-plane": CONTROL_PLANE,
              "trainer-v2.1": CONTROL_PLANE + trainer_v2_1.BINARIES,
-             "node": CONTROL_PLANE + GENUINE_NODE}[stack]
+             "node": CONTROL_PLANE + GENUINE_NODE + OPERATORS}[stack]
     return tuple(datastore if name == "etcd" else name for name in names) + (
         KFP_BINARIES if with_kfp else ())
 
@@ -215,6 +217,7 @@ def _start(bed: Bed, datastore: str, stack: str,
         procs.start("kube-scheduler", node.scheduler_argv(binaries["kube-scheduler"], scheduler))
         kfp_images = node_images.build_kfp_images(binaries) if with_kfp else {}
         node.start(bed, procs, node_layout, binaries, (*pod_images, *kfp_images.values()))
+        operators.start_operators(bed, procs)
         if with_kfp:
             kfp.start(bed, procs, node_layout.node_ip, binaries, kfp_images)
         return
@@ -255,6 +258,21 @@ def _remove_node(root: Path) -> list:
     return node_runtime.remove_all(root)
 
 
+def runtime_image() -> str:
+    """Builds kfdist's runtime image with `containers/build.sh` (podman; its layers cached), for
+    the genuine node's pods (a TFJob's replicas, KFP's steps); returns its reference."""
+    import kfdist
+
+    print("building kfdist's runtime image (containers/build.sh runtime)", file=sys.stderr)
+    result = subprocess.run(["bash", str(REPO / "containers" / "build.sh"), "--engine", "podman",
+                             "runtime"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, cwd=REPO)
+    if result.returncode != 0:
+        raise processes.StartFailed(f"containers/build.sh runtime failed:\n"
+                                    f"{result.stdout[-3000:]}")
+    return f"{kfdist.DEFAULT_REGISTRY}/kfdist-runtime:{kfdist.__version__}"
+
+
 def main(argv=None) -> int:
     """`python -m cluster.bed up|down DIR [--stack STACK]` (what up.sh and down.sh run)."""
     import argparse
@@ -279,7 +297,8 @@ def main(argv=None) -> int:
         return 0
     started = time.monotonic()
     try:
-        bed = start(root, stack=args.stack, with_kfp=args.with_kfp)
+        pod_images = (runtime_image(),) if args.stack == "node" else ()
+        bed = start(root, stack=args.stack, with_kfp=args.with_kfp, pod_images=pod_images)
     except processes.StartFailed as error:
         print(f"up: the test bed did not start: {error}", file=sys.stderr)
         return 1

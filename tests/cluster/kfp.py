@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Dict, Mapping
@@ -145,7 +146,10 @@ def start(bed, procs: processes.Processes, node_ip: str, binaries: Mapping[str, 
 
     procs.start("workflow-controller", kfp_config.workflow_controller_argv(
         binaries["workflow-controller"], kubeconfigs["workflow-controller"], images["argoexec"]),
-        env={**os.environ, "LEADER_ELECTION_DISABLE": "true"})
+        env={**os.environ, "LEADER_ELECTION_DISABLE": "true"},
+        # Argo v4.0.5's logging catches SIGTERM and SIGINT and never exits on them
+        # (util/logging/init.go): in a pod the kubelet's SIGKILL ends it after the grace period.
+        stop_signal=signal.SIGKILL)
     procs.wait_until("workflow-controller", lambda: processes.http_ok(
         f"http://127.0.0.1:{kfp_config.ARGO_HEALTH_PORT}/healthz"), READY_TIMEOUT_S)
 
@@ -155,7 +159,9 @@ def start(bed, procs: processes.Processes, node_ip: str, binaries: Mapping[str, 
                                                        indent=1))
     procs.start("kfp-apiserver", kfp_config.apiserver_argv(binaries["kfp-apiserver"], layout),
                 env={**_host_env(), **kfp_config.apiserver_env(kubeconfigs["kfp-apiserver"],
-                                                                images)})
+                                                                images)},
+                # Its first SIGTERM only cancels a context; its HTTP server serves on.
+                second_sigterm_after_s=1.0)
     procs.wait_until("kfp-apiserver", lambda: processes.http_ok(
         f"{layout.host}/apis/v1beta1/healthz"), READY_TIMEOUT_S)
 

@@ -224,8 +224,9 @@ def jobset_webhooks(module: Module, port: int, ca: bytes) -> List[dict]:
 def start_operators(bed, procs: processes.Processes) -> None:
     """Installs the operators' CRDs, starts each operator, then installs their webhooks."""
     root, pki, binaries = bed.root, bed.layout.pki, bed.binaries
-    for namespace in NAMESPACES:
-        bed.kubectl_run("create", "namespace", namespace)
+    bed.kubectl_run("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+         for namespace in NAMESPACES]))  # KFP's bed has made `kubeflow` already
     files = crds()
     bed.kubectl_run("apply", "--server-side", *[f"--filename={f}" for f in files])
     names = [yaml.safe_load(f.read_text())["metadata"]["name"] for f in files]

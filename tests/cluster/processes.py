@@ -51,13 +51,16 @@ class Processes:
 
     def start(self, name: str, argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
               cwd: Optional[Path] = None,
-              second_sigterm_after_s: Optional[float] = None) -> subprocess.Popen:
+              second_sigterm_after_s: Optional[float] = None,
+              stop_signal: int = signal.SIGTERM) -> subprocess.Popen:
         """Starts `argv` as NAME, its output appended to `logs/NAME.log`, and records it.
 
         Args:
           second_sigterm_after_s: For a controller whose graceful shutdown is known to hang:
             `stop_all` sends a second SIGTERM after these seconds (controller-runtime's signal
             handler exits at once on a second signal).
+          stop_signal: What `stop_all` stops it with: SIGKILL only for a program known to
+            ignore SIGTERM (as a kubelet ends it after the pod's grace period).
         """
         log_path = self.logs / f"{name}.log"
         with open(log_path, "ab") as log:
@@ -68,7 +71,8 @@ class Processes:
         self.started[name] = process
         record = _read_record(self.root)
         record.append({"name": name, "pid": process.pid, "start_time": start_time(process.pid),
-                       "second_sigterm_after_s": second_sigterm_after_s})
+                       "second_sigterm_after_s": second_sigterm_after_s,
+                       "stop_signal": int(stop_signal)})
         (self.root / RECORD).write_text(json.dumps(record, indent=1))
         return process
 
@@ -151,7 +155,7 @@ def stop_all(root: Path, keep: Sequence[str] = ()) -> List[str]:
             continue
         pid = entry["pid"]
         try:
-            os.killpg(pid, signal.SIGTERM)
+            os.killpg(pid, entry.get("stop_signal", signal.SIGTERM))
         except (ProcessLookupError, PermissionError):
             pass
         started = time.monotonic()
