@@ -38,7 +38,7 @@ def name_after_data(source_uri: str) -> Optional[str]:
     wildcard (`data/*.csv`).
 
     Args:
-      source_uri: A local path or `gs://` URI (file, folder or wildcard).
+      source_uri: A local path or remote URI (file, folder or wildcard).
 
     Returns:
       Letters, digits, `-`, `_` and `.` (at most `MAX_NAME_LENGTH`); None when no part of
@@ -65,7 +65,7 @@ def name_of_run_data(source_uri: Optional[str], sample: str) -> Optional[str]:
 
     if source_uri is None:
         return name_after_data(os.path.join(sample, SAMPLE_FILES.get(sample, "")))
-    return name_after_data(source_uri if storage.is_gcs(source_uri)
+    return name_after_data(source_uri if storage.is_remote(source_uri)
                            else os.path.abspath(source_uri))
 
 

@@ -96,7 +96,7 @@ def test_a_failed_program_uploads_its_checkpoints_but_no_model(bucket, tmp_path)
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--output", "out"], "--stage stages gs:// locations"),
+    (["--output", "out"], "--stage stages remote locations"),
     (["--output", f"gs://{BUCKET}/x", "--mpi"], "--stage is not for --mpi"),
     (["--output", f"gs://{BUCKET}/x", "--sync-seconds", "0"], "--sync-seconds must be > 0"),
 ])
