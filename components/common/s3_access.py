@@ -34,7 +34,7 @@ CLIENT_VARIABLES = (*ENDPOINT_VARIABLES, *REGION_VARIABLES, "AWS_ACCESS_KEY_ID",
 CREDENTIALS_HINT = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for "
                     "temporary credentials), or AWS_PROFILE of ~/.aws/credentials")
 ENDPOINT_HINT = ("set AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) to the store's address, e.g. "
-                 "http://minio-service.kubeflow:9000 for Kubeflow Pipelines' MinIO")
+                 "http://seaweedfs.kubeflow:9000 for Kubeflow Pipelines' own store")
 #: The codes of a request whose credentials the store does not accept.
 REFUSED_CREDENTIALS = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
                        "InvalidToken", "TokenRefreshRequired", "AuthorizationHeaderMalformed")

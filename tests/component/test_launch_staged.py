@@ -1,9 +1,10 @@
-"""`kfdist launch --stage`: a program that knows only local paths, with its directories on gs://.
+"""`kfdist launch --stage`: a program that knows only local paths, with its directories on gs://
+or s3://.
 
 Every replica gets local KFDIST_* directories: the dataset and the checkpoints are downloaded
 before the program starts, the leader's checkpoints are mirrored back while it runs and when it
 ends, and its model is uploaded once it succeeded. Here against the GCS emulator, which the
-replicas reach through google-cloud-storage.
+replicas reach through google-cloud-storage, and a real S3 server (MinIO) reached through boto3.
 """
 
 from __future__ import annotations
@@ -79,6 +80,24 @@ def test_a_killed_replica_resumes_from_the_checkpoints_synced_to_gcs(bucket, tmp
     assert json.loads(_read(bucket, f"{output}/checkpoints/state/counter.json")) == {"step": 10}
     # The program's temporary file was renamed away locally, so it is gone on gs:// too.
     assert storage.list_uris(f"{output}/checkpoints/") == [f"{output}/checkpoints/state/counter.json"]
+
+
+def test_a_killed_replica_resumes_from_the_checkpoints_synced_to_s3(s3_server, tmp_path):
+    s3_server.create_bucket(BUCKET)
+    s3_server.put(f"minio://{BUCKET}/data/counter/part-0.txt", "rows\n")
+    (tmp_path / "prog").mkdir()
+    (tmp_path / "prog" / "counter.py").write_text(COUNTER)
+    output = f"s3://{BUCKET}/runs/counter"
+    done = _launch("--framework", "pytorch", "--workers", "1", "--program-dir",
+                   str(tmp_path / "prog"), "--stage", "--sync-seconds", "0.5", "--output", output,
+                   "--dataset", f"minio://{BUCKET}/data/counter", "--", "python", "counter.py")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "job succeeded (1 restart(s))" in done.stderr
+    result = json.loads(s3_server.get(f"{output}/model/result.json"))
+    assert result == {"resumed_from": 5, "data": ["part-0.txt"]}
+    assert json.loads(s3_server.get(f"{output}/checkpoints/state/counter.json")) == {"step": 10}
+    assert s3_server.list(f"{output}/checkpoints/") == [
+        f"{output}/checkpoints/state/counter.json"]
 
 
 def test_a_failed_program_uploads_its_checkpoints_but_no_model(bucket, tmp_path):
