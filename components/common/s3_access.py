@@ -51,13 +51,14 @@ def endpoint() -> Optional[str]:
 
 
 def client():
-    """A boto3 S3 client configured from the environment (see the module)."""
-    return _client(tuple(os.environ.get(name) for name in CLIENT_VARIABLES))
+    """A boto3 S3 client configured from the environment (see the module): one per process
+    and configuration, so its connections are reused."""
+    return _client(os.getpid(), tuple(os.environ.get(name) for name in CLIENT_VARIABLES))
 
 
 @functools.lru_cache(maxsize=4)
-def _client(variables: Tuple[Optional[str], ...]):
-    del variables  # the cache key: boto3 reads the environment itself
+def _client(pid: int, variables: Tuple[Optional[str], ...]):
+    del pid, variables  # the cache key: boto3 reads the environment itself
     import boto3  # imported lazily: only s3:// needs it
     from botocore.config import Config
 
@@ -92,7 +93,8 @@ def reporting_errors(uri: str) -> Iterator[None]:
     from boto3.exceptions import S3TransferFailedError, S3UploadFailedError
     from botocore import exceptions as bx
 
-    bucket = uri.partition("://")[2].partition("/")[0]
+    scheme, _, path = uri.partition("://")
+    bucket = path.partition("/")[0]
     where = f"the S3 store at {endpoint()}" if endpoint() else "AWS S3"
     try:
         yield
@@ -104,7 +106,7 @@ def reporting_errors(uri: str) -> Iterator[None]:
         code = _code(err)
         if code == "NoSuchBucket":
             raise InvalidInputError(f"the bucket {bucket!r} of {uri!r} does not exist on {where}; "
-                                    "name an existing bucket (s3://BUCKET/PATH)") from err
+                                    f"name an existing bucket ({scheme}://BUCKET/PATH)") from err
         if code in NO_SUCH_KEY:
             raise InvalidInputError(f"no such object (or bucket) on {where}: {uri!r}") from err
         if code in REFUSED_CREDENTIALS or code == "403":
