@@ -47,10 +47,10 @@ def _add_run(sub) -> None:
                         "program: any of them, trained by your own program (--command)")
     p.add_argument("--output", default="kfdist-run", help="run directory (default: %(default)s)")
     p.add_argument("--data", dest="source_uri", default=None, metavar="URI",  # its parameter
-                   help="the source, local or gs://: an MNIST IDX directory (mnist), a CSV file "
-                        "or directory (tabular), TFRecord files or a folder of PNG/JPEG files "
-                        "in one sub-folder per class (images); default: the pipeline's "
-                        "bundled sample")
+                   help="the source, local or gs://, s3://, minio:// (AWS_* variables): an MNIST "
+                        "IDX directory (mnist), a CSV file or directory (tabular), TFRecord "
+                        "files or a folder of PNG/JPEG files in one sub-folder per class "
+                        "(images); default: the pipeline's bundled sample")
     p.add_argument("--label-column", default=None,
                    help="tabular/images in TFRecords: the label's column or feature "
                         "(default: label; the penguins sample's: species)")

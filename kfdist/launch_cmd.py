@@ -172,7 +172,7 @@ def _cmd_launch(args) -> int:
     if not local:
         return _on_cluster(job, args)
     check_local_command(job.command)
-    if storage.is_gcs(output):
+    if storage.is_remote(output):
         storage.list_uris(storage.join(output, "model") + "/")  # a missing bucket, refused now
     with tempfile.TemporaryDirectory(prefix="kfdist-launch-") as scratch:
         if args.program_dir:
@@ -264,4 +264,4 @@ def _on_cluster(job, args) -> int:
     outcome = program_cluster.follow(rendered, api, timeout_seconds=args.timeout, log=log,
                                      timeout_from=args.timeout_from,
                                      wording=program_failures.LAUNCH_CLUSTER)
-    return _succeeded(job, outcome.restarts, " (on the replicas' PVC or gs://)")
+    return _succeeded(job, outcome.restarts, " (on the replicas' PVC or in the object store)")

@@ -24,10 +24,10 @@ def empty_model_note(model_dir: str, framework: str) -> Optional[str]:
     directory cannot be read from here (a PVC that is not mounted here).
 
     Args:
-      model_dir: The job's `KFDIST_MODEL_DIR` (a local path or `gs://`).
+      model_dir: The job's `KFDIST_MODEL_DIR` (a local path or remote URI).
       framework: The job's framework (`tensorflow`, `pytorch`), for how to save a model.
     """
-    if not (storage.is_gcs(model_dir) or os.path.isdir(model_dir)):
+    if not (storage.is_remote(model_dir) or os.path.isdir(model_dir)):
         return None
     try:
         if storage.list_uris(model_dir.rstrip("/") + "/"):

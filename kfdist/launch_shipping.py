@@ -1,5 +1,5 @@
 """`kfdist launch`'s shipping of a program: `--program-dir` (shipped to OUTPUT/program) and
-`--stage` (local directories for `gs://` ones), both run through kfdist's entry (`pod_entry`)."""
+`--stage` (local directories for remote ones), both run through kfdist's entry (`pod_entry`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def add_shipping_flags(p) -> None:
                         "(name==version) that every replica installs when it starts")
     p.add_argument("--stage", action="store_true",
                    help="for a program that reads and writes only local paths: every replica "
-                        "gets local KFDIST_* directories for the gs:// ones (the dataset "
+                        "gets local KFDIST_* directories for the remote (gs://, s3://, minio://) "
+                        "ones (the dataset "
                         "downloaded, the checkpoints downloaded and the leader's uploaded every "
                         "--sync-seconds and at its end, the leader's model uploaded when it "
                         "succeeds); on a cluster the image must hold kfdist")
@@ -55,23 +56,24 @@ def check_stage(args, job) -> None:
     if job.mpi:
         raise InvalidInputError("--stage is not for --mpi: mpirun starts the ranks on the "
                                 "workers, where kfdist's entry does not run; give the program "
-                                "gs:// locations it writes itself, or the PVC")
+                                "remote (gs://, s3://) locations it writes itself, or the PVC")
     if not any("://" in (where or "") for where in (args.output, args.dataset)):
         dataset = "" if args.dataset is None else f" and --dataset {args.dataset!r}"
-        raise InvalidInputError(f"--stage stages gs:// locations, and --output {args.output!r}"
-                                f"{dataset} are not: pass a gs:// --output, or leave --stage out")
+        raise InvalidInputError(f"--stage stages remote locations, and --output {args.output!r}"
+                                f"{dataset} are not: pass a gs://, s3:// or minio:// --output, or "
+                                "leave --stage out")
     if not args.sync_seconds > 0:
         raise InvalidInputError(f"--sync-seconds must be > 0, got {args.sync_seconds:g}")
 
 
 def ship_for_cluster(args) -> None:
-    """Ships --program-dir to OUTPUT/program: `gs://`, or the PVC where it is mounted here too
-    (a pipeline step's pod); refused before the job is created otherwise."""
+    """Ships --program-dir to OUTPUT/program: an object store, or the PVC where it is mounted here
+    too (a pipeline step's pod); refused before the job is created otherwise."""
     from kfdist.components.common.errors import InvalidInputError
 
     if "://" not in args.output and not os.path.isdir(args.pvc_mount_path):
         raise InvalidInputError(
             f"--program-dir is shipped through --output {args.output!r}, on the PVC "
-            f"{args.pvc_name!r}, which is not mounted here at {args.pvc_mount_path}: use a gs:// "
-            "--output, or launch where the PVC is mounted (a pipeline step)")
+            f"{args.pvc_name!r}, which is not mounted here at {args.pvc_mount_path}: use a gs://, "
+            "s3:// or minio:// --output, or launch where the PVC is mounted (a pipeline step)")
     program_files.ship(args.program_dir, args.requirements, args.output)

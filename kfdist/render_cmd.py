@@ -46,11 +46,12 @@ def add_render_parser(subparsers) -> argparse.ArgumentParser:
                    help="local kfdist dataset directory; with --stage it is uploaded to the work "
                         "location")
     p.add_argument("--dataset-uri", default=None,
-                   help="where the dataset artifact is, as the step gets it from KFP (a gs:// "
-                        "dataset is read in place, and gives the default work location)")
+                   help="where the dataset artifact is, as the step gets it from KFP (a gs://, "
+                        "s3:// or minio:// dataset is read in place, and gives the default work "
+                        "location)")
     p.add_argument("--stage", action="store_true",
                    help="also write the job's work files (job.json, and the dataset unless it is "
-                        "on gs://) to the work location, so that `kubectl apply` of the output runs")
+                        "remote) to the work location, so that `kubectl apply` of the output runs")
     p.add_argument("--trainer-version", default=max(CUSTOMISATION_BY_RELEASE),
                    choices=sorted(CUSTOMISATION_BY_RELEASE),
                    help="Kubeflow Trainer release the TrainJob is for (the step reads it from the "
@@ -171,11 +172,11 @@ def run_render(args: argparse.Namespace) -> int:
     if args.stage:
         from kfdist.components.train_distributed.kubernetes import backend
 
-        on_gcs = bool(dataset_uri) and storage.is_gcs(dataset_uri)
-        require(on_gcs or bool(args.dataset),
-                "--stage needs the dataset: pass --dataset DIR (a kfdist dataset) or a gs:// "
-                "--dataset-uri")
-        backend.stage_job(job, layout, dataset_uri if on_gcs else None)
+        remote = bool(dataset_uri) and storage.is_remote(dataset_uri)
+        require(remote or bool(args.dataset),
+                "--stage needs the dataset: pass --dataset DIR (a kfdist dataset) or a gs://, "
+                "s3:// or minio:// --dataset-uri")
+        backend.stage_job(job, layout, dataset_uri if remote else None)
         print(f"# staged {layout.job_file}", file=sys.stderr)
     else:
         print(f"# note: the job reads {layout.job_file}, which this render did not write: "

@@ -43,7 +43,7 @@ def validate_run_options(opts: RunOptions) -> List[str]:
                                 "--runner subprocess")
     _check_image_target(opts)
     shard = dict(definition.shard_settings, **opts.source_args)
-    if opts.source_uri is not None and storage.is_gcs(opts.source_uri):
+    if opts.source_uri is not None and storage.is_remote(opts.source_uri):
         if not storage.list_uris(opts.source_uri):
             raise InvalidInputError(f"--data {opts.source_uri!r}: nothing exists there")
     task = _check_shard_settings(opts, shard)
@@ -144,7 +144,7 @@ def _shard_default(name: str) -> Any:
 def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> Optional[str]:
     """The shard step's settings, and a local source read through as the step's first pass
     reads it (headers, column kinds, every example, split names and sizes); returns its
-    label's task (None: a `gs://` source, not read here)."""
+    label's task (None: a remote source, not read here)."""
     from kfdist.components.common import storage
     from kfdist.components.shard_dataset import beam_remote, readers
     from kfdist.components.shard_dataset.beam_pipeline import pipeline_options
@@ -173,7 +173,7 @@ def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> Optional[s
         beam_remote.plan(opts.source_uri or os.path.join(opts.output_dir, "data", opts.pipeline),
                          os.path.join(opts.output_dir, "dataset"), opts.beam_options)
     source_uri = opts.source_uri if opts.source_uri is not None else _sample_table(opts)
-    if source_uri is None or storage.is_gcs(source_uri):
+    if source_uri is None or storage.is_remote(source_uri):
         return None
     source = readers.open_source(source_uri, options.source_format, ReaderOptions(
         label_column=options.label_column, image_feature=shard.get("image_feature") or None,

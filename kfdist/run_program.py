@@ -50,7 +50,7 @@ def add_program_flags(parser: argparse.ArgumentParser) -> None:
                          help="an MPI program: one mpirun over workers x procs-per-worker ranks")
     program.add_argument("--stage", action="store_true", default=argparse.SUPPRESS,
                          help="cluster backends: give the program local directories for its "
-                              "gs:// ones (see kfdist launch --stage)")
+                              "remote ones (see kfdist launch --stage)")
 
 
 def _step_backends() -> tuple:

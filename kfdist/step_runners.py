@@ -66,7 +66,7 @@ def step_runner(opts, output_dir: str, source_uri: str, export_base: str, pipeli
 
     # The pipeline root exists before the image's user is given the run's directories.
     writable = [output_dir, os.path.join(output_dir, PIPELINE_ROOT_DIR)] + (
-        [export_base] if not storage.is_gcs(export_base) else [])
-    readable = [source_uri] if not storage.is_gcs(source_uri) else []
+        [export_base] if not storage.is_remote(export_base) else [])
+    readable = [source_uri] if not storage.is_remote(source_uri) else []
     with docker_run.docker_runner(writable, readable, step_images(pipeline)) as runner:
         yield runner

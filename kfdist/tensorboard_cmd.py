@@ -2,10 +2,11 @@
 
 PATH is anything holding a training step's `tensorboard/` directories: a `kfdist run` or
 `kfdist train` output directory, a Model artifact, or a cluster job's work location (a directory
-on a shared volume, or `gs://`). Every `tensorboard/` below PATH becomes one TensorBoard run
-group, named by where it is. A `gs://` location is mirrored into a local directory every
-`--refresh` seconds with google-cloud-storage (the client kfdist uses for all `gs://` data), so
-curves keep growing as a cluster job trains. Ctrl-C stops TensorBoard and the mirroring.
+on a shared volume, or `gs://`, `s3://` or `minio://`). Every `tensorboard/` below PATH becomes
+one TensorBoard run group, named by where it is. A remote location is mirrored into a local
+directory every `--refresh` seconds with the client kfdist uses for all its data there
+(google-cloud-storage, boto3), so curves keep growing as a cluster job trains. Ctrl-C stops
+TensorBoard and the mirroring.
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ def add_tensorboard_parser(sub) -> None:
     p = sub.add_parser("tensorboard", help="serve a run's TensorBoard curves (as it trains, too)")
     p.add_argument("path", metavar="PATH",
                    help="a run's output directory, a Model artifact or a cluster job's work "
-                        "location (a directory or gs://): every tensorboard/ directory below it "
-                        "is shown")
+                        "location (a directory, or gs://, s3:// or minio://): every tensorboard/ "
+                        "directory below it is shown")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help="the port TensorBoard listens on (default: %(default)s)")
     p.add_argument("--host", default="127.0.0.1",
                    help="the address TensorBoard listens on (default: %(default)s; 0.0.0.0 "
                         "serves other machines)")
     p.add_argument("--refresh", type=float, default=DEFAULT_REFRESH_SECONDS, metavar="SECONDS",
-                   help="gs:// only: seconds between copies of new event files "
+                   help="remote PATH only: seconds between copies of new event files "
                         "(default: %(default)s)")
     p.set_defaults(func=_cmd_tensorboard)
 
@@ -57,7 +58,7 @@ def event_directories(paths: List[str]) -> Dict[str, str]:
 
 
 def _relative_files(root: str) -> List[str]:
-    if storage.is_gcs(root):
+    if storage.is_remote(root):
         base = root.rstrip("/") + "/"
         return [uri[len(base):] for uri in storage.list_uris(base)]
     return [os.path.relpath(os.path.join(d, f), root)
@@ -70,7 +71,7 @@ def _logdir_spec(local_root: str, groups: Dict[str, str]) -> str:
 
 
 class _Mirror:
-    """Copies the event files below a `gs://` location into a local directory, now and then."""
+    """Copies the event files below a remote location into a local directory, now and then."""
 
     def __init__(self, uri: str, groups: Dict[str, str], local: str, refresh: float):
         self.uri, self.groups, self.local, self.refresh = uri, groups, local, refresh
@@ -103,9 +104,10 @@ def _cmd_tensorboard(args) -> int:
         raise InvalidInputError(f"--refresh {args.refresh}: expected seconds > 0")
     if not (0 < args.port < 65536):
         raise InvalidInputError(f"--port {args.port}: expected a port in 1-65535")
-    if not storage.is_gcs(path) and not os.path.isdir(path):
+    if not storage.is_remote(path) and not os.path.isdir(path):
         raise InvalidInputError(f"PATH {args.path!r} is not a directory: give a run's output "
-                                "directory, a Model artifact or a work location (dir or gs://)")
+                                "directory, a Model artifact or a work location (dir, gs://, "
+                                "s3:// or minio://)")
     groups = event_directories(_relative_files(path))
     if not groups:
         raise InvalidInputError(
@@ -114,7 +116,7 @@ def _cmd_tensorboard(args) -> int:
     mirror: Optional[_Mirror] = None
     with tempfile.TemporaryDirectory(prefix="kfdist-tensorboard-") as cache:
         local_root = path
-        if storage.is_gcs(path):
+        if storage.is_remote(path):
             mirror = _Mirror(path, groups, cache, args.refresh)
             mirror.copy()
             mirror.start()

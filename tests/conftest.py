@@ -10,9 +10,9 @@ import pytest
 
 from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras for every test)
 
-#: Fixtures of the test doubles (the GCS emulator, the KFP server, a model) and of the cluster
-#: test bed.
-pytest_plugins = ("fakes.gcs_emulator", "fakes.kfp_server", "cluster.fixture",
+#: Fixtures of the test doubles (the GCS emulator, the KFP server, a model), of a real S3 server
+#: (MinIO) and of the cluster test bed.
+pytest_plugins = ("fakes.gcs_emulator", "fakes.s3_server", "fakes.kfp_server", "cluster.fixture",
                   "fakes.model_fixture")
 
 #: The tests that need a cluster test bed or kfdist's images, grouped by the session fixture they

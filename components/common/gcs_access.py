@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator
+from typing import Iterator, List, Optional, Tuple
 
 from kfdist.components.common.errors import InvalidInputError, KfdistError
 
@@ -56,7 +56,7 @@ def reporting_errors(uri: str) -> Iterator[None]:
     from google.api_core import exceptions as api
     from google.auth import exceptions as auth
 
-    bucket = uri[len("gs://"):].partition("/")[0]
+    bucket = uri.partition("://")[2].partition("/")[0]
     try:
         yield
     except GcsAccessError as err:
@@ -71,3 +71,49 @@ def reporting_errors(uri: str) -> Iterator[None]:
     except (api.Unauthorized, auth.GoogleAuthError) as err:
         raise GcsAccessError(f"Google refused the credentials for {uri!r} ({err}): "
                              f"{AUTH_HINT}") from err
+
+
+def _identity(blob) -> str:
+    return f"gcs {blob.size} {blob.generation} {blob.crc32c} {blob.md5_hash}"
+
+
+def list_prefix(bucket: str, prefix: str) -> List[Tuple[str, str]]:
+    """Every object whose name starts with `prefix`: (name, what identifies its content)."""
+    return [(blob.name, _identity(blob)) for blob in client().list_blobs(bucket, prefix=prefix)]
+
+
+def stat(bucket: str, key: str) -> Optional[str]:
+    """What identifies the object `key`'s content; None if there is no such object."""
+    blob = client().bucket(bucket).get_blob(key)
+    return None if blob is None else _identity(blob)
+
+
+def download(bucket: str, key: str, local_path: str) -> None:
+    """Copies the object `key` to `local_path` (streamed, any size)."""
+    client().bucket(bucket).blob(key).download_to_filename(local_path)
+
+
+def upload(local_path: str, bucket: str, key: str) -> None:
+    """Copies the local file to the object `key`."""
+    client().bucket(bucket).blob(key).upload_from_filename(local_path)
+
+
+def delete(bucket: str, key: str) -> None:
+    """Deletes the object `key`; one already gone is not an error."""
+    from google.api_core import exceptions
+
+    try:
+        client().bucket(bucket).blob(key).delete()
+    except exceptions.NotFound:
+        pass
+
+
+def copy(source: Tuple[str, str], bucket: str, key: str) -> None:
+    """Copies the object `source` (bucket, key) to `key` by rewrite requests: the storage
+    service copies, no bytes pass here, whatever the object's size and location."""
+    storage_client = client()
+    blob = storage_client.bucket(source[0]).blob(source[1])
+    target = storage_client.bucket(bucket).blob(key)
+    token, _, _ = target.rewrite(blob)
+    while token is not None:
+        token, _, _ = target.rewrite(blob, token=token)

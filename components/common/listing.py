@@ -1,20 +1,22 @@
-"""Listing the files of a local or `gs://` source, and the version of their content.
+"""Listing the files of a local or remote (`gs://`, `s3://`, `minio://`) source, and the version
+of their content.
 
 One listing serves both what the shard step reads (`storage.list_uris`,
 `readers.list_source_files`) and the version its cache is keyed by
 (`content_version`), so the version always covers exactly the files read:
 
-* `gs://b/dir` or `gs://b/dir/`: the object `dir` if it exists, else every
+* `gs://b/dir` or `s3://b/dir/` (any remote URI): the object `dir` if it exists, else every
   object under `dir/` (never a sibling such as `dir-old/`);
-* a wildcard (`*`, `?`, `[...]`) in a local path or a `gs://` name matches
+* a wildcard (`*`, `?`, `[...]`) in a local path or a remote name matches
   within one path level, as the shell's glob does;
 * a local directory: every file below it.
 
 What identifies a file's content costs no read of its bytes: a `gs://`
-object's generation (new at every write) and CRC32C/MD5, from the listing
-itself; a local file's inode and ctime beside its size and mtime. A user can
-set mtime back (`cp -p`, `rsync -t`, `tar x`, `os.utime`) but not ctime, which
-the kernel sets to now at every write, rename or attribute change.
+object's generation (new at every write) and CRC32C/MD5, an S3 object's size and
+ETag (a digest of its bytes), from the listing itself; a local file's inode and
+ctime beside its size and mtime. A user can set mtime back (`cp -p`, `rsync -t`,
+`tar x`, `os.utime`) but not ctime, which the kernel sets to now at every write,
+rename or attribute change.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ import os
 import re
 from typing import List
 
-from kfdist.components.common import gcs_access
+from kfdist.components.common import gcs_access, s3_access
 
-GCS_PREFIX = "gs://"
+#: The object stores by URI scheme: Google Cloud Storage, and S3 (Kubeflow Pipelines' MinIO
+#: names its artifacts `minio://`).
+REMOTE_STORES = {"gs://": gcs_access, "s3://": s3_access, "minio://": s3_access}
 WILDCARD_CHARS = "*?["
 
 
@@ -38,9 +42,9 @@ class ListedFile:
     """One file of a listing.
 
     Attributes:
-      uri: The file's path or `gs://` URI.
+      uri: The file's path or remote URI.
       identity: What changes whenever its content may have: `gs://` generation,
-        CRC32C and MD5; local size, mtime, ctime (ns) and inode.
+        CRC32C and MD5; S3 size and ETag; local size, mtime, ctime (ns) and inode.
     """
 
     uri: str
@@ -69,22 +73,30 @@ def _matches_per_level(name: str, pattern: str) -> bool:
         fnmatch.fnmatchcase(n, p) for n, p in zip(names, patterns))
 
 
-def _gcs_files(uri: str) -> List[ListedFile]:
-    bucket_name, _, key = uri[len(GCS_PREFIX):].partition("/")
-    with gcs_access.reporting_errors(uri):
-        client = gcs_access.client()
+def store(uri: str):
+    """The module reaching the object store `uri` names (`gcs_access` or `s3_access`), or None
+    for a local path."""
+    scheme = uri.partition("://")[0] + "://" if "://" in uri else None
+    return REMOTE_STORES.get(scheme)
+
+
+def _remote_files(uri: str) -> List[ListedFile]:
+    scheme, _, path = uri.partition("://")
+    bucket_name, _, key = path.partition("/")
+    access = store(uri)
+    with access.reporting_errors(uri):
         if has_wildcard(key):
-            prefix = wildcard_base(key)
-            blobs = [b for b in client.list_blobs(bucket_name, prefix=prefix)
-                     if _matches_per_level(b.name, key)]
+            objects = [(name, identity) for name, identity
+                       in access.list_prefix(bucket_name, wildcard_base(key))
+                       if _matches_per_level(name, key)]
         else:
-            exact = client.bucket(bucket_name).get_blob(key) if key and not key.endswith("/") else None
+            exact = access.stat(bucket_name, key) if key and not key.endswith("/") else None
             prefix = key.rstrip("/") + "/" if key else ""
-            blobs = [exact] if exact is not None else list(
-                client.list_blobs(bucket_name, prefix=prefix))
-    return sorted((ListedFile(f"{GCS_PREFIX}{bucket_name}/{b.name}",
-                              f"gcs {b.size} {b.generation} {b.crc32c} {b.md5_hash}")
-                   for b in blobs if not b.name.endswith("/")), key=lambda f: f.uri)
+            objects = ([(key, exact)] if exact is not None
+                       else access.list_prefix(bucket_name, prefix))
+    return sorted((ListedFile(f"{scheme}://{bucket_name}/{name}", identity)
+                   for name, identity in objects if not name.endswith("/")),
+                  key=lambda f: f.uri)
 
 
 def _local_identity(path: str) -> str:
@@ -101,20 +113,21 @@ def _local_paths(path: str) -> List[str]:
 
 
 def list_files(uri: str) -> List[ListedFile]:
-    """Lists the files a local path or `gs://` URI names (see the module doc), sorted by URI.
+    """Lists the files a local path or remote URI names (see the module doc), sorted by URI.
 
     Args:
-      uri: A local file, directory or glob; a `gs://` object, prefix or wildcard.
+      uri: A local file, directory or glob; a remote object, prefix or wildcard.
 
     Returns:
       Each file with what identifies its content; empty if nothing matches.
 
     Raises:
-      InvalidInputError: If the `gs://` bucket does not exist or may not be read.
-      GcsAccessError: If there are no usable Google credentials.
+      InvalidInputError: If the bucket does not exist or may not be read.
+      GcsAccessError, S3AccessError: If there are no usable credentials, or no store at the
+        endpoint.
     """
-    if uri.startswith(GCS_PREFIX):
-        return _gcs_files(uri)
+    if store(uri) is not None:
+        return _remote_files(uri)
     return [ListedFile(p, _local_identity(p)) for p in sorted(_local_paths(uri))]
 
 
@@ -127,11 +140,11 @@ def content_version(uri: str) -> str:
     """A digest of the source at `uri` that changes whenever a file it reads may have.
 
     It covers exactly `source_files(uri)`: each file's name and identity
-    (see `ListedFile`), so it costs one listing (`gs://`) or one `stat` per
+    (see `ListedFile`), so it costs one listing (remote) or one `stat` per
     file (local), whatever the data's size.
 
     Args:
-      uri: A local file, directory or glob; a `gs://` object, prefix or wildcard.
+      uri: A local file, directory or glob; a remote object, prefix or wildcard.
 
     Returns:
       16 hex digits; the same while nothing under `uri` changes.

@@ -56,7 +56,7 @@ def name_after_data(source_uri: str) -> Optional[str]:
     wildcard (`data/*.csv`).
 
     Args:
-      source_uri: A local path or `gs://` URI (file, folder or wildcard).
+      source_uri: A local path or remote URI (file, folder or wildcard).
 
     Returns:
       Letters, digits, `-`, `_` and `.` (at most `MAX_NAME_LENGTH`); None when no part of
@@ -78,7 +78,7 @@ def name_after_data(source_uri: str) -> Optional[str]:
 def name_of_data(source_uri: str) -> Optional[str]:
     """`name_after_data` of `source_uri`, a relative local path taken from the working
     directory (`train.csv` in `wine/`: `wine`)."""
-    return name_after_data(source_uri if storage.is_gcs(source_uri)
+    return name_after_data(source_uri if storage.is_remote(source_uri)
                            else os.path.abspath(source_uri))
 
 

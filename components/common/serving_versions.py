@@ -5,7 +5,7 @@ one) and the evaluation (the new model is compared with the served one):
 the *served version* is the highest numeric version directory under
 `<export_base>/<name>/`, the one TF Serving's default version policy
 (`latest`) loads. Other entries (a version being written, `.tmp-*`) are not
-versions; TF Serving ignores them too. Local paths and `gs://` URIs alike.
+versions; TF Serving ignores them too. Local paths and remote URIs alike.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class ServedVersion:
 
     Attributes:
       version: Its version number.
-      path: Its directory, `<export_base>/<name>/<version>` (local path or `gs://` URI).
+      path: Its directory, `<export_base>/<name>/<version>` (local path or remote URI).
     """
 
     version: int
@@ -37,7 +37,7 @@ def model_root(export_base: str, serving_model_name: str) -> str:
 
 def existing_versions(root: str) -> List[int]:
     """The numeric version directories under a model root, ascending (TF Serving ignores the rest)."""
-    if storage.is_gcs(root):
+    if storage.is_remote(root):
         base = root.rstrip("/") + "/"
         names = {u[len(base):].split("/", 1)[0] for u in storage.list_uris(base) if u.startswith(base)}
     else:

@@ -51,7 +51,7 @@ def evaluate_model(
             `SlicingSpec`): each value of a string column, or of a numeric column
             with few values, is a slice (else quantile bins); each slice's
             examples, accuracy and loss are reported. Empty: no slices.
-        export_base: The export step's base (local path or gs:// URI): the
+        export_base: The export step's base (local path or gs://, s3:// or minio:// URI): the
             latest version of `serving_model_name` under it is the served model,
             scored on the same held-out split and slices. Empty: no comparison.
             A served model whose serving signature does not fit the dataset is

@@ -107,8 +107,8 @@ class EvaluationResult:
 
 
 def _stage(uri: str, workdir: str, what: str) -> str:
-    require(bool(uri), f"{what} is empty; expected a local directory or gs:// prefix")
-    if storage.is_gcs(uri):
+    require(bool(uri), f"{what} is empty; expected a directory or gs://, s3:// or minio:// prefix")
+    if storage.is_remote(uri):
         return storage.stage_locally(uri, os.path.join(workdir, what))
     if not os.path.isdir(uri):
         raise InvalidInputError(f"{what} {uri!r} does not exist or is not a directory")
@@ -198,14 +198,14 @@ def evaluate(model_dir: str, dataset_dir: str, *, accuracy_threshold: float = 0.
     """Evaluates a model artifact on a dataset's eval split and decides its blessing.
 
     Args:
-      model_dir: Model artifact directory (local or `gs://`), see `model_artifact`.
-      dataset_dir: kfdist dataset directory (local or `gs://`) whose `eval` split is scored;
+      model_dir: Model artifact directory (local or remote), see `model_artifact`.
+      dataset_dir: kfdist dataset directory (local or remote) whose `eval` split is scored;
         its input feature spec must equal the one the model was trained on.
       accuracy_threshold: Minimum accuracy, in [0, 1], for the model to be blessed.
       slice_columns: Columns of a table whose values slice the eval split
         (`slices`): each slice's metrics are reported.
       batch_size: Examples per prediction batch.
-      export_base: The export step's base (local or `gs://`): the latest version of
+      export_base: The export step's base (local or remote): the latest version of
         `serving_model_name` under it is the served model the new one is compared
         with. Empty: no comparison (the threshold alone).
       serving_model_name: The model's name in the serving layout.

@@ -144,7 +144,7 @@ def _predict(loaded, meta: ds.DatasetMetadata, dataset_dir: str,
 
 
 def _stage(found: serving_versions.ServedVersion, work: str) -> str:
-    if not storage.is_gcs(found.path):
+    if not storage.is_remote(found.path):
         return found.path
     return storage.copy_dir_from(found.path, os.path.join(work, "served", str(found.version)))
 
@@ -180,12 +180,12 @@ def score_served(export_base: str, serving_model_name: str, meta: ds.DatasetMeta
     """Finds the served model and scores it on the dataset's eval split and slices.
 
     Args:
-      export_base: The export step's base (local or `gs://`); empty: none, nothing compared.
+      export_base: The export step's base (local or remote); empty: none, nothing compared.
       serving_model_name: The model's name under it.
       meta: The dataset's metadata.
       dataset_dir: The local dataset directory.
       slice_columns: The columns the new model's metrics are sliced by.
-      work: A local scratch directory (a `gs://` version is downloaded into it).
+      work: A local scratch directory (a remote version is downloaded into it).
       batch_size: Examples per prediction batch.
       log: Receives progress lines.
 

@@ -26,7 +26,7 @@ def export_saved_model(
     Args:
         model: Model written by `train_distributed`.
         blessing: Verdict written by `evaluate_model`.
-        export_base: Local path or gs:// URI under which the TF Serving layout
+        export_base: Local path or gs://, s3:// or minio:// URI under which the TF Serving layout
             `<export_base>/<serving_model_name>/<version>/` is written.
         export: Record of the export: metadata `exported`, `path`, `version`, `reason`.
         serving_model_name: Model name in the TF Serving layout (letters,

@@ -49,7 +49,7 @@ class ExportResult:
 
     Attributes:
       exported: Whether a model version was written.
-      path: The version directory written (local path or `gs://` URI), or None.
+      path: The version directory written (local path or remote URI), or None.
       version: The TF Serving version number written, or None.
       reason: Why it was (not) exported.
     """
@@ -66,7 +66,7 @@ def validate_export_args(*, serving_model_name: str = "mnist", export_base: Opti
 
     Args:
       serving_model_name: TF Serving model name: letters, digits, `-`, `_`, `.`.
-      export_base: Local path or `gs://BUCKET/PATH`; None skips this check.
+      export_base: Local path or `gs://`, `s3://` or `minio://BUCKET/PATH`; None skips this check.
       version: A positive integer, or None for the default.
 
     Raises:
@@ -76,22 +76,23 @@ def validate_export_args(*, serving_model_name: str = "mnist", export_base: Opti
     require(version is None or (isinstance(version, int) and not isinstance(version, bool) and version > 0),
             f"version={version!r} is invalid; expected a positive integer or None (current Unix time)")
     if export_base is not None:
-        require(bool(export_base), "export_base is empty; expected a local directory or gs://BUCKET/PATH")
-        if storage.is_gcs(export_base):
-            storage.split_gcs(export_base)  # validates the bucket part
+        require(bool(export_base), "export_base is empty; expected a local directory or "
+                "gs://, s3:// or minio://BUCKET/PATH")
+        if storage.is_remote(export_base):
+            storage.split_remote(export_base)  # validates the bucket part
 
 
 def _stage_model(model_dir: str, work: str) -> str:
     """A local directory holding what the export reads of a model artifact.
 
-    A local artifact is used in place; of a `gs://` one only the metadata and
+    A local artifact is used in place; of a remote one only the metadata and
     the SavedModel to publish are downloaded (not its checkpoints).
 
     Raises:
       InvalidInputError: If the artifact lacks its metadata or a SavedModel.
     """
     local = model_dir
-    if storage.is_gcs(model_dir):
+    if storage.is_remote(model_dir):
         local = os.path.join(work, "model")
         for name in (ma.DATASET_METADATA_FILE, ma.DATASET_STATISTICS_FILE):
             if storage.exists(storage.join(model_dir, name)):
@@ -188,8 +189,8 @@ def export(model_dir: str, export_base: str, *, serving_model_name: str = "mnist
     """Exports a blessed model as a new TF Serving version; skips unblessed ones.
 
     Args:
-      model_dir: Model artifact directory (local or `gs://`), see `model_artifact`.
-      export_base: TF Serving base path (local or `gs://`); the version is written to
+      model_dir: Model artifact directory (local or remote), see `model_artifact`.
+      export_base: TF Serving base path (local or remote); the version is written to
         `<export_base>/<serving_model_name>/<version>/`.
       serving_model_name: TF Serving model name: letters, digits, `-`, `_`, `.`.
       blessed: The evaluation's verdict; nothing is written unless True.
@@ -227,7 +228,7 @@ def export(model_dir: str, export_base: str, *, serving_model_name: str = "mnist
         info = dict(target=target, version=version, name=serving_model_name,
                     blessing_reason=blessing_reason, source=model_dir)
         log(f"exporting {model_dir} to {target}")
-        if storage.is_gcs(target):
+        if storage.is_remote(target):
             out = os.path.join(work, str(version))
             _write_version(local_model, out, **info)
             require(not storage.list_uris(target + "/"), f"{target!r} appeared during the export; not overwriting it")

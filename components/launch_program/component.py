@@ -83,15 +83,15 @@ def train_program(
             `torch-distributed`, TensorFlow on kfdist's `kfdist-tensorflow`),
             `mpijob` (with `mpi`), or `auto` (chosen against the cluster).
         stage: Cluster only: the program gets local directories for the
-            `gs://` ones (the dataset downloaded, the leader's checkpoints
+            remote ones (the dataset downloaded, the leader's checkpoints
             uploaded as they change and its model when it succeeds); the image
             must hold kfdist.
         image: Cluster only: the image holding the program (a pinned tag);
             empty: kfdist's runtime image (its Horovod image with `mpi`).
         namespace: Cluster only: namespace of the job (default: this step's).
-        work_uri: Cluster only: `gs://` prefix or path on the PVC where the
-            job's model and checkpoints lie (default: beside a `gs://`
-            dataset); the dataset is read in place when on `gs://`.
+        work_uri: Cluster only: gs://, s3:// or minio:// prefix or path on the PVC where the
+            job's model and checkpoints lie (default: beside a remote
+            dataset); the dataset is read in place when remote.
         pvc_name: Cluster only: PersistentVolumeClaim mounted into the replicas
             at /mnt/kfdist (use with a `work_uri` under that path).
         gpus_per_worker: Cluster only: `nvidia.com/gpu` per replica that

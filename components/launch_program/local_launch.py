@@ -55,7 +55,7 @@ def run_local(job: ProgramJob, log: Callable[[str], None],
     job.validate()
     check_local_command(job.command)
     for directory in (job.model_dir, job.checkpoint_dir):
-        if not storage.is_gcs(directory):
+        if not storage.is_remote(directory):
             os.makedirs(directory, exist_ok=True)
     spec = config.JobSpec(backend=strategy_rules.LOCAL_BACKEND, workers=job.workers,
                           slots_per_worker=job.procs_per_worker if job.mpi else 1,

@@ -4,7 +4,7 @@
         -- COMMAND [ARGS...]
 
 Runs in every replica, in kfdist's runtime image on a cluster and as a process here alike. It
-copies the program from `URI` (`gs://` or a directory on the PVC) into a scratch directory of
+copies the program from `URI` (a remote URI or a directory on the PVC) into a scratch directory of
 its own, installs the shipped requirements there (`pip install --target`, put first on
 PYTHONPATH, so the image's own packages are left as they are), makes the KFDIST_* directories
 that are local paths, and replaces itself with COMMAND, run in the program's directory. A
@@ -88,7 +88,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--program", help="the shipped program's URI")
     parser.add_argument("--tf-layout", help="replicas by TensorFlow type, as JSON")
     parser.add_argument("--stage", type=float, metavar="SYNC_SECONDS",
-                        help="give the program local KFDIST_* directories for its gs:// ones, "
+                        help="give the program local KFDIST_* directories for its remote ones, "
                              "the leader's checkpoints uploaded every SYNC_SECONDS (`staging`)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -110,7 +110,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         os.chdir(program_dir)
     for name in (operator_env.MODEL_DIR_ENV, operator_env.CHECKPOINT_DIR_ENV):
         location = env.get(name)
-        if location and not storage.is_gcs(location):
+        if location and not storage.is_remote(location):
             os.makedirs(location, exist_ok=True)
     executable = command[0] if os.sep in command[0] else shutil.which(command[0], path=env.get("PATH"))
     if executable is None or not os.access(executable, os.X_OK):

@@ -1,6 +1,6 @@
 """A program shipped as a directory (`kfdist launch --program-dir`), with its pinned requirements.
 
-The launch side copies the directory to `<output>/program/` (a `gs://` prefix, or a directory on
+The launch side copies the directory to `<output>/program/` (a remote prefix, or a directory on
 the PVC the replicas mount), the requirements file beside the program as `REQUIREMENTS_FILE`.
 Every replica then runs `pod_entry` in kfdist's runtime image: it copies the program to its own
 scratch directory, installs the requirements there, and runs the command in it. No image is

@@ -9,6 +9,7 @@ import json
 import posixpath
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from kfdist.components.common import storage
 from kfdist.components.common.errors import require
 from kfdist.components.launch_program import operator_env
 from kfdist.components.launch_program.program_job import ProgramJob
@@ -35,7 +36,7 @@ class ProgramPlacement:
       namespace: Its namespace.
       image: The image holding the program (the user's, or kfdist's runtime).
       pvc_name: A PersistentVolumeClaim mounted into every replica at `pvc_mount_path`, where
-        the KFDIST_* directories are (None: they are `gs://` URIs the program reads itself).
+        the KFDIST_* directories are (None: they are remote URIs the program reads itself).
       pvc_mount_path: Where the PVC is mounted.
       resources: Each replica's CPU, memory and GPUs (a parameter server's and an MPI
         launcher's without GPUs).
@@ -78,13 +79,14 @@ class ProgramPlacement:
 
     def check_location(self, what: str, location: Optional[str]) -> None:
         """Raises InvalidInputError unless the replicas can reach `location` (a directory of
-        the job): a `gs://` URI, or a path on the PVC."""
-        if location is None or location.startswith("gs://"):
+        the job): a remote URI (`gs://`, `s3://`, `minio://`), or a path on the PVC."""
+        if location is None or storage.is_remote(location):
             return
         root = self.pvc_mount_path.rstrip("/") + "/"
         require(self.pvc_name is not None and posixpath.normpath(location).startswith(root),
-                f"{what} {location!r} is not where the replicas can reach it: pass a gs:// URI, "
-                f"or a path under {root} with --pvc-name CLAIM (the PVC the replicas mount there)")
+                f"{what} {location!r} is not where the replicas can reach it: pass a gs://, "
+                f"s3:// or minio:// URI, or a path under {root} with --pvc-name CLAIM (the PVC the "
+                "replicas mount there)")
 
 
 def placement_for(name: str, image: str, options: ClusterOptions) -> ProgramPlacement:
@@ -152,7 +154,7 @@ MAKE_DIRS = 'mkdir -p "$KFDIST_MODEL_DIR" "$KFDIST_CHECKPOINT_DIR" && exec "$@"'
 
 def command(job: ProgramJob, placement: ProgramPlacement) -> List[str]:
     """The replica's command: the program, started by `/bin/sh` after it made the job's
-    directories when they are on the PVC (a `gs://` directory needs none)."""
+    directories when they are on the PVC (a remote directory needs none)."""
     if placement.pvc_name is None:
         return list(job.command)
     return ["/bin/sh", "-c", MAKE_DIRS, "kfdist-launch", *job.command]

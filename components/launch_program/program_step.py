@@ -90,9 +90,9 @@ def train_program(dataset_dir: str, model_dir: str, command: Sequence[str], *,
       mpi: An MPI program: one `mpirun` over `workers x procs_per_worker` ranks.
       backend: `local` (processes here), `tfjob`, `pytorchjob`, `trainjob` or `mpijob`
         (`program_step_cluster`).
-      stage: On a cluster, give the program local directories for the `gs://` ones.
+      stage: On a cluster, give the program local directories for the remote ones.
       cluster: The cluster settings of a cluster backend.
-      dataset_uri: The dataset artifact's URI (a cluster's replicas read a `gs://` one in place).
+      dataset_uri: The dataset artifact's URI (a cluster's replicas read a remote one in place).
       log: Receives every replica line and the step's own lines.
 
     Returns:

@@ -2,7 +2,7 @@
 TrainJob created by the pipeline step.
 
 The step and the replicas meet at the work location, as `train_distributed`'s do
-(`job.work_location`): `gs://` beside the dataset artifact by default, or `work_uri` (a `gs://`
+(`job.work_location`): beside a remote dataset artifact by default, or `work_uri` (a remote
 prefix, or a path on the PVC `pvc_name`). The replicas read the dataset in place when it is on
 `gs://` (else the step copies it to `<work>/dataset`), the leader writes its model into
 `<work>/model` and every replica shares `<work>/checkpoints`; with `stage`, kfdist's entry gives
@@ -40,7 +40,7 @@ def run_on_cluster(job: ProgramJob, backend: str, options: ClusterOptions, *,
         replicas can read `dataset_uri` in place).
       dataset_uri: The dataset artifact's URI.
       saved_model_dir: Where the leader's model lands in the Model artifact.
-      stage: Give the program local directories for the `gs://` ones.
+      stage: Give the program local directories for the remote ones.
       log: Receives progress and the leader's log lines.
 
     Returns:
@@ -61,7 +61,7 @@ def run_on_cluster(job: ProgramJob, backend: str, options: ClusterOptions, *,
     task_name = options.task_name or DEFAULT_TASK_NAME
     name = job_name_for(run_id, task_name)
     work = cluster_backend.resolve_work_uri(options, dataset_uri, name)
-    in_place = bool(dataset_uri) and storage.is_gcs(dataset_uri)
+    in_place = bool(dataset_uri) and storage.is_remote(dataset_uri)
     data = dataset_uri if in_place else storage.join(work, "dataset")
     job = dataclasses.replace(job, model_dir=storage.join(work, "model"),
                               checkpoint_dir=storage.join(work, "checkpoints"), data_dir=data)

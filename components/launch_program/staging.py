@@ -1,8 +1,8 @@
 """Local directories for a program that only reads and writes local paths (`kfdist launch --stage`).
 
 Runs in every replica, inside `pod_entry`, the way a managed training service stages a job's
-channels. Before the program starts, each `gs://` KFDIST_* location becomes a directory of the
-replica's scratch space:
+channels. Before the program starts, each remote (`gs://`, `s3://`, `minio://`) KFDIST_*
+location becomes a directory of the replica's scratch space:
 
 - `KFDIST_DATA_DIR`: downloaded whole (every replica has its own copy);
 - `KFDIST_CHECKPOINT_DIR`: what the location holds is downloaded (so a restarted replica resumes
@@ -60,7 +60,7 @@ def _local_files(root: str) -> Dict[str, Tuple[int, int]]:
 
 
 class DirectoryMirror:
-    """Makes a `gs://` prefix hold what a local directory holds, uploading only what changed."""
+    """Makes a remote prefix hold what a local directory holds, uploading only what changed."""
 
     def __init__(self, local_dir: str, uri: str):
         self.local_dir = local_dir
@@ -125,19 +125,19 @@ class StagedDirectories:
         self.checkpoints: Optional[DirectoryMirror] = None
         self.model: Optional[Tuple[str, str]] = None
         data = env.get(operator_env.DATA_DIR_ENV)
-        if data and storage.is_gcs(data):
+        if data and storage.is_remote(data):
             local = os.path.join(scratch, "data")
             storage.copy_dir_from(data, local)
             _say(f"downloaded {data} to {local}")
             env[operator_env.DATA_DIR_ENV] = local
         checkpoints = env.get(operator_env.CHECKPOINT_DIR_ENV)
-        if checkpoints and storage.is_gcs(checkpoints):
+        if checkpoints and storage.is_remote(checkpoints):
             self.checkpoints = DirectoryMirror(os.path.join(scratch, "checkpoints"), checkpoints)
             count = self.checkpoints.download()
             _say(f"checkpoints: {count} file(s) from {checkpoints}")
             env[operator_env.CHECKPOINT_DIR_ENV] = self.checkpoints.local_dir
         model = env.get(operator_env.MODEL_DIR_ENV)
-        if model and storage.is_gcs(model):
+        if model and storage.is_remote(model):
             local = os.path.join(scratch, "model")
             os.makedirs(local, exist_ok=True)
             self.model = (local, model)
@@ -167,7 +167,7 @@ def run_staged(argv: List[str], env: Dict[str, str], scratch: str, sync_seconds:
 
     Args:
       argv: The program (its executable resolved) and its arguments.
-      env: The replica's environment; its gs:// KFDIST_* locations are replaced here.
+      env: The replica's environment; its remote KFDIST_* locations are replaced here.
       scratch: This replica's own directory.
       sync_seconds: How often the leader's checkpoints are uploaded while the program runs.
     """

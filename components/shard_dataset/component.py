@@ -39,7 +39,7 @@ def shard_dataset(
     """Splits a dataset into train/eval and writes balanced TFRecord shards.
 
     Args:
-        source_uri: Local path or gs:// URI of the source: a directory of MNIST
+        source_uri: Local path or gs://, s3:// or minio:// URI of the source: a directory of MNIST
             IDX files (`*-images-idx3-ubyte.gz` with matching `*-labels-idx1-ubyte.gz`),
             CSV files with one header (numeric and string columns; empty, `NA`
             and the like mark missing cells), TFRecord files of
@@ -100,7 +100,7 @@ def shard_dataset(
             date, free text) is left out: a model could only memorise the
             train rows by it. The step's log and the dataset's metadata name
             each column left out and why.
-        reference_dataset: Tables: a dataset directory (local or gs://) a
+        reference_dataset: Tables: a dataset directory (local, gs://, s3:// or minio://) a
             shard step wrote, to check the new table against; empty (the
             default): the dataset the model served under `export_base` /
             `serving_model_name` was trained on (the latest exported version

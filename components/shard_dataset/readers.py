@@ -150,7 +150,7 @@ def open_source(local_path: str, source_format: str, options: ReaderOptions) -> 
     from the same directory.
 
     Args:
-      local_path: A local file, directory or glob (stage `gs://` first).
+      local_path: A local file, directory or glob (stage a remote one first).
       source_format: `auto` or one of `SOURCE_FORMATS`.
       options: Label column and image shape.
 

@@ -1,6 +1,6 @@
 """The reference new data is checked against: a dataset the user names, or the served model's.
 
-* `reference_dataset`: a directory (local or `gs://`) a shard step wrote,
+* `reference_dataset`: a directory (local, `gs://`, `s3://` or `minio://`) a shard step wrote,
   holding `metadata.json` and `statistics.json`;
 * otherwise, with an export base and a model name: the dataset the served
   version (the latest under `<export_base>/<name>/`) was trained on, whose spec
@@ -47,7 +47,7 @@ class Reference:
 
 def _stage(uri: str, workdir: str) -> str:
     """A local directory holding the spec and statistics of the dataset at `uri`."""
-    if not storage.is_gcs(uri):
+    if not storage.is_remote(uri):
         return uri
     local = os.path.join(workdir, "reference")
     for name in (METADATA_FILE, STATISTICS_FILE):

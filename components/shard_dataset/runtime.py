@@ -1,13 +1,13 @@
 """The `shard_dataset` runtime: validate, scan, write shards, publish atomically.
 
-`shard` turns a source (MNIST IDX, CSV, TFRecord, image folder; local or `gs://`) into a
+`shard` turns a source (MNIST IDX, CSV, TFRecord, image folder; local or in an object store) into a
 kfdist dataset (see `common/dataset_spec.py`) in two streaming passes (`passes.py`):
 
 1. decide the split (the source's own `train`/`test` files, or a stable hash:
    `splits.py`), then validate and scan every example: split counts,
    classes, statistics;
 2. write the shards into a temporary directory beside `output_dir`, then
-   `metadata.json`, then rename the directory into place (for `gs://`, upload
+   `metadata.json`, then rename the directory into place (for an object store, upload
    the shards and `metadata.json` last); Beam workers on other machines write
    under a shared `gs://` prefix instead (`beam_remote`).
 
@@ -70,8 +70,8 @@ def call_reporting_missing_bucket(uri: str, call: Callable[[], T]) -> T:
 def check_output_dir_free(output_dir: str) -> None:
     """Raises `InvalidInputError` if `output_dir` holds anything (nothing is overwritten)."""
     require(isinstance(output_dir, str) and output_dir.strip() != "",
-            f"output_dir must be a path or gs:// URI, got {output_dir!r}")
-    if storage.is_gcs(output_dir):
+            f"output_dir must be a path or a gs://, s3:// or minio:// URI, got {output_dir!r}")
+    if storage.is_remote(output_dir):
         taken = bool(call_reporting_missing_bucket(
             output_dir, lambda: storage.list_uris(output_dir)))
     else:
@@ -110,8 +110,8 @@ def build_metadata(source_uri: str, source: Source, scan: ScanResult, options: S
 
 
 def publish(build_dir: str, output_dir: str, metadata: DatasetMetadata, workdir: str) -> None:
-    """Writes `metadata.json` last and moves (local) or uploads (`gs://`) the dataset."""
-    if storage.is_gcs(output_dir):
+    """Writes `metadata.json` last and moves (local) or uploads (object store) the dataset."""
+    if storage.is_remote(output_dir):
         storage.upload_dir(build_dir, output_dir)
         metadata_dir = os.path.join(workdir, "metadata-only")
         os.makedirs(metadata_dir)
@@ -140,9 +140,9 @@ def _open_source(source_uri: str, local_source: str, options: ShardOptions, imag
 
 
 def _build_dir(output_dir: str, workdir: str) -> str:
-    """Where the dataset is built: in `workdir` for `gs://`, else beside `output_dir` (so
+    """Where the dataset is built: in `workdir` for an object store, else beside `output_dir` (so
     publishing it is a rename)."""
-    if storage.is_gcs(output_dir):
+    if storage.is_remote(output_dir):
         return os.path.join(workdir, "dataset")
     return f"{os.path.abspath(output_dir).rstrip(os.sep)}.tmp-{uuid.uuid4().hex[:12]}"
 
@@ -162,8 +162,9 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
     """Shards a source into a kfdist dataset at `output_dir`.
 
     Args:
-      source_uri: Local or `gs://` file, directory/prefix or glob of the source.
-      output_dir: Local or `gs://` directory to create (absent or empty).
+      source_uri: Local or remote (`gs://`, `s3://`, `minio://`) file, directory/prefix or
+        glob of the source.
+      output_dir: Local or remote directory to create (absent or empty).
       source_format: `auto`/`images` (by names), `mnist_idx`, `csv`, `tfrecord`, `image_folder`.
       label_column: Label column (CSV) or int64 label feature (TFRecord).
       num_shards: Shards of the train split.

@@ -137,9 +137,9 @@ def train_distributed(
             tag); empty: this release's kfdist runtime image, or its Horovod
             image for `horovod`.
         namespace: Cluster only: namespace of the job (default: this step's).
-        work_uri: Cluster only: `gs://` prefix or shared-volume directory where
+        work_uri: Cluster only: gs://, s3:// or minio:// prefix or shared-volume directory where
             this step and the replicas exchange job, dataset and model (default:
-            beside the dataset when the pipeline root is on `gs://`).
+            beside the dataset when the pipeline root is remote).
         pvc_name: Cluster only: PersistentVolumeClaim mounted into the replicas
             at /mnt/kfdist (use with a `work_uri` under that path).
         gpus_per_worker: Cluster only: `nvidia.com/gpu` per worker (0 for CPU).

@@ -223,7 +223,7 @@ def train(dataset_dir: str, model_dir: str, *, log: Callable[[str], None] = prin
         reports, each replica's final weights as `weights-worker-i.npz`)
         instead of a temporary directory that is removed.
       dataset_uri: Where the dataset artifact is stored (its KFP URI); a
-        `gs://` dataset is read by cluster replicas in place.
+        remote dataset is read by cluster replicas in place.
       task_config: The step's `dsl.TaskConfig` (see `build_job`).
       **values: The step's parameters (`job.step_params.TRAIN_STEP_PARAMS`);
         those left out take their defaults.

@@ -1,9 +1,10 @@
-"""`kfdist launch --stage`: a program that knows only local paths, with its directories on gs://.
+"""`kfdist launch --stage`: a program that knows only local paths, with its directories on gs://
+or s3://.
 
 Every replica gets local KFDIST_* directories: the dataset and the checkpoints are downloaded
 before the program starts, the leader's checkpoints are mirrored back while it runs and when it
 ends, and its model is uploaded once it succeeded. Here against the GCS emulator, which the
-replicas reach through google-cloud-storage.
+replicas reach through google-cloud-storage, and a real S3 server (MinIO) reached through boto3.
 """
 
 from __future__ import annotations
@@ -81,6 +82,24 @@ def test_a_killed_replica_resumes_from_the_checkpoints_synced_to_gcs(bucket, tmp
     assert storage.list_uris(f"{output}/checkpoints/") == [f"{output}/checkpoints/state/counter.json"]
 
 
+def test_a_killed_replica_resumes_from_the_checkpoints_synced_to_s3(s3_server, tmp_path):
+    s3_server.create_bucket(BUCKET)
+    s3_server.put(f"minio://{BUCKET}/data/counter/part-0.txt", "rows\n")
+    (tmp_path / "prog").mkdir()
+    (tmp_path / "prog" / "counter.py").write_text(COUNTER)
+    output = f"s3://{BUCKET}/runs/counter"
+    done = _launch("--framework", "pytorch", "--workers", "1", "--program-dir",
+                   str(tmp_path / "prog"), "--stage", "--sync-seconds", "0.5", "--output", output,
+                   "--dataset", f"minio://{BUCKET}/data/counter", "--", "python", "counter.py")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "job succeeded (1 restart(s))" in done.stderr
+    result = json.loads(s3_server.get(f"{output}/model/result.json"))
+    assert result == {"resumed_from": 5, "data": ["part-0.txt"]}
+    assert json.loads(s3_server.get(f"{output}/checkpoints/state/counter.json")) == {"step": 10}
+    assert s3_server.list(f"{output}/checkpoints/") == [
+        f"{output}/checkpoints/state/counter.json"]
+
+
 def test_a_failed_program_uploads_its_checkpoints_but_no_model(bucket, tmp_path):
     program = tmp_path / "fail.py"
     program.write_text("import os, sys\n"
@@ -96,7 +115,7 @@ def test_a_failed_program_uploads_its_checkpoints_but_no_model(bucket, tmp_path)
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--output", "out"], "--stage stages gs:// locations"),
+    (["--output", "out"], "--stage stages remote locations"),
     (["--output", f"gs://{BUCKET}/x", "--mpi"], "--stage is not for --mpi"),
     (["--output", f"gs://{BUCKET}/x", "--sync-seconds", "0"], "--sync-seconds must be > 0"),
 ])

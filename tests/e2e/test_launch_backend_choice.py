@@ -21,8 +21,9 @@ def test_a_cluster_backend_refuses_an_output_the_replicas_cannot_reach(tmp_path)
     done = _launch("--framework", "pytorch", "--backend", "pytorchjob", "--image", "r/i:1",
                    "--name", "ddp", "--output", str(tmp_path / "out"), "--", "python", "x.py")
     assert done.returncode == 2
-    assert (f"--output '{tmp_path / 'out'}' is not where the replicas can reach it: pass a gs:// "
-            "URI, or a path under /mnt/kfdist/ with --pvc-name CLAIM") in done.stderr
+    assert (f"--output '{tmp_path / 'out'}' is not where the replicas can reach it: pass a gs://, "
+            "s3:// or minio:// URI, or a path under /mnt/kfdist/ with --pvc-name CLAIM"
+            ) in done.stderr
 
 
 def test_auto_without_a_kubernetes_api_runs_locally(tmp_path, monkeypatch):

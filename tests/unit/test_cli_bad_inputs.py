@@ -102,7 +102,7 @@ BAD_INPUTS = {
     "render: not a dataset": ([*RENDER, "--dataset", "notdataset"], 2, "notdataset", {}),
     "render: evaluator with horovod": (["render", "--backend", "mpijob", "--strategy", "horovod",
                                         "--evaluator"], 2, "horovod", {}),
-    "render: s3 work location": ([*RENDER, "--work-uri", "s3://x"], 2, "'s3://x'", {}),
+    "render: hdfs work location": ([*RENDER, "--work-uri", "hdfs://x"], 2, "'hdfs://x'", {}),
     "render: bad CPU before the missing namespace": (
         ["render", "--backend", "tfjob", "--cpu-per-worker", "abc"], 2, "'abc'", {}),
     "compile: --out-dir is a file": (["compile", "--out-dir", "file.txt"], 2, "'file.txt'", {}),

@@ -31,10 +31,11 @@ def _outside_a_cluster(monkeypatch):
 @pytest.mark.parametrize("argv, said", [
     ([*RENDER, "--work-uri", "gs://b/w"], "namespace is unknown outside a cluster: pass --namespace"),
     ([*RENDER, "--namespace", "ml"],
-     "pass --work-uri (gs://BUCKET/PREFIX, or a path on the PVC named by --pvc-name)"),
+     "pass --work-uri (gs://BUCKET/PREFIX, s3://BUCKET/PREFIX, or a path on the PVC named by "
+     "--pvc-name)"),
     (["run", "mnist", "--backend", "tfjob", "--namespace", "ml", "--work-uri", "/mnt/x"],
      "--work-uri '/mnt/x' is a path, which the replicas can only share through a volume: pass "
-     "--pvc-name as well, or use a gs:// --work-uri"),
+     "--pvc-name as well, or use a gs://, s3:// or minio:// --work-uri"),
     (["render", "--backend", "mpijob", "--strategy", "horovod", "--chief", "--namespace", "ml",
       "--work-uri", "gs://b/w"], "has no chief (rank 0 leads): leave out --chief"),
     ([*RENDER, "--namespace", "ml", "--work-uri", "gs://b/w", "--batch-size", "0"],

@@ -92,7 +92,8 @@ def test_every_setting_a_cluster_job_lacks_is_named_in_one_line(capsys, monkeypa
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("kfdist: invalid input: ")
     for said in ("pass --backend tfjob or mpijob or trainjob, not 'local'", "pass --namespace",
-                 "pass --work-uri (gs://BUCKET/PREFIX, or a path on the PVC named by --pvc-name)"):
+                 "pass --work-uri (gs://BUCKET/PREFIX, s3://BUCKET/PREFIX, or a path on the PVC "
+                 "named by --pvc-name)"):
         assert said in line, line
     assert cli.main(["render", "--backend", "tfjob", "--work-uri", "/data/x"]) == 2
     [line] = capsys.readouterr().err.splitlines()

@@ -105,8 +105,9 @@ def test_directories_on_a_pvc_are_mounted_and_made_before_the_program(render, fr
 
 
 @pytest.mark.parametrize("placement, location, expected", [
-    (ProgramPlacement("a", "ns", "i:1"), "/data/run", "pass a gs:// URI, or a path under "
-                                                       "/mnt/kfdist/ with --pvc-name CLAIM"),
+    (ProgramPlacement("a", "ns", "i:1"), "/data/run", "pass a gs://, s3:// or minio:// URI, "
+                                                       "or a path under /mnt/kfdist/ with "
+                                                       "--pvc-name CLAIM"),
     (ProgramPlacement("a", "ns", "i:1", "work"), "/mnt/kfdistx/run", "'/mnt/kfdistx/run' is not"),
     (ProgramPlacement("a", "ns", "i:1", "work"), "/mnt/kfdist/../etc", "is not where"),
 ])

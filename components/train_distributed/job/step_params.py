@@ -90,8 +90,8 @@ TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
     Param("image", "", "replica image with a pinned tag; empty: kfdist's image for the backend",
           cluster=True),
     Param("namespace", "", "namespace of the job; empty: the step's own", cluster=True),
-    Param("work_uri", "", "gs:// prefix or PVC path where the step and the replicas exchange "
-          "job, dataset and model; empty: beside a gs:// dataset", cluster=True),
+    Param("work_uri", "", "gs://, s3:// or minio:// prefix or PVC path where the step and the "
+          "replicas exchange job, dataset and model; empty: beside a remote dataset", cluster=True),
     Param("pvc_name", "", "PersistentVolumeClaim mounted into the step's replicas at "
           f"{strategy_rules.PVC_MOUNT_PATH} (use with a work_uri under it)", cluster=True),
     Param("gpus_per_worker", 0, "nvidia.com/gpu per worker", cluster=True),

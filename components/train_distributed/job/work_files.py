@@ -47,7 +47,7 @@ def read_evaluations(work_dir: str, state_uri: Optional[str] = None) -> List[Dic
     with tempfile.TemporaryDirectory(prefix="kfdist-evaluations-") as scratch:
         try:
             local = (storage.download(uri, os.path.join(scratch, EVALUATIONS_FILE))
-                     if storage.is_gcs(uri) and storage.exists(uri) else uri)
+                     if storage.is_remote(uri) and storage.exists(uri) else uri)
             with open(local) as f:
                 return json.load(f)
         except (FileNotFoundError, ValueError):  # not published yet, or being replaced

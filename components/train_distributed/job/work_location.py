@@ -1,8 +1,8 @@
 """A cluster job's shared work location, and the program its replicas run.
 
 On a cluster the launcher (the KFP step) and the replicas (TFJob/MPIJob pods)
-share no filesystem by default, so they meet at a *work location*: a `gs://`
-prefix, or a directory on a volume every pod mounts (a PVC)::
+share no filesystem by default, so they meet at a *work location*: a remote
+(`gs://`, `s3://`, `minio://`) prefix, or a directory on a volume every pod mounts (a PVC)::
 
     <work_uri>/job.json      JobConfig; its dataset_dir is the dataset's URI
     <work_uri>/dataset/      the dataset, when the launcher had to upload it
@@ -30,7 +30,7 @@ class SharedJobLayout:
     """Where a job's files live under its work location.
 
     Attributes:
-      work_uri: A `gs://` prefix or a directory on a shared volume.
+      work_uri: A remote prefix or a directory on a shared volume.
     """
 
     work_uri: str

@@ -5,7 +5,7 @@ run leaves nothing behind:
 
 1. build the job description from the step's settings, validate and render
    it (pure; any error names the bad value before a single API call);
-2. stage the job (config and, unless it is already on `gs://`, the dataset)
+2. stage the job (config and, unless it is already in an object store, the dataset)
    at the shared work location (see `job.work_location`);
 3. create the job, or re-attach to it when a retried step finds its own job,
    stream the chief's (MPI launcher's) log and wait (`launcher`); SIGTERM or the timeout
@@ -69,29 +69,32 @@ def resolve_namespace(options: ClusterOptions) -> str:
 def resolve_work_uri(options: ClusterOptions, dataset_uri: Optional[str], job_name: str) -> str:
     """Where the step and the replicas exchange files (see `job.work_location`).
 
-    The option wins; otherwise, when the dataset artifact lives on `gs://`,
+    The option wins; otherwise, when the dataset artifact lives in an object store
+    (`gs://`, `s3://`, `minio://`),
     a folder beside it named after the job.
 
     Raises:
       InvalidInputError: If there is no shared location to use.
     """
     if options.work_uri:
-        if not storage.is_gcs(options.work_uri) and not options.pvc_name:
+        if not storage.is_remote(options.work_uri) and not options.pvc_name:
             raise InvalidInputError(
                 f"work_uri {options.work_uri!r} is a path, which the replicas can only share "
-                "through a volume: pass pvc_name as well, or use a gs:// work_uri")
+                "through a volume: pass pvc_name as well, or use a gs://, s3:// or "
+                "minio:// work_uri")
         mount = options.pvc_mount_path.rstrip("/") + "/"
-        if not storage.is_gcs(options.work_uri) and not options.work_uri.startswith(mount):
+        if not storage.is_remote(options.work_uri) and not options.work_uri.startswith(mount):
             raise InvalidInputError(
                 f"work_uri {options.work_uri!r} is not on the PVC {options.pvc_name!r}, which "
                 f"the replicas mount at {options.pvc_mount_path}: use a path under {mount}")
         return options.work_uri
-    if dataset_uri and storage.is_gcs(dataset_uri):
+    if dataset_uri and storage.is_remote(dataset_uri):
         return posixpath.join(posixpath.dirname(dataset_uri.rstrip("/")), job_name)
-    where = f"is at {dataset_uri!r}, not on gs://" if dataset_uri else "location is not known"
+    where = (f"is at {dataset_uri!r}, not in an object store" if dataset_uri
+             else "location is not known")
     raise InvalidInputError(
         f"no shared location for the replicas (the dataset {where}): pass work_uri "
-        "(gs://BUCKET/PREFIX, or a path on the PVC named by pvc_name)")
+        "(gs://BUCKET/PREFIX, s3://BUCKET/PREFIX, or a path on the PVC named by pvc_name)")
 
 
 def job_place(options: ClusterOptions, dataset_uri: Optional[str],
@@ -169,7 +172,7 @@ def render_step_job(job: config.JobConfig, options: ClusterOptions,
     Args:
       job: The validated job.
       options: The step's cluster settings.
-      dataset_uri: The dataset artifact's URI (read in place when on `gs://`).
+      dataset_uri: The dataset artifact's URI (read in place when remote).
       customisation: For a TrainJob, the installed Trainer's pod-customisation field.
       name: The job's name; default the step's own, from the run and task (`job_name_for`).
 
@@ -189,7 +192,7 @@ def render_step_job(job: config.JobConfig, options: ClusterOptions,
 
 def stage_job(job: config.JobConfig, layout: SharedJobLayout, dataset_uri: Optional[str]) -> None:
     """Writes the job config, and the dataset unless the replicas can read it in place."""
-    if dataset_uri and storage.is_gcs(dataset_uri):
+    if dataset_uri and storage.is_remote(dataset_uri):
         data_location = dataset_uri
     else:
         data_location = layout.dataset_uri
@@ -210,7 +213,7 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
       job: The validated job; its dirs are the step's local directories.
       options: The step's cluster settings.
       log: Receives progress and the chief's log lines.
-      dataset_uri: The dataset artifact's URI (read in place when on `gs://`).
+      dataset_uri: The dataset artifact's URI (read in place when remote).
       api: A `kube_api.KubeApi`; by default from the in-cluster config or kubeconfig.
 
     Returns:

@@ -13,6 +13,7 @@ from typing import Dict, Mapping, Optional
 
 from kfdist.images import image as kfdist_image
 from kfdist.components.train_distributed.job.strategy_rules import HOROVOD, PVC_MOUNT_PATH
+from kfdist.components.common import storage
 from kfdist.components.common.errors import require
 from kfdist.components.train_distributed.kubernetes.build.job_parts import Resources
 from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import FROM_CREATION, TIMEOUT_FROM
@@ -28,9 +29,9 @@ class ClusterOptions:
         None: the kfdist runtime image, or for `horovod` the kfdist Horovod image.
       namespace: Namespace of the job; by default the step's own namespace.
       work_uri: Shared location where the launcher and the replicas exchange the
-        job, the dataset and the model: a `gs://` prefix or a directory on a PVC
-        mounted at the same path in the step and in the replicas. By default,
-        beside a `gs://` dataset artifact.
+        job, the dataset and the model: a `gs://`, `s3://` or `minio://` prefix or a
+        directory on a PVC mounted at the same path in the step and in the replicas. By
+        default, beside a remote dataset artifact.
       pvc_name: PersistentVolumeClaim mounted into every replica at `pvc_mount_path`.
       pvc_mount_path: Where the PVC is mounted.
       gpus_per_worker: `nvidia.com/gpu` limit of each worker.
@@ -96,10 +97,10 @@ class ClusterOptions:
             check_labels("labels", {QUEUE_NAME_LABEL: self.queue_name})
         if self.pvc_name is not None:
             PvcMount(claim_name=self.pvc_name, mount_path=self.pvc_mount_path).validate()
-        require(self.work_uri is None or self.work_uri.startswith("gs://")
+        require(self.work_uri is None or storage.is_remote(self.work_uri)
                 or self.work_uri.startswith("/"),
-                f"work_uri {self.work_uri!r} is neither a gs:// prefix nor an absolute path on "
-                "the PVC (pvc_name)")
+                f"work_uri {self.work_uri!r} is neither a gs://, s3:// or minio:// prefix nor an "
+                "absolute path on the PVC (pvc_name)")
         require(self.timeout_seconds is None or self.timeout_seconds >= 0,
                 f"timeout_seconds must be >= 0 (0: no deadline), got {self.timeout_seconds!r}")
 

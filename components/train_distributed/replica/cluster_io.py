@@ -52,7 +52,7 @@ def shared_dataset_dir(dataset_uri: str, job_uri: str) -> str:
 
     Under parameter_server the chief's input functions run on the workers and name the chief's
     files, so each replica must find the dataset at the chief's path. A PVC path is mounted at
-    the same path in every replica: it is read where it is. A `gs://` dataset is staged into a
+    the same path in every replica: it is read where it is. A remote dataset is staged into a
     directory named after the job and the dataset (each pod stages its own copy there; replicas
     sharing a machine share one, moved into place whole).
 
@@ -60,7 +60,7 @@ def shared_dataset_dir(dataset_uri: str, job_uri: str) -> str:
       dataset_uri: The dataset's location.
       job_uri: The job's file in its work location (one per job).
     """
-    if not storage.is_gcs(dataset_uri):
+    if not storage.is_remote(dataset_uri):
         if not os.path.isdir(dataset_uri):
             raise InvalidInputError(f"no such directory: {dataset_uri!r}")
         return dataset_uri

@@ -68,7 +68,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--config", help="JobConfig JSON written by the local backend")
-    where.add_argument("--work-uri", help="a cluster job's work location (gs:// or a PVC path)")
+    where.add_argument("--work-uri", help="a cluster job's work location (gs://, s3://, "
+                       "minio:// or a PVC path)")
     args = parser.parse_args(argv)
     process_exit.skip_final_collection()
     if args.config:
@@ -81,7 +82,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     def play() -> None:
         layout = SharedJobLayout(args.work_uri)
-        if storage.is_gcs(args.work_uri):
+        if storage.is_remote(args.work_uri):
             with tempfile.TemporaryDirectory(prefix="kfdist-replica-") as scratch:
                 run_shared_replica(layout, scratch)
             return

@@ -1,0 +1,106 @@
+"""An `s3://` or `minio://` URI that cannot be used ends in one clear line naming it and what to
+set, never a traceback: a bucket that does not exist is bad input (`kfdist: invalid input:`,
+exit 2); a wrong secret key, no credentials at all, or no store at the endpoint an error saying
+which `AWS_*` variable to set (`kfdist: error:`, exit 1). Against a real S3 server (MinIO);
+nothing is written either way."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from kfdist.components.common import storage
+from kfdist.components.common.errors import InvalidInputError
+from kfdist.components.common.s3_access import S3AccessError
+
+CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+
+def _kfdist(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kfdist", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def _only_line(proc: subprocess.CompletedProcess, prefix: str) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("kfdist:")]
+    assert len(lines) == 1 and lines[0].startswith(prefix), proc.stderr
+    return lines[0]
+
+
+def _every_call(uri: str, tmp_path):
+    return (storage.list_uris, storage.content_version, storage.exists,
+            lambda u: storage.download(u, str(tmp_path / "x.csv")),
+            lambda u: storage.upload_file(__file__, u))
+
+
+@pytest.mark.parametrize("uri", ["s3://missing-bucket/x.csv", "minio://missing-bucket/d/*.csv"])
+def test_a_missing_bucket_is_invalid_input_naming_it(s3_server, uri):
+    for call in (storage.list_uris, storage.content_version, storage.exists):
+        with pytest.raises(InvalidInputError, match="bucket 'missing-bucket'") as raised:
+            call(uri)
+        assert uri in str(raised.value) and s3_server.endpoint in str(raised.value)
+
+
+def test_a_wrong_secret_key_says_which_variables_to_set(s3_server, monkeypatch, tmp_path):
+    s3_server.create_bucket("wrong-key")
+    s3_server.put("s3://wrong-key/x.csv", "a,b\n1,2\n")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    for call in _every_call("s3://wrong-key/x.csv", tmp_path):
+        with pytest.raises(S3AccessError, match="refused the credentials") as raised:
+            call("s3://wrong-key/x.csv")
+        assert all(name in str(raised.value) for name in CREDENTIAL_VARIABLES)
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_no_credentials_says_which_variables_to_set(s3_server, monkeypatch, tmp_path):
+    for name in CREDENTIAL_VARIABLES:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role to look for
+    for call in _every_call("s3://any-bucket/x.csv", tmp_path):
+        with pytest.raises(S3AccessError, match="no S3 credentials found") as raised:
+            call("s3://any-bucket/x.csv")
+        assert all(name in str(raised.value) for name in CREDENTIAL_VARIABLES)
+
+
+def test_an_unreachable_endpoint_says_to_set_it(s3_server, monkeypatch, tmp_path):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # the discard port: refused
+    for call in _every_call("minio://any-bucket/x.csv", tmp_path):
+        with pytest.raises(S3AccessError, match="cannot reach the S3 store at "
+                                                "http://127.0.0.1:9") as raised:
+            call("minio://any-bucket/x.csv")
+        assert "AWS_ENDPOINT_URL" in str(raised.value)
+
+
+def test_kfdist_run_refuses_a_missing_bucket_in_one_line(s3_server, tmp_path):
+    out = tmp_path / "out"
+    proc = _kfdist("run", "tabular", "--data", "s3://missing-bucket/x.csv", "--output", str(out))
+    assert proc.returncode == 2, proc.stderr
+    line = _only_line(proc, "kfdist: invalid input:")
+    assert "missing-bucket" in line and "s3://missing-bucket/x.csv" in line
+    assert not out.exists()
+
+
+def test_kfdist_run_with_a_wrong_key_ends_in_one_line(s3_server, monkeypatch, tmp_path):
+    s3_server.create_bucket("run-wrong-key")
+    s3_server.put("s3://run-wrong-key/x.csv", "a,b\n1,2\n")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    out = tmp_path / "out"
+    proc = _kfdist("run", "tabular", "--data", "s3://run-wrong-key/x.csv", "--output", str(out))
+    assert proc.returncode == 1, proc.stderr
+    line = _only_line(proc, "kfdist: error:")
+    assert "s3://run-wrong-key/x.csv" in line and "AWS_SECRET_ACCESS_KEY" in line
+    assert not out.exists()
+
+
+def test_kfdist_run_with_no_store_at_the_endpoint_ends_in_one_line(s3_server, monkeypatch,
+                                                                   tmp_path):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    out = tmp_path / "out"
+    proc = _kfdist("run", "tabular", "--data", "minio://mlpipeline/x.csv", "--output", str(out))
+    assert proc.returncode == 1, proc.stderr
+    line = _only_line(proc, "kfdist: error:")
+    assert "minio://mlpipeline/x.csv" in line and "AWS_ENDPOINT_URL" in line
+    assert not out.exists()
