@@ -3,9 +3,10 @@ and the run's state until it ends; and how the API's errors read to a person."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 from kfdist.components.common.errors import KfdistError
 
@@ -117,11 +118,45 @@ def check_health(host: str, token: Optional[str]) -> bool:
     return health.get("multi_user") is True
 
 
+@dataclasses.dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended, as far as waiting saw.
+
+    Attributes:
+      state: The last state seen.
+      terminated: Whether the run was terminated (through the API or the UI): KFP 2.17 reports
+        such a run CANCELING, then FAILED.
+      failed_steps: The display names of the pipeline's steps that FAILED.
+    """
+
+    state: str
+    terminated: bool = False
+    failed_steps: Tuple[str, ...] = ()
+
+
+def was_terminated(run) -> bool:
+    """Whether `run` (a V2beta1Run) was terminated: CANCELED, or CANCELING on its way to its end."""
+    return run.state == "CANCELED" or any(
+        entry.state in ("CANCELING", "CANCELED") for entry in run.state_history or ())
+
+
+def failed_steps(run) -> Tuple[str, ...]:
+    """The pipeline steps (tasks) of `run` that FAILED, without the run's own DAG nodes: the
+    workflow, `root` and each step's `executor` node, which fail with the step they hold."""
+    tasks = (run.run_details.task_details or ()) if run.run_details else ()
+    workflows = {task.display_name for task in tasks if any(
+        (child.pod_name or "").startswith(f"{task.display_name}-")
+        for child in task.child_tasks or ())}
+    return tuple(sorted({task.display_name for task in tasks if task.state == "FAILED"
+                         and task.display_name not in ("root", "executor", *workflows)}))
+
+
 def wait_for_run(client, run_id: str, initial_state: str, timeout: Optional[float],
-          poll_interval: float, log: Callable[[str], None], host: str) -> str:
+                 poll_interval: float, log: Callable[[str], None], host: str) -> RunOutcome:
     """Polls the run until it reaches a terminal state or `timeout` passes.
 
-    Returns the last state seen.
+    Returns the last state seen, and for a finished run whether it was terminated and which
+    steps failed.
     """
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
@@ -148,11 +183,11 @@ def wait_for_run(client, run_id: str, initial_state: str, timeout: Optional[floa
             if state in TERMINAL_STATES:
                 if state != "SUCCEEDED" and run.error is not None and run.error.message:
                     log(f"run {run_id}: error: {run.error.message}")
-                return state
+                return RunOutcome(state, was_terminated(run), failed_steps(run))
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             log(f"run {run_id}: timed out after {timeout:g}s waiting; it is {state} "
                 "and keeps going on the cluster")
-            return state
+            return RunOutcome(state)
         time.sleep(poll_interval if deadline is None else max(0.0, min(poll_interval,
                                                                        deadline - now)))

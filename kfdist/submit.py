@@ -36,7 +36,7 @@ import logging
 import os
 import sys
 import urllib.parse
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 
 from kfdist.components.common.errors import InvalidInputError, KfdistError
@@ -68,11 +68,16 @@ class SubmitResult:
         final state (SUCCEEDED, FAILED, CANCELED, SKIPPED) after waiting, or the
         state when the timeout passed.
       url: The run's page in the Kubeflow Pipelines UI.
+      terminated: After waiting, whether the run was terminated (KFP 2.17 then reports it
+        FAILED, having reported it CANCELING).
+      failed_steps: After waiting, the display names of the steps that FAILED.
     """
 
     run_id: str
     state: str
     url: str
+    terminated: bool = False
+    failed_steps: Tuple[str, ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -98,6 +103,13 @@ def _check_optional_name(flag: str, value: Optional[str]) -> Optional[str]:
     if value is not None and not value.strip():
         raise InvalidInputError(f"{flag} must not be empty")
     return value
+
+
+def _check_waiting(timeout: Optional[float], poll_interval: float) -> None:
+    if timeout is not None and not (timeout > 0):
+        raise InvalidInputError(f"--timeout must be a positive number of seconds; got {timeout}")
+    if not (poll_interval > 0):
+        raise InvalidInputError(f"--poll-interval must be positive; got {poll_interval}")
 
 
 # --------------------------------------------------------------------------- talking to KFP
@@ -151,10 +163,7 @@ def submit_pipeline(
     experiment = _check_optional_name("--experiment", experiment)
     run_name = _check_optional_name("--run-name", run_name)
     namespace = _check_optional_name("--namespace", namespace)
-    if timeout is not None and not (timeout > 0):
-        raise InvalidInputError(f"--timeout must be a positive number of seconds; got {timeout}")
-    if not (poll_interval > 0):
-        raise InvalidInputError(f"--poll-interval must be positive; got {poll_interval}")
+    _check_waiting(timeout, poll_interval)
 
     import kfp
 
@@ -182,11 +191,17 @@ def submit_pipeline(
     url = f"{ui_base}/#/runs/details/{run_id}"
     state = created.run_info.state or "RUNTIME_STATE_UNSPECIFIED"
     log(f"run {run_id} created ({state}): {url}")
-    if wait:
-        state = wait_for_run(client, run_id, state, timeout, poll_interval, log, host)
-        log(f"run {run_id} finished: {state}" if state in TERMINAL_STATES
-            else f"run {run_id} did not finish in time: {state}")
-    return SubmitResult(run_id=run_id, state=state, url=url)
+    if not wait:
+        return SubmitResult(run_id=run_id, state=state, url=url)
+    outcome = wait_for_run(client, run_id, state, timeout, poll_interval, log, host)
+    state = outcome.state
+    log(f"run {run_id} finished: {state}" if state in TERMINAL_STATES
+        else f"run {run_id} did not finish in time: {state}")
+    if outcome.failed_steps:
+        log(f"run {run_id}: failed steps: {', '.join(outcome.failed_steps)} (each step's log is "
+            f"on the run's page)")
+    return SubmitResult(run_id=run_id, state=state, url=url, terminated=outcome.terminated,
+                        failed_steps=outcome.failed_steps)
 
 
 # --------------------------------------------------------------------------- command line
@@ -270,6 +285,7 @@ def _cmd_submit(args) -> int:
         return EXIT_SUCCEEDED
     if not result.finished:
         return EXIT_TIMEOUT
-    print(f"kfdist: error: run {result.run_id} ended {result.state}: {result.url}",
-          file=sys.stderr)
+    ended = (f"was terminated (it ended {result.state})" if result.terminated else
+             f"ended {result.state}")
+    print(f"kfdist: error: run {result.run_id} {ended}: {result.url}", file=sys.stderr)
     return EXIT_RUN_FAILED

@@ -152,12 +152,14 @@ def test_kfdist_submit_follows_real_runs_to_their_end_and_names_each_outcome(
     assert json.loads(out.splitlines()[-1])["state"] == "SUCCEEDED"
     out, err = failed.communicate(timeout=RUN_TIMEOUT_S)
     assert failed.returncode == 1, err
-    assert json.loads(out.splitlines()[-1])["state"] == "FAILED"
+    result = json.loads(out.splitlines()[-1])
+    assert (result["state"], result["failed_steps"], result["terminated"]) == (
+        "FAILED", ["read"], False)
     assert err.strip().splitlines()[-1].startswith("kfdist: error: run ")
-    assert " ended FAILED: " in err
+    assert " ended FAILED: " in err and "failed steps: read" in err
 
-    # Terminated through the API while its step runs: the waiting submit ends CANCELED and the
-    # step's pod is deleted.
+    # Terminated through the API while its step runs: KFP 2.17 reports the run CANCELING, then
+    # FAILED; the waiting submit says it was terminated, and the step's pod is deleted.
     waiting = _submit(kfp_host, slow, "--wait")
     run_id = _poll(lambda: next((r.run_id for r in client.list_runs(
         page_size=50, sort_by="created_at desc").runs or () if r.display_name.startswith(
@@ -167,7 +169,9 @@ def test_kfdist_submit_follows_real_runs_to_their_end_and_names_each_outcome(
     client.terminate_run(run_id)
     out, err = waiting.communicate(timeout=RUN_TIMEOUT_S)
     assert waiting.returncode == 1, err
-    assert json.loads(out.splitlines()[-1])["state"] == "CANCELED"
+    result = json.loads(out.splitlines()[-1])
+    assert (result["state"], result["terminated"]) == ("FAILED", True)
+    assert f"run {run_id} was terminated (it ended FAILED): " in err
     _poll(lambda: node_bed.kubectl_run("get", "pod", "-n", "kubeflow", pod,
                                           check=False).returncode != 0, 120,
              f"pod {pod} deleted")
