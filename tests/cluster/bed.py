@@ -102,9 +102,9 @@ DATASTORES = ("etcd", "kine")
 #: What a bed runs: `all` (the control plane, the node agent and every operator);
 #: `control-plane` (etcd, the API server and the controller manager alone: a cluster where
 #: nothing of Kubeflow is installed, and no pod runs); `trainer-v2.1` (the control plane, the
-#: node agent, Trainer v2.1 and JobSet v0.10); `node` (the control plane, kube-scheduler, the
-#: genuine node: containerd, the kubelet, kube-proxy, CoreDNS and the volume provisioner, and
-#: every operator).
+#: node agent, Trainer v2.1 and JobSet v0.10); `node` (the control plane, kube-scheduler and the
+#: genuine node: containerd, the kubelet, kube-proxy, CoreDNS and the volume provisioner; the
+#: operators too when asked, `with_operators`).
 STACKS = ("all", "control-plane", "trainer-v2.1", "node")
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager")
 OPERATORS = ("training-operator", "mpi-operator", "jobset", "trainer-controller-manager", "kueue")
@@ -116,16 +116,18 @@ GENUINE_NODE = ("kube-scheduler", "kubelet", "kube-proxy", "containerd", "contai
 KFP_BINARIES = ("kfp",)
 
 
-def _binaries_of(stack: str, datastore: str, with_kfp: bool = False) -> tuple:
+def _binaries_of(stack: str, datastore: str, with_kfp: bool = False,
+                 with_operators: bool = False) -> tuple:
     names = {"all": CONTROL_PLANE + OPERATORS, "control-plane": CONTROL_PLANE,
              "trainer-v2.1": CONTROL_PLANE + trainer_v2_1.BINARIES,
-             "node": CONTROL_PLANE + GENUINE_NODE + OPERATORS}[stack]
+             "node": CONTROL_PLANE + GENUINE_NODE}[stack]
     return tuple(datastore if name == "etcd" else name for name in names) + (
-        KFP_BINARIES if with_kfp else ())
+        KFP_BINARIES if with_kfp else ()) + (OPERATORS if with_operators else ())
 
 
 def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str = "etcd",
-          stack: str = "all", pod_images=(), owned: bool = False, with_kfp: bool = False) -> Bed:
+          stack: str = "all", pod_images=(), owned: bool = False, with_kfp: bool = False,
+          with_operators: bool = False) -> Bed:
     """Starts a test bed in `root` (created; must hold no running bed) and waits until it is ready.
 
     On any failure everything started so far is stopped again and `StartFailed` says why.
@@ -140,6 +142,8 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
         bed started on the machine stops this one (`owners`).
       with_kfp: Also run Kubeflow Pipelines' backend (`kfp.py`; on the genuine node only); its
         API's address is written to `DIR/kfp-host`.
+      with_operators: On the genuine node, also run the operators (`all` always does). Two beds
+        with operators cannot run at once: the MPI Operator's health port is fixed (8080).
     """
     if datastore not in DATASTORES:
         raise processes.StartFailed(f"datastore {datastore!r}: expected one of {DATASTORES}")
@@ -155,7 +159,7 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
         raise processes.StartFailed(f"a test bed is already running in {root}: "
                                     f"bash tests/cluster/down.sh {root}")
     _remove_node(root)  # what a bed that crashed here left
-    binaries = binaries or build(_binaries_of(stack, datastore, with_kfp))
+    binaries = binaries or build(_binaries_of(stack, datastore, with_kfp, with_operators))
     node_layout = node.plan(root) if stack == "node" else None
     layout = control_plane.Layout(root, processes.free_port(), processes.free_port(),
                                   processes.free_port(),
@@ -168,7 +172,7 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
     try:
         if node_layout:
             node.create_bridge(node_layout)  # the API server listens on its address
-        _start(bed, datastore, stack, node_layout, pod_images, with_kfp)
+        _start(bed, datastore, stack, node_layout, pod_images, with_kfp, with_operators)
     except BaseException:
         stop(root)
         raise
@@ -176,7 +180,8 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
 
 
 def _start(bed: Bed, datastore: str, stack: str,
-           node_layout: Optional[node_config.NodeLayout], pod_images, with_kfp: bool) -> None:
+           node_layout: Optional[node_config.NodeLayout], pod_images, with_kfp: bool,
+           with_operators: bool) -> None:
     layout, binaries = bed.layout, bed.binaries
     pki = layout.pki
     _certificates(pki, node_layout)
@@ -217,7 +222,8 @@ def _start(bed: Bed, datastore: str, stack: str,
         procs.start("kube-scheduler", node.scheduler_argv(binaries["kube-scheduler"], scheduler))
         kfp_images = node_images.build_kfp_images(binaries) if with_kfp else {}
         node.start(bed, procs, node_layout, binaries, (*pod_images, *kfp_images.values()))
-        operators.start_operators(bed, procs)
+        if with_operators:
+            operators.start_operators(bed, procs)
         if with_kfp:
             kfp.start(bed, procs, node_layout.node_ip, binaries, kfp_images)
         return
@@ -282,6 +288,9 @@ def main(argv=None) -> int:
     parser.add_argument("root", type=Path, metavar="DIR")
     parser.add_argument("--stack", choices=STACKS, default="all",
                         help="what runs (up only; default: all)")
+    parser.add_argument("--with-operators", action="store_true",
+                        help="also run the operators (up only; with --stack node, which runs "
+                             "none by default; `all` runs them all)")
     parser.add_argument("--with-kfp", action="store_true",
                         help="also run Kubeflow Pipelines' backend (up only; with --stack node); "
                              "DIR/kfp-host holds its API's address")
@@ -298,7 +307,8 @@ def main(argv=None) -> int:
     started = time.monotonic()
     try:
         pod_images = (runtime_image(),) if args.stack == "node" else ()
-        bed = start(root, stack=args.stack, with_kfp=args.with_kfp, pod_images=pod_images)
+        bed = start(root, stack=args.stack, with_kfp=args.with_kfp, pod_images=pod_images,
+                    with_operators=args.with_operators)
     except processes.StartFailed as error:
         print(f"up: the test bed did not start: {error}", file=sys.stderr)
         return 1

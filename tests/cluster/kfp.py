@@ -170,7 +170,7 @@ def start(bed, procs: processes.Processes, node_ip: str, binaries: Mapping[str, 
         "create", "token", "ml-pipeline-persistenceagent", "-n", kfp_config.NAMESPACE,
         "--audience=pipelines.kubeflow.org").stdout.strip())
     agent = kubeconfigs["kfp-persistence-agent"]
-    procs.start("kfp-persistence-agent", operators._with_in_pod_token(token, AGENT_TOKEN)
+    procs.start("kfp-persistence-agent", operators.in_own_mounts(token, AGENT_TOKEN)
                 + kfp_config.persistence_agent_argv(binaries["kfp-persistence-agent"], layout,
                                                     agent),
                 env={**_host_env(), "KUBECONFIG": str(agent)})

@@ -28,7 +28,8 @@ import os
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from types import MappingProxyType
+from typing import Callable, Dict, List, Mapping, Optional
 
 import yaml
 
@@ -164,11 +165,18 @@ def _write_certs(directory: Path, pki: Path) -> Path:
     return directory
 
 
-def _with_in_pod_token(token: Path, path: str = IN_POD_TOKEN) -> List[str]:
+def in_own_mounts(token: Optional[Path], path: str = IN_POD_TOKEN,
+                       binds: Mapping[Path, Path] = MappingProxyType({})) -> List[str]:
     """The argv prefix that runs a command in its own mount namespace, where `path` (under /run)
-    holds `token` (on a tmpfs over /run: nothing of the host's /run is changed or seen)."""
-    script = (f"mount -t tmpfs tmpfs /run && mkdir -p {os.path.dirname(path)} && "
-              f"cp {shlex.quote(str(token))} {path} && exec \"$@\"")
+    holds `token` (on a tmpfs over /run: nothing of the host's /run is changed or seen), and each
+    fixed path of `binds` shows the bed's own directory given for it (`{fixed: the bed's}`), so
+    that two beds' operators never read each other's certificates there."""
+    steps = [f"mkdir -p {shlex.quote(str(fixed))} && mount --bind {shlex.quote(str(own))} "
+             f"{shlex.quote(str(fixed))}" for fixed, own in binds.items()]
+    if token is not None:
+        steps.append(f"mount -t tmpfs tmpfs /run && mkdir -p {os.path.dirname(path)} && "
+                     f"cp {shlex.quote(str(token))} {path}")
+    script = " && ".join([*steps, 'exec "$@"'])
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
 
 
@@ -239,8 +247,10 @@ def start_operators(bed, procs: processes.Processes) -> None:
                     f"--from-file=ca.key={pki / 'ca.key'}",
                     f"--from-file=tls.crt={pki / 'serving.crt'}",
                     f"--from-file=tls.key={pki / 'serving.key'}")
-    _write_certs(FIXED_CERT_DIR, pki)  # Trainer's status server serves it too
-    _write_certs(KUEUE_METRICS_CERT_DIR, pki)
+    # What the operators read at fixed paths, the bed's own in their mount namespaces.
+    fixed_certs = {FIXED_CERT_DIR: _write_certs(root / "tmp" / "fixed-serving-certs", pki),
+                   KUEUE_METRICS_CERT_DIR: _write_certs(root / "tmp" / "kueue-metrics-certs",
+                                                        pki)}
     # Trainer copies this Secret's CA into each TrainJob's ConfigMap, for its pods' status posts.
     namespace, service = TRAINER_SERVICE
     bed.kubectl_run("create", "secret", "generic", "kubeflow-trainer-webhook-cert",
@@ -266,7 +276,8 @@ def start_operators(bed, procs: processes.Processes) -> None:
     template = configs / "pytorch-init-container.yaml"
     template.write_text(_pytorch_init_template(TRAINING_OPERATOR.source()))
     procs.start("training-operator", [
-        binaries["training-operator"], f"--kubeconfig={kubeconfig}", "--enable-scheme=tfjob",
+        *in_own_mounts(None, binds=fixed_certs), binaries["training-operator"],
+        f"--kubeconfig={kubeconfig}", "--enable-scheme=tfjob",
         "--enable-scheme=pytorchjob", "--leader-elect=false", "--metrics-bind-address=0",
         f"--health-probe-bind-address=127.0.0.1:{health}", f"--webhook-server-port={webhook}",
         f"--pytorch-init-container-image={INIT_IMAGE}",
@@ -278,7 +289,7 @@ def start_operators(bed, procs: processes.Processes) -> None:
     start_jobset(procs, binaries["jobset"], kubeconfig, configs / "jobset.yaml", ports["jobset"],
                  dirs)
     webhook, health = ports["trainer"]
-    procs.start("trainer", [*_with_in_pod_token(trainer_token),
+    procs.start("trainer", [*in_own_mounts(trainer_token, binds=fixed_certs),
                             binaries["trainer-controller-manager"], f"--kubeconfig={kubeconfig}",
                             "--config=" + str(_config(configs / "trainer.yaml", {
                                 "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
@@ -292,7 +303,8 @@ def start_operators(bed, procs: processes.Processes) -> None:
                 env=own_tmp("trainer"),
                 second_sigterm_after_s=TRAINER_SECOND_SIGTERM_AFTER_S)
     webhook, health = ports["kueue"]
-    procs.start("kueue", [binaries["kueue"], f"--kubeconfig={kubeconfig}", "--config=" + str(
+    procs.start("kueue", [*in_own_mounts(None, binds=fixed_certs), binaries["kueue"],
+                          f"--kubeconfig={kubeconfig}", "--config=" + str(
         _config(configs / "kueue.yaml", {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
             "namespace": "kueue-system", "manageJobsWithoutQueueName": False,

@@ -5,7 +5,7 @@ A pipeline is uploaded with `kfp.Client`, run from its uploaded version, and rea
 steps' pods ran kfdist's runtime image on the node, its artifacts are in KFP's object store
 (`minio://mlpipeline/v2/artifacts/...`) and in ML Metadata's lineage, and the same run again is
 answered from KFP's cache. `kfdist submit` meets the real API server: a run that succeeds, one
-whose step fails, one terminated through the API (its pods deleted), a pipeline the server
+whose step fails, one terminated through the API (its pod stopped), a pipeline the server
 refuses and a host that does not answer.
 """
 
@@ -159,7 +159,8 @@ def test_kfdist_submit_follows_real_runs_to_their_end_and_names_each_outcome(
     assert " ended FAILED: " in err and "failed steps: read" in err
 
     # Terminated through the API while its step runs: KFP 2.17 reports the run CANCELING, then
-    # FAILED; the waiting submit says it was terminated, and the step's pod is deleted.
+    # FAILED; the waiting submit says it was terminated, and Argo stops the step's pod (it keeps
+    # the pod, stopped, as it keeps every step's).
     waiting = _submit(kfp_host, slow, "--wait")
     run_id = _poll(lambda: next((r.run_id for r in client.list_runs(
         page_size=50, sort_by="created_at desc").runs or () if r.display_name.startswith(
@@ -172,16 +173,16 @@ def test_kfdist_submit_follows_real_runs_to_their_end_and_names_each_outcome(
     result = json.loads(out.splitlines()[-1])
     assert (result["state"], result["terminated"]) == ("FAILED", True)
     assert f"run {run_id} was terminated (it ended FAILED): " in err
-    _poll(lambda: node_bed.kubectl_run("get", "pod", "-n", "kubeflow", pod,
-                                          check=False).returncode != 0, 120,
-             f"pod {pod} deleted")
+    _poll(lambda: _stopped(node_bed, pod), 120, f"pod {pod} stopped")
 
     refused = tmp_path / "refused.yaml"
     refused.write_text(good.read_text().replace("schemaVersion: 2.1.0", "schemaVersion: 9.9.9"))
     result = _submit(kfp_host, refused)
     out, err = result.communicate(timeout=120)
     assert result.returncode == 1, (out, err)
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("kfdist: error: submitting the run failed: ") and "9.9.9" in last, err
+    assert "Traceback" not in err and err.count("error") == 1, err
 
     unreachable = _submit("http://127.0.0.1:9", good)
     out, err = unreachable.communicate(timeout=120)
@@ -200,3 +201,11 @@ def _running_step_pod(node_bed, run_id: str, task: str):
                 pod["status"].get("phase") == "Running":
             return pod["metadata"]["name"]
     return None
+
+
+def _stopped(node_bed, pod: str) -> bool:
+    """Whether every container of `pod` has ended (Argo leaves a stopped step's pod in place)."""
+    status = json.loads(node_bed.kubectl_run("get", "pod", "-n", "kubeflow", pod, "-o",
+                                             "json").stdout)["status"]
+    return status.get("phase") in ("Succeeded", "Failed") and all(
+        "terminated" in c.get("state", {}) for c in status.get("containerStatuses", ()))
