@@ -205,7 +205,8 @@ def train_params(definition: PipelineDefinition) -> Tuple[TrainParam, ...]:
         return tuple(TrainParam(name, p.annotation, definition.train_defaults.get(name, p.default),
                                 " ".join(inputs[name].description.split()).rstrip("."))
                      for name, p in signature.items()
-                     if name not in _ARTIFACTS and name not in _SET_BY_PIPELINE)
+                     if name not in _ARTIFACTS
+                     and name not in _SET_BY_PIPELINE + (OBJECT_STORE_SECRET,))
     return tuple(TrainParam(p.name, Dict[str, str] if isinstance(p.default, dict) else type(p.default),
                             train_default(definition, p),
                             p.help + (" (cluster backends)" if p.cluster else ""))
@@ -250,7 +251,8 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
     if definition.trainer == PROGRAM:
         shard = shard_dataset(**shard_args, **definition.shard_settings,
                               default_model_name=definition.default_model_name)
-        train = train_program(dataset=shard.outputs["dataset"], **train_args, **named)
+        train = train_program(dataset=shard.outputs["dataset"], **train_args, **named,
+                              object_store_secret=values[OBJECT_STORE_SECRET])
     else:
         shard = shard_dataset(**shard_args, **definition.shard_settings, seed=train_args["seed"],
                               default_model_name=definition.default_model_name)

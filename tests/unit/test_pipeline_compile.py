@@ -149,7 +149,7 @@ def test_every_step_gets_the_object_store_keys_from_the_pipelines_secret(name):
     gate_inputs = spec["root"]["dag"]["tasks"]["condition-1"]["inputs"]["parameters"]
     assert gate_inputs["pipelinechannel--object_store_secret"] == {
         "componentInputParameter": "object_store_secret"}
-    train = spec["root"]["dag"]["tasks"].get("train-distributed")
-    if name != "program":
-        assert train["inputs"]["parameters"]["object_store_secret"] == {
-            "componentInputParameter": "object_store_secret"}
+    train = spec["root"]["dag"]["tasks"]["train-program" if name == "program"
+                                          else "train-distributed"]
+    assert train["inputs"]["parameters"]["object_store_secret"] == {
+        "componentInputParameter": "object_store_secret"}

@@ -2,17 +2,22 @@
 location or dataset is on `s3://` or `minio://`, each replica container gets the step's
 endpoint and region variables as values and the store's keys by reference to the Secret
 `object_store_secret` names (optional), never the keys themselves; nothing where no S3 location
-is used. Rendered by the step's own code path, for every backend, and checked against the
-operators' CRDs."""
+is used. Rendered by the steps' own code paths (`train_distributed`: TFJob, MPIJob, TrainJob;
+`train_program`: TFJob, PyTorchJob, MPIJob, TrainJob), and checked against the operators' CRDs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from kfdist.components.launch_program import program_cluster, program_pod
+from kfdist.components.launch_program.program_job import ProgramJob
 from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.job import config
 from kfdist.components.train_distributed.kubernetes import backend
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import TRAINJOB_V1ALPHA1
+from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
 
 from fakes import crd_schema
 
@@ -50,10 +55,33 @@ def replica_envs(rendered):
     if rendered.kind == TRAINJOB_V1ALPHA1:  # the trainer's env reaches every node (and launcher)
         yield "trainer", spec["trainer"].get("env", []), spec["trainer"].get("command", [])
         return
-    for key in ("tfReplicaSpecs", "mpiReplicaSpecs"):
+    for key in ("tfReplicaSpecs", "mpiReplicaSpecs", "pytorchReplicaSpecs"):
         for name, replica in spec.get(key, {}).items():
             container = replica["template"]["spec"]["containers"][0]
             yield name, container.get("env", []), container.get("command", [])
+
+
+#: The jobs of `train_program` (your own program), by backend.
+PROGRAMS = {"tfjob": dict(framework="tensorflow", ps=1, chief=True),
+            "pytorchjob": dict(framework="pytorch"),
+            "mpijob": dict(framework="tensorflow", mpi=True, restart_policy="OnFailure"),
+            "trainjob": dict(framework="pytorch", restart_policy="OnFailure")}
+
+
+def render_program(backend_name, work, secret, environ=STEP_ENV, **job_args):
+    """The job `train_program` creates, its placement as the step makes it."""
+    options = ClusterOptions(namespace="team-a", work_uri=work, object_store_secret=secret)
+    job = ProgramJob(command=("python", "/app/train.py"), workers=2,
+                     model_dir=f"{work}/model", checkpoint_dir=f"{work}/ckpt",
+                     data_dir=f"{work}/dataset", env={"AWS_REGION": "set-by-env-flag"},
+                     **job_args)
+    placement = program_pod.placement_for("kfdist-train-0123abcd", options.image_for(
+        "horovod" if job.mpi else "multi_worker_mirrored"), options)
+    placement = dataclasses.replace(placement, store_env=program_pod.store_env_for(
+        placement, options, (options.work_uri, job.data_dir), environ))
+    rendered = program_cluster.render(job, backend_name, placement)
+    assert crd_schema.load_crd(crd_schema.crd_path_for(rendered.kind)).validate(rendered.body) == []
+    return rendered
 
 
 @pytest.mark.parametrize("job", JOBS.values(), ids=list(JOBS))
@@ -95,3 +123,27 @@ def test_the_step_default_is_kubeflow_pipelines_own_secret():
     for replica, env, _ in replica_envs(rendered):
         assert [e["valueFrom"]["secretKeyRef"]["name"] for e in env] == [
             "mlpipeline-minio-artifact"] * 2, replica
+
+
+@pytest.mark.parametrize("backend_name", sorted(PROGRAMS))
+def test_every_program_replica_gets_the_endpoint_and_keys_by_reference(backend_name):
+    rendered = render_program(backend_name, "minio://mlpipeline/work", "store-keys",
+                              **PROGRAMS[backend_name])
+    assert "the-secret-key" not in str(rendered.body) and "the-access-key" not in str(rendered.body)
+    replicas = list(replica_envs(rendered))
+    assert replicas
+    for replica, env, command in replicas:
+        store = [e for e in env if e["name"].startswith("AWS_")]
+        # The job's own --env AWS_REGION wins over the step's.
+        assert store == [{"name": "AWS_REGION", "value": "set-by-env-flag"}, VALUES[0], *KEYS], \
+            replica
+        if "-genvlist" in command or "-x" in command:  # ranks over SSH get them from mpirun
+            assert all(e["name"] in " ".join(command) for e in store), replica
+
+
+@pytest.mark.parametrize("backend_name", sorted(PROGRAMS))
+def test_a_program_without_s3_gets_nothing(backend_name):
+    rendered = render_program(backend_name, "gs://bucket/work", "store-keys",
+                              **PROGRAMS[backend_name])
+    for replica, env, _ in replica_envs(rendered):
+        assert [e["name"] for e in env if e["name"].startswith("AWS_")] == ["AWS_REGION"], replica

@@ -55,3 +55,11 @@ def replica_object_store_env(
     refs = tuple(entry for entry in secret_key_env(secret) if entry["name"] not in taken) \
         if secret else ()
     return values, refs
+
+
+def replica_env_entries(secret: Optional[str], locations: Sequence[Optional[str]],
+                        environ: Mapping[str, str],
+                        taken: Sequence[str] = ()) -> Tuple[Dict[str, Any], ...]:
+    """`replica_object_store_env` as a container's `env` entries: the values, then the keys."""
+    values, refs = replica_object_store_env(secret, locations, environ, taken)
+    return tuple({"name": k, "value": v} for k, v in values.items()) + refs
