@@ -105,7 +105,8 @@ def test_step_pods_reject_an_unknown_step():
     from kfdist.pipelines import step_pods
 
     with pytest.raises(ValueError, match=r"unknown step 'trian'; known steps: \['evaluate', "):
-        step_pods.configure("mlpipeline-minio-artifact", trian=dsl.PipelineTask.__new__(dsl.PipelineTask))
+        step_pods.configure("mlpipeline-minio-artifact",
+                            trian=dsl.PipelineTask.__new__(dsl.PipelineTask))
 
 
 def test_evaluation_and_export_use_the_name_the_shard_step_resolves():
