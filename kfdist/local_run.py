@@ -166,10 +166,11 @@ class RunOptions:
 
 
 def pipeline_training_params() -> Tuple[str, ...]:
-    """The training-step parameters every pipeline exposes, in its order."""
-    from kfdist.pipelines.pipeline_factory import TRAIN_PARAMS
+    """The training-step parameters every pipeline exposes, in its order (the object store's
+    Secret, a parameter of every step, last)."""
+    from kfdist.pipelines.pipeline_factory import OBJECT_STORE_SECRET, TRAIN_PARAMS
 
-    return tuple(p.name for p in TRAIN_PARAMS)
+    return tuple(p.name for p in TRAIN_PARAMS) + (OBJECT_STORE_SECRET,)
 
 
 def run_pipeline(opts: RunOptions) -> Dict[str, Any]:

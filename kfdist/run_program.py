@@ -88,9 +88,11 @@ def program_training(definition, training: Mapping[str, Any]) -> Dict[str, Any]:
     Raises:
       InvalidInputError: On a training flag the step does not take, or no command.
     """
-    from kfdist.pipelines.pipeline_factory import train_params
+    from kfdist.components.train_distributed.job.step_params import PARAMS_BY_NAME
+    from kfdist.pipelines.pipeline_factory import OBJECT_STORE_SECRET, train_params
 
     params = {p.name: p for p in train_params(definition)}
+    params[OBJECT_STORE_SECRET] = PARAMS_BY_NAME[OBJECT_STORE_SECRET]  # every pipeline's
     unknown = sorted(set(training) - set(params))
     if unknown:
         raise InvalidInputError(

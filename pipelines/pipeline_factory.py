@@ -24,15 +24,20 @@ from kfdist.components.shard_dataset.component import shard_dataset
 from kfdist.components.shard_dataset.validation import (
     CATEGORICAL_DRIFT_THRESHOLD, NUMERIC_DRIFT_THRESHOLD)
 from kfdist.components.train_distributed.component import train_distributed
-from kfdist.components.train_distributed.job.step_params import TRAIN_STEP_PARAMS
+from kfdist.components.common.kfp_object_store import SECRET_KEYS
+from kfdist.components.train_distributed.job.step_params import PARAMS_BY_NAME, TRAIN_STEP_PARAMS
 from kfdist.components.train_distributed.kubernetes.task_settings import TASK_CONFIG_PARAM
 from kfdist.pipelines import step_pods
 
 #: Set by the pipeline itself (KFP placeholders), or by KFP (the task's `dsl.TaskConfig`), not
 #: by whoever runs it.
 _SET_BY_PIPELINE = ("run_id", "task_name", TASK_CONFIG_PARAM)
+#: The pipeline parameter naming the Secret of the object store's keys: every step's, the
+#: training replicas' too (the training step's parameter of that name).
+OBJECT_STORE_SECRET = "object_store_secret"
 #: The training step's parameters every pipeline passes through, in the step's order.
-TRAIN_PARAMS = tuple(p for p in TRAIN_STEP_PARAMS if p.name not in _SET_BY_PIPELINE)
+TRAIN_PARAMS = tuple(p for p in TRAIN_STEP_PARAMS
+                     if p.name not in _SET_BY_PIPELINE + (OBJECT_STORE_SECRET,))
 #: A pipeline parameter: (name, type, default or `inspect.Parameter.empty`, meaning).
 OwnParam = Tuple[str, type, Any, str]
 _OUTPUTS = (("blessed", bool), ("evaluation_metrics", dsl.Metrics),
@@ -109,6 +114,15 @@ _SHARED_PARAMS: Tuple[OwnParam, ...] = (
      "Export a model that predicts other classes than the served one (a class gained, "
      "lost or spelled another way), on the threshold alone; by default such a model is not "
      "exported and the evaluation names both models' classes."),
+    (OBJECT_STORE_SECRET, str, PARAMS_BY_NAME[OBJECT_STORE_SECRET].default,
+     "Secret (in the run's namespace) whose keys "
+     f"{' and '.join(f'`{k}`' for k in SECRET_KEYS.values())} every step gets as "
+     f"{' and '.join(SECRET_KEYS)} (optional: a namespace without it still runs), and the "
+     "training replicas too when they use `s3://` or `minio://`: the store of "
+     "`s3://`/`minio://` URIs. The default is Kubeflow Pipelines' own store's. Kubeflow "
+     "Pipelines (2.17) fails a step whose Secret name is empty: to give no keys (the steps "
+     "then take them from elsewhere, e.g. a service account's role), name a Secret that does "
+     "not exist."),
     ("slice_columns", List[str], [],
      "Table columns to slice the held-out split by: each value of a string column, or of "
      "a numeric one with few values (else quantile bins), gets its examples, accuracy and "
@@ -191,7 +205,8 @@ def train_params(definition: PipelineDefinition) -> Tuple[TrainParam, ...]:
         return tuple(TrainParam(name, p.annotation, definition.train_defaults.get(name, p.default),
                                 " ".join(inputs[name].description.split()).rstrip("."))
                      for name, p in signature.items()
-                     if name not in _ARTIFACTS and name not in _SET_BY_PIPELINE)
+                     if name not in _ARTIFACTS
+                     and name not in _SET_BY_PIPELINE + (OBJECT_STORE_SECRET,))
     return tuple(TrainParam(p.name, Dict[str, str] if isinstance(p.default, dict) else type(p.default),
                             train_default(definition, p),
                             p.help + (" (cluster backends)" if p.cluster else ""))
@@ -236,11 +251,13 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
     if definition.trainer == PROGRAM:
         shard = shard_dataset(**shard_args, **definition.shard_settings,
                               default_model_name=definition.default_model_name)
-        train = train_program(dataset=shard.outputs["dataset"], **train_args, **named)
+        train = train_program(dataset=shard.outputs["dataset"], **train_args, **named,
+                              object_store_secret=values[OBJECT_STORE_SECRET])
     else:
         shard = shard_dataset(**shard_args, **definition.shard_settings, seed=train_args["seed"],
                               default_model_name=definition.default_model_name)
-        train = train_distributed(dataset=shard.outputs["dataset"], **train_args, **named)
+        train = train_distributed(dataset=shard.outputs["dataset"], **train_args, **named,
+                                  object_store_secret=values[OBJECT_STORE_SECRET])
     evaluate = evaluate_model(model=train.outputs["model"], dataset=shard.outputs["dataset"],
                               accuracy_threshold=values["accuracy_threshold"],
                               slice_columns=values["slice_columns"],
@@ -255,7 +272,8 @@ def _dag(definition: PipelineDefinition, values: Dict[str, Any]):
                                     blessing=evaluate.outputs["blessing"],
                                     export_base=values["export_base"],
                                     serving_model_name=shard.outputs["serving_model_name"])
-    step_pods.configure(shard=shard, train=train, evaluate=evaluate, export=export)
+    step_pods.configure(values[OBJECT_STORE_SECRET], shard=shard, train=train,
+                        evaluate=evaluate, export=export)
     outputs = namedtuple("PipelineOutputs", [name for name, _ in _OUTPUTS])
     return outputs(evaluate.outputs["Output"], evaluate.outputs["metrics"], train.outputs["metrics"])
 

@@ -12,6 +12,9 @@ config (no hand-written pod fields):
   steps pass their task's affinity to the job's replicas instead of their own
   pod (`kubernetes.task_settings`): there it keeps CPU-only replicas off GPU
   nodes, and is moot for replicas that request GPUs;
+* the object store's keys: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the Secret the
+  pipeline parameter `object_store_secret` names (Kubeflow Pipelines' own by default), an
+  optional one, so a namespace without it still runs;
 * caching: only the shard step, whose output depends on its parameters and
   the source's content alone; training, evaluation and export always run.
 """
@@ -20,6 +23,7 @@ from typing import Dict, Tuple
 
 from kfp import dsl, kubernetes
 
+from kfdist.components.common.kfp_object_store import SECRET_KEYS
 from kfdist.components.train_distributed.kubernetes.client.pod_identity import STEP_POD_FIELDS
 
 #: Short step names by task (component) name, as the UI and `kfdist run` show them.
@@ -43,12 +47,17 @@ STEP_LABEL = "kfdist.dev/step"
 #: Node label NVIDIA's GPU feature discovery puts on GPU nodes.
 GPU_NODE_LABEL = "nvidia.com/gpu.present"
 GPU_AVOIDANCE_WEIGHT = 100
+#: The variables of the object store's keys, by the Secret's key holding each.
+SECRET_ENV = {key: variable for variable, key in SECRET_KEYS.items()}
 
 
-def configure(**steps: dsl.PipelineTask) -> None:
-    """Names, labels, secures, places and sets caching for each step's task.
+def configure(object_store_secret, **steps: dsl.PipelineTask) -> None:
+    """Names, labels, secures, places, gives the object store's keys to and sets caching for
+    each step's task.
 
     Args:
+      object_store_secret: The Secret of the object store's keys: the pipeline parameter's
+        channel (an empty value gives none).
       **steps: Tasks by step name (`shard=...`); each name must be one of
         `STEP_NAMES`' values.
 
@@ -65,6 +74,8 @@ def configure(**steps: dsl.PipelineTask) -> None:
         kubernetes.add_pod_label(task, STEP_LABEL, step)
         kubernetes.set_security_context(task, run_as_user=IMAGE_USER_ID,
                                         run_as_group=IMAGE_USER_ID, run_as_non_root=True)
+        kubernetes.use_secret_as_env(task, secret_name=object_store_secret,
+                                     secret_key_to_env=SECRET_ENV, optional=True)
         kubernetes.add_node_affinity(
             task, match_expressions=[{"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}],
             weight=GPU_AVOIDANCE_WEIGHT)

@@ -33,7 +33,7 @@ from kfdist.components.common import gcs_access, s3_access
 
 #: The object stores by URI scheme: Google Cloud Storage, and S3 (Kubeflow Pipelines' MinIO
 #: names its artifacts `minio://`).
-REMOTE_STORES = {"gs://": gcs_access, "s3://": s3_access, "minio://": s3_access}
+REMOTE_STORES = {"gs://": gcs_access, "s3://": s3_access.S3, "minio://": s3_access.MINIO}
 WILDCARD_CHARS = "*?["
 
 
@@ -74,8 +74,8 @@ def _matches_per_level(name: str, pattern: str) -> bool:
 
 
 def store(uri: str):
-    """The module reaching the object store `uri` names (`gcs_access` or `s3_access`), or None
-    for a local path."""
+    """What reaches the object store `uri` names (`gcs_access`, `s3_access.S3` or
+    `s3_access.MINIO`), or None for a local path."""
     scheme = uri.partition("://")[0] + "://" if "://" in uri else None
     return REMOTE_STORES.get(scheme)
 

@@ -4,7 +4,8 @@
 `STORAGE_EMULATOR_HOST`), never with TensorFlow's own GCS client, which cannot
 be pointed at an emulator; `s3://` and `minio://` data (the same S3 protocol:
 Kubeflow Pipelines names its MinIO artifacts `minio://`) with boto3, configured
-by the `AWS_*` variables (see `s3_access`). Components stage remote inputs to a
+by the `AWS_*` variables (see `s3_access`; `minio://` without an endpoint is
+Kubeflow Pipelines' own store). Components stage remote inputs to a
 local directory, work locally, then upload: TensorFlow only ever sees local paths.
 """
 
@@ -70,8 +71,9 @@ def _remote(uri: str):
 
 def _reporting(uri: str):
     """The store's errors about `uri` as kfdist errors (S3's; `gs://` reports its listings')."""
-    return s3_access.reporting_errors(uri) if listing.store(uri) is s3_access else (
-        contextlib.nullcontext())
+    access = listing.store(uri)
+    return (access.reporting_errors(uri) if isinstance(access, s3_access.S3Store)
+            else contextlib.nullcontext())
 
 
 def list_uris(uri: str) -> List[str]:

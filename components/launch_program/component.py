@@ -36,6 +36,7 @@ def train_program(
     memory_per_worker: str = "",
     node_selector: Dict[str, str] = {},
     service_account: str = "",
+    object_store_secret: str = "mlpipeline-minio-artifact",
     timeout_seconds: int = 86400,
     queue_name: str = "",
     timeout_from: str = "creation",
@@ -100,6 +101,12 @@ def train_program(
         memory_per_worker: Cluster only: memory per replica, e.g. `8Gi`.
         node_selector: Cluster only: node labels the replicas require.
         service_account: Cluster only: service account of the replica pods.
+        object_store_secret: Cluster only: Secret whose keys `accesskey` and
+            `secretkey` every replica gets as AWS_ACCESS_KEY_ID and
+            AWS_SECRET_ACCESS_KEY (a `secretKeyRef`, optional) when the work location
+            or the dataset is on `s3://` or `minio://`, with this step's
+            AWS_ENDPOINT_URL(_S3) and AWS_REGION as values; the default is Kubeflow
+            Pipelines' own store's. Empty: no keys.
         timeout_seconds: Cluster only: the job is deleted and the step fails
             after this many seconds.
         queue_name: Cluster only: Kueue LocalQueue to submit the job to;
@@ -122,6 +129,7 @@ def train_program(
         pvc_name=pvc_name or None, gpus_per_worker=gpus_per_worker,
         cpu_per_worker=cpu_per_worker or None, memory_per_worker=memory_per_worker or None,
         node_selector=node_selector, service_account=service_account or None,
+        object_store_secret=object_store_secret or None,
         timeout_seconds=timeout_seconds or None, queue_name=queue_name or None,
         timeout_from=timeout_from, run_id=run_id or None, task_name=task_name or None,
         task=task_settings.from_task_config(task_config))

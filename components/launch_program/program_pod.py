@@ -7,7 +7,7 @@ import dataclasses
 import hashlib
 import json
 import posixpath
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kfdist.components.common import storage
 from kfdist.components.common.errors import require
@@ -18,6 +18,8 @@ from kfdist.components.train_distributed.kubernetes.build import k8s_syntax as k
 from kfdist.components.train_distributed.kubernetes.build import job_validation
 from kfdist.components.train_distributed.kubernetes.lifecycle.job_queue import QUEUE_NAME_LABEL
 from kfdist.components.train_distributed.kubernetes.options import ClusterOptions
+from kfdist.components.train_distributed.kubernetes.build.object_store_env import (
+    replica_env_entries)
 from kfdist.components.train_distributed.kubernetes.build.job_parts import (
     PodExtras, PvcMount, Resources, Toleration, check_labels)
 from kfdist.components.train_distributed.kubernetes.build.pod_template import (
@@ -45,6 +47,8 @@ class ProgramPlacement:
       labels: The job's labels (Kueue's queue label, when it goes to a queue).
       tolerations: Taints every replica tolerates.
       extras: Affinity, environment and volumes of every replica, as the KFP task gave them.
+      store_env: `env` entries giving every replica the S3 store's configuration and keys
+        (`object_store_env`), after the job's own variables.
     """
 
     name: str
@@ -58,6 +62,12 @@ class ProgramPlacement:
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     tolerations: Tuple[Toleration, ...] = ()
     extras: PodExtras = PodExtras()
+    store_env: Tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def env_names(self) -> List[str]:
+        """The variables every replica gets from the placement: the store's, the task's."""
+        return [e["name"] for e in self.store_env] + self.extras.env_names
 
     def validate(self) -> None:
         """Raises InvalidInputError naming a name that is not a DNS-1035 label, a bad PVC,
@@ -102,6 +112,16 @@ def placement_for(name: str, image: str, options: ClusterOptions) -> ProgramPlac
                             options.task.replica_extras(operator_env.INJECTED, own_mounts))
 
 
+def store_env_for(placement: ProgramPlacement, options: ClusterOptions,
+                  locations: Sequence[Optional[str]],
+                  environ: Mapping[str, str]) -> Tuple[Dict[str, Any], ...]:
+    """The `store_env` of a job whose model and data are at `locations`: the step's S3 endpoint
+    and region from `environ` and the keys of `options.object_store_secret` when one is on S3,
+    less what the KFP task already gives (`object_store_env`)."""
+    return replica_env_entries(options.object_store_secret, locations, environ,
+                               placement.extras.env_names)
+
+
 def default_job_name(job: ProgramJob) -> str:
     """`kfdist-<tf|pt>-<hash>`: the same for the same framework, command, output location and
     `--env` variables, so that running the same launch again re-attaches to its job instead
@@ -140,11 +160,12 @@ def container(job: ProgramJob, placement: ProgramPlacement, name: str,
 
 
 def env(job: ProgramJob, placement: ProgramPlacement) -> List[Dict[str, Any]]:
-    """A replica's `env`: the KFDIST_* directories, the job's `--env` variables, then what the
-    KFP task passed on (less the variables `--env` set)."""
+    """A replica's `env`: the KFDIST_* directories, the job's `--env` variables, the S3
+    store's, then what the KFP task passed on (less the variables `--env` set)."""
     own = {**operator_env.kfdist_env(job), **job.env}
     return ([{"name": k, "value": v} for k, v in own.items()]
-            + [copy.deepcopy(dict(e)) for e in placement.extras.env if e["name"] not in own])
+            + [copy.deepcopy(dict(e)) for e in placement.store_env + placement.extras.env
+               if e["name"] not in own])
 
 
 #: Makes the KFDIST_* directories on the PVC (as `kfdist launch --backend local` makes them)

@@ -14,6 +14,7 @@ copies `<work>/model` into the Model artifact.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Callable, Optional
 
 from kfdist.components.common import storage
@@ -69,10 +70,11 @@ def run_on_cluster(job: ProgramJob, backend: str, options: ClusterOptions, *,
         job = dataclasses.replace(job, command=tuple(pod_entry.entry_command(
             "python", ["--stage", f"{staging.DEFAULT_SYNC_SECONDS:g}"], list(job.command))))
     image = options.image_for(HOROVOD if job.mpi else MULTI_WORKER_MIRRORED)
+    placement = program_pod.placement_for(name, image, options)
     placement = dataclasses.replace(
-        program_pod.placement_for(name, image, options),
-        namespace=cluster_backend.resolve_namespace(options),
-        labels=cluster_backend.job_labels(options, run_id, task_name))
+        placement, namespace=cluster_backend.resolve_namespace(options),
+        labels=cluster_backend.job_labels(options, run_id, task_name),
+        store_env=program_pod.store_env_for(placement, options, (work, data), os.environ))
     placement.validate()
     program_cluster.render(job, backend, placement)  # every check before the first API call
     api = kube_api.KubeApi.from_environment()

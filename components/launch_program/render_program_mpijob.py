@@ -44,7 +44,7 @@ def render_program_mpijob(job: ProgramJob, placement: ProgramPlacement) -> Rende
             "starts)")
     placement.validate()
     env = list(dict.fromkeys([*operator_env.kfdist_env(job), *job.env,
-                              *placement.extras.env_names]))
+                              *placement.env_names]))
     worker = program_pod.container(job, placement, MPI_CONTAINER_NAME)
     del worker["command"]  # the operator runs sshd
     launcher = copy.deepcopy(worker)

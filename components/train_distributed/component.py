@@ -47,6 +47,7 @@ def train_distributed(
     memory_per_worker: str = "",
     node_selector: Dict[str, str] = {},
     service_account: str = "",
+    object_store_secret: str = "mlpipeline-minio-artifact",
     timeout_seconds: int = 86400,
     queue_name: str = "",
     timeout_from: str = "creation",
@@ -147,6 +148,12 @@ def train_distributed(
         memory_per_worker: Cluster only: memory per worker, e.g. `8Gi`.
         node_selector: Cluster only: node labels the replicas require.
         service_account: Cluster only: service account of the replica pods.
+        object_store_secret: Cluster only: Secret whose keys `accesskey` and
+            `secretkey` every replica gets as AWS_ACCESS_KEY_ID and
+            AWS_SECRET_ACCESS_KEY (a `secretKeyRef`, optional) when the work location
+            or the dataset is on `s3://` or `minio://`, with this step's
+            AWS_ENDPOINT_URL(_S3) and AWS_REGION as values; the default is Kubeflow
+            Pipelines' own store's. Empty: no keys.
         timeout_seconds: Cluster only: the job is deleted and the step fails
             after this many seconds.
         queue_name: Cluster only: Kueue LocalQueue to submit the job to (label

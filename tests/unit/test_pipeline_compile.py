@@ -105,7 +105,8 @@ def test_step_pods_reject_an_unknown_step():
     from kfdist.pipelines import step_pods
 
     with pytest.raises(ValueError, match=r"unknown step 'trian'; known steps: \['evaluate', "):
-        step_pods.configure(trian=dsl.PipelineTask.__new__(dsl.PipelineTask))
+        step_pods.configure("mlpipeline-minio-artifact",
+                            trian=dsl.PipelineTask.__new__(dsl.PipelineTask))
 
 
 def test_evaluation_and_export_use_the_name_the_shard_step_resolves():
@@ -127,3 +128,29 @@ def test_evaluation_and_export_use_the_name_the_shard_step_resolves():
     export = spec["components"]["comp-condition-1"]["dag"]["tasks"]["export-saved-model"]
     assert export["inputs"]["parameters"]["serving_model_name"] == {
         "componentInputParameter": "pipelinechannel--shard-dataset-serving_model_name"}
+
+
+@pytest.mark.parametrize("name", sorted(registry.pipelines()))
+def test_every_step_gets_the_object_store_keys_from_the_pipelines_secret(name):
+    with open(registry.compiled_path(name)) as f:
+        spec, platform = tuple(yaml.safe_load_all(f))
+    param = spec["root"]["inputDefinitions"]["parameters"]["object_store_secret"]
+    assert param["defaultValue"] == "mlpipeline-minio-artifact"
+    assert param["parameterType"] == "STRING"
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert len(executors) == 4
+    for executor in executors.values():
+        [secret_env] = executor["secretAsEnv"]
+        assert secret_env["optional"] is True
+        assert secret_env["keyToEnv"] == [
+            {"envVar": "AWS_ACCESS_KEY_ID", "secretKey": "accesskey"},
+            {"envVar": "AWS_SECRET_ACCESS_KEY", "secretKey": "secretkey"}]
+        source = secret_env["secretNameParameter"]["componentInputParameter"]
+        assert source in ("object_store_secret", "pipelinechannel--object_store_secret")
+    gate_inputs = spec["root"]["dag"]["tasks"]["condition-1"]["inputs"]["parameters"]
+    assert gate_inputs["pipelinechannel--object_store_secret"] == {
+        "componentInputParameter": "object_store_secret"}
+    train = spec["root"]["dag"]["tasks"]["train-program" if name == "program"
+                                          else "train-distributed"]
+    assert train["inputs"]["parameters"]["object_store_secret"] == {
+        "componentInputParameter": "object_store_secret"}

@@ -13,7 +13,7 @@ import pytest
 
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError
-from kfdist.components.common.s3_access import S3AccessError
+from kfdist.components.common.s3_access import ENDPOINT_VARIABLES, MINIO, S3, S3AccessError
 
 CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
@@ -72,6 +72,23 @@ def test_an_unreachable_endpoint_says_to_set_it(s3_server, monkeypatch, tmp_path
                                                 "http://127.0.0.1:9") as raised:
             call("minio://any-bucket/x.csv")
         assert "AWS_ENDPOINT_URL" in str(raised.value)
+
+
+def test_minio_without_an_endpoint_is_kubeflow_pipelines_own_store(s3_server, monkeypatch,
+                                                                   tmp_path):
+    for name in ENDPOINT_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert MINIO.endpoint() == "http://seaweedfs.kubeflow:9000" and S3.endpoint() is None
+    for call in _every_call("minio://mlpipeline/x.csv", tmp_path):
+        with pytest.raises(S3AccessError, match="cannot reach the S3 store at "
+                                                "http://seaweedfs.kubeflow:9000 ") as raised:
+            call("minio://mlpipeline/x.csv")
+        assert "AWS_ENDPOINT_URL" in str(raised.value)
+    proc = _kfdist("run", "tabular", "--data", "minio://mlpipeline/x.csv",
+                   "--output", str(tmp_path / "out"))
+    assert proc.returncode == 1, proc.stderr
+    assert "http://seaweedfs.kubeflow:9000" in _only_line(proc, "kfdist: error:")
+    assert not (tmp_path / "out").exists()
 
 
 def test_kfdist_run_refuses_a_missing_bucket_in_one_line(s3_server, tmp_path):

@@ -84,7 +84,7 @@ def driver_task_config(docs, executor_label):
     container = spec["deploymentSpec"]["executors"][executor_label]["container"]
     k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"].get(executor_label, {})
     known = {"tolerations", "nodeSelector", "nodeAffinity", "pvcMount", "fieldPathAsEnv",
-             "podMetadata", "securityContext"}
+             "podMetadata", "securityContext", "secretAsEnv"}
     assert set(k8s) <= known, "extend the driver's emulation"
     task_config = dict.fromkeys(("affinity", "tolerations", "nodeSelector", "env", "volumes",
                                  "volumeMounts"))
@@ -100,6 +100,7 @@ def driver_task_config(docs, executor_label):
                                 if v and "RESOURCES" in passed}
     if "ENV" in passed:
         task_config["env"] = [{"name": e["name"], "value": e["value"]} for e in container.get("env", [])]
+        task_config["env"] += secret_env(spec, k8s.get("secretAsEnv", []))  # k8s.go:347
         task_config["env"] += [{"name": e["name"], "valueFrom": {"fieldRef": {"fieldPath": e["fieldPath"]}}}
                                for e in k8s.get("fieldPathAsEnv", [])]
     if "KUBERNETES_NODE_SELECTOR" in passed and "nodeSelector" in k8s:
@@ -123,6 +124,21 @@ def driver_task_config(docs, executor_label):
             node["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": required}
         task_config["affinity"] = {"nodeAffinity": node}
     return task_config
+
+
+def secret_env(spec, secrets_as_env):
+    """The driver's `env` entries of `secretAsEnv` (k8s.go:347-391), the Secret's name from the
+    pipeline parameter's default where a parameter names it."""
+    entries = []
+    for secret in secrets_as_env:
+        parameter = secret.get("secretNameParameter", {}).get("componentInputParameter")
+        name = spec["root"]["inputDefinitions"]["parameters"][
+            parameter.removeprefix("pipelinechannel--")]["defaultValue"] if parameter \
+            else secret["secretName"]
+        selector = {"name": name, "optional": True} if secret.get("optional") else {"name": name}
+        entries += [{"name": e["envVar"], "valueFrom": {"secretKeyRef": {
+            **selector, "key": e["secretKey"]}}} for e in secret["keyToEnv"]]
+    return entries
 
 
 def executor_task_config(task_config_json, tmp_path):
@@ -320,13 +336,17 @@ def test_in_kfdists_pipelines_the_step_keeps_its_identity_and_the_replicas_avoid
     declared = docs[0]["components"]["comp-train-distributed"]["taskConfigPassthroughs"]
     assert {"applyToTask": True, "field": "ENV"} in declared
     received = driver_task_config(docs, "exec-train-distributed")
-    assert {e["name"] for e in received["env"]} == {name for name, _ in STEP_POD_FIELDS}
+    keys = [e for e in received["env"] if "secretKeyRef" in e.get("valueFrom", {})]
+    assert {e["name"] for e in received["env"]} == {name for name, _ in STEP_POD_FIELDS} | {
+        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
     assert all(name.startswith(task_settings.STEP_ENV_PREFIXES) for name, _ in STEP_POD_FIELDS)
-    rendered = render_step(dsl.TaskConfig(env=received["env"], affinity=received["affinity"]),
-                           backend="tfjob", **CLUSTER_ARGS)
-    for replica, pod, _ in replica_pods(rendered):
-        assert pod["containers"][0]["env"] == [], replica
-        assert pod["affinity"] == received["affinity"], replica
+    for work_uri in ("gs://bucket/work", "minio://mlpipeline/work"):
+        rendered = render_step(dsl.TaskConfig(env=received["env"], affinity=received["affinity"]),
+                               backend="tfjob", **{**CLUSTER_ARGS, "work_uri": work_uri})
+        for replica, pod, _ in replica_pods(rendered):
+            # The object store's keys by reference, once: the task's, as KFP's driver gave them.
+            assert pod["containers"][0]["env"] == keys, replica
+            assert pod["affinity"] == received["affinity"], replica
 
 
 @pytest.mark.parametrize("changes, expected", [

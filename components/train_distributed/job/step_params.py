@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from kfdist.components.common import kfp_object_store
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.train_distributed.job import config, strategy_rules
 
@@ -99,6 +100,11 @@ TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
     Param("memory_per_worker", "", "memory request and limit per worker, e.g. 8Gi", cluster=True),
     Param("node_selector", {}, "node labels the replicas require", cluster=True),
     Param("service_account", "", "service account of the replica pods", cluster=True),
+    Param("object_store_secret", kfp_object_store.SECRET_NAME, "Secret whose keys "
+          f"{' and '.join(kfp_object_store.SECRET_KEYS.values())} the replicas get as "
+          f"{' and '.join(kfp_object_store.SECRET_KEYS)} (optional: none without the Secret) "
+          "when the work location or the dataset is on s3:// or minio://, beside the step's "
+          "AWS_ENDPOINT_URL(_S3) and AWS_REGION; empty: no keys", cluster=True),
     Param("timeout_seconds", 86400, "the job is deleted and the step fails after this long",
           cluster=True),
     Param("queue_name", "", "Kueue LocalQueue to submit the job to (the label "

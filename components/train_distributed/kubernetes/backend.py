@@ -24,7 +24,7 @@ import dataclasses
 import os
 import posixpath
 import tempfile
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError
@@ -35,6 +35,8 @@ from kfdist.components.train_distributed.kubernetes.build.job_kinds import TRAIN
 from kfdist.components.train_distributed.kubernetes.build.job_parts import PvcMount
 from kfdist.components.train_distributed.kubernetes.build.job_spec import (
     RESERVED_ENV, ClusterJobSpec, job_name_for, run_labels)
+from kfdist.components.train_distributed.kubernetes.build.object_store_env import (
+    replica_object_store_env)
 from kfdist.components.train_distributed.kubernetes.build.render_mpijob import render_mpijob
 from kfdist.components.train_distributed.kubernetes.build.render_tfjob import render_tfjob
 from kfdist.components.train_distributed.kubernetes.build.render_trainjob import (
@@ -119,7 +121,8 @@ def job_place(options: ClusterOptions, dataset_uri: Optional[str],
 
 
 def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
-                   namespace: str, work_uri: str) -> ClusterJobSpec:
+                   namespace: str, work_uri: str, dataset_uri: Optional[str] = None,
+                   environ: Optional[Mapping[str, str]] = None) -> ClusterJobSpec:
     """The cluster job description of a training step (pure).
 
     All-reduce workers each upload their report after training, which the
@@ -127,7 +130,9 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
     Succeeded (and, cleanPodPolicy Running, the other workers' pods deleted)
     as soon as worker 0 exits, racing those uploads, so those jobs use
     `AllWorkers` (`strategy_rules.default_success_policy`). What the KFP task
-    passed on joins kfdist's settings as `task_settings` says.
+    passed on joins kfdist's settings as `task_settings` says. When the work location or
+    the dataset is on S3, every replica gets the store's configuration from `environ` (the
+    step's) and its keys from `options.object_store_secret` (`object_store_env`).
     """
     volumes = ((PvcMount(claim_name=options.pvc_name, mount_path=options.pvc_mount_path),)
                if options.pvc_name else ())
@@ -138,12 +143,15 @@ def build_job_spec(job: config.JobConfig, options: ClusterOptions, *, name: str,
     from kfdist.images import image as kfdist_image
 
     mpi = job.job.backend == strategy_rules.MPIJOB_BACKEND  # a TrainJob's runtime mounts the keys
+    extras = options.task.replica_extras(RESERVED_ENV, [v.mount_path for v in volumes])
+    store_env, store_refs = replica_object_store_env(
+        options.object_store_secret, (work_uri, dataset_uri), environ or {}, extras.env_names)
     return ClusterJobSpec(
         name=name, namespace=namespace, layout=job.job, strategy=job.training.strategy,
         image=image, command=tuple(replica_command(work_uri)), resources=options.worker_resources(),
         ssh_auth_mount_path=HOROVOD_IMAGE_SSH_DIR if mpi and image == kfdist_image("horovod") else None,
         node_selector=options.replica_node_selector(), tolerations=options.task.tolerations,
-        volumes=volumes, extras=options.task.replica_extras(RESERVED_ENV, [v.mount_path for v in volumes]),
+        env=store_env, env_refs=store_refs, volumes=volumes, extras=extras,
         service_account=options.service_account, labels=job_labels(options, run_id, task_name))
 
 
@@ -166,7 +174,8 @@ def job_labels(options: ClusterOptions, run_id: str, task_name: str) -> Dict[str
 
 def render_step_job(job: config.JobConfig, options: ClusterOptions,
                     dataset_uri: Optional[str], customisation: str = RUNTIME_PATCHES, *,
-                    name: Optional[str] = None) -> "tuple[RenderedJob, SharedJobLayout]":
+                    name: Optional[str] = None, environ: Optional[Mapping[str, str]] = None,
+                    ) -> "tuple[RenderedJob, SharedJobLayout]":
     """Validates and renders the step's job and its work location; no API call.
 
     Args:
@@ -175,6 +184,8 @@ def render_step_job(job: config.JobConfig, options: ClusterOptions,
       dataset_uri: The dataset artifact's URI (read in place when remote).
       customisation: For a TrainJob, the installed Trainer's pod-customisation field.
       name: The job's name; default the step's own, from the run and task (`job_name_for`).
+      environ: The step's environment, whose S3 endpoint and region the replicas get; default
+        this process's.
 
     Raises:
       InvalidInputError: Naming the first bad setting.
@@ -183,7 +194,9 @@ def render_step_job(job: config.JobConfig, options: ClusterOptions,
                                 options.task_name or DEFAULT_TASK_NAME)
     namespace, work_uri = job_place(options, dataset_uri, name)
     layout = SharedJobLayout(work_uri)
-    spec = build_job_spec(job, options, name=name, namespace=namespace, work_uri=layout.work_uri)
+    spec = build_job_spec(job, options, name=name, namespace=namespace, work_uri=layout.work_uri,
+                          dataset_uri=dataset_uri,
+                          environ=os.environ if environ is None else environ)
     if spec.backend == strategy_rules.TRAINJOB_BACKEND:
         return render_trainjob(spec, customisation), layout
     render = render_mpijob if spec.backend == strategy_rules.MPIJOB_BACKEND else render_tfjob

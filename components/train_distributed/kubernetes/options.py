@@ -39,6 +39,9 @@ class ClusterOptions:
       memory_per_worker: Memory request and limit of each worker, e.g. `8Gi`.
       node_selector: Node labels every replica requires.
       service_account: Service account of the replica pods.
+      object_store_secret: Secret whose `accesskey` and `secretkey` every replica gets as
+        AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (by reference, optional) when the work
+        location or the dataset is on `s3://` or `minio://`; None: no keys.
       timeout_seconds: Deadline of the step; the job is deleted when it passes (0 or
         None: no deadline).
       queue_name: Kueue LocalQueue of the job (label `kueue.x-k8s.io/queue-name`).
@@ -59,6 +62,7 @@ class ClusterOptions:
     memory_per_worker: Optional[str] = None
     node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     service_account: Optional[str] = None
+    object_store_secret: Optional[str] = None
     timeout_seconds: Optional[float] = None
     queue_name: Optional[str] = None
     timeout_from: str = FROM_CREATION
@@ -91,6 +95,7 @@ class ClusterOptions:
         if self.namespace is not None:
             check.check_namespace(self.namespace)
         check.check_object_name("service_account", self.service_account)
+        check.check_object_name("object_store_secret", self.object_store_secret)
         self.own_worker_resources().validate("Worker resources")
         check_labels("node_selector", self.node_selector)
         if self.queue_name is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from kfdist.components.common.errors import require
 from kfdist.components.train_distributed.job import config, strategy_rules
@@ -61,6 +61,8 @@ class ClusterJobSpec:
         unless it starts with `mpirun`, `mpiexec` or `horovodrun`).
       args: Arguments after `command`.
       env: Extra environment of every replica.
+      env_refs: `env` entries of every replica taken from elsewhere (`valueFrom`, e.g. a
+        Secret's key), after `env`.
       resources: Resources of each worker, and of the chief and evaluator
         (the PS, and the chief under `parameter_server`, get them without GPUs).
       overrides: Per replica type (`Chief`, `PS`, `Worker`, `Evaluator`,
@@ -91,6 +93,7 @@ class ClusterJobSpec:
     command: Tuple[str, ...] = ()
     args: Tuple[str, ...] = ()
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    env_refs: Tuple[Mapping[str, Any], ...] = ()
     resources: Resources = Resources()
     overrides: Mapping[str, ReplicaOverride] = dataclasses.field(default_factory=dict)
     mpi_implementation: Optional[str] = None
@@ -105,6 +108,11 @@ class ClusterJobSpec:
     annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
     istio_sidecar: bool = False
     extras: PodExtras = PodExtras()
+
+    @property
+    def env_names(self) -> List[str]:
+        """The names of every replica's variables: `env`, `env_refs`, then the KFP task's."""
+        return list(self.env) + [e["name"] for e in self.env_refs] + self.extras.env_names
 
     @property
     def backend(self) -> str:

@@ -93,8 +93,10 @@ def _volumes(spec: ClusterJobSpec) -> Tuple[List[Dict[str, Any]], List[Dict[str,
 
 
 def container_env(spec: ClusterJobSpec) -> List[Dict[str, Any]]:
-    """The replica container's `env`: the job's variables, then those the KFP task passed on."""
+    """The replica container's `env`: the job's variables (values, then references), then
+    those the KFP task passed on."""
     return ([{"name": k, "value": v} for k, v in spec.env.items()]
+            + [copy.deepcopy(dict(e)) for e in spec.env_refs]
             + [copy.deepcopy(dict(e)) for e in spec.extras.env])
 
 

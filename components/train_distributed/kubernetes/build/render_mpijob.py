@@ -68,7 +68,7 @@ def mpirun_command(spec: ClusterJobSpec) -> List[str]:
     if posixpath.basename(spec.command[0]) in MPI_LAUNCHERS:
         return list(spec.command)
     return launcher_command(spec.layout.workers * spec.layout.slots_per_worker,
-                            list(spec.env) + spec.extras.env_names, list(spec.command),
+                            spec.env_names, list(spec.command),
                             spec.mpi_implementation or "OpenMPI")
 
 
