@@ -180,10 +180,13 @@ def minio_env() -> Dict[str, str]:
 
 
 def mariadb_argv(mariadbd: str, layout: KfpLayout) -> List[str]:
+    """MariaDB as KFP's MySQL 8 stores text: utf8mb4 (MariaDB's built-in default is latin1,
+    which refuses a workflow whose manifest holds a character such as `≥`)."""
     return [mariadbd, "--no-defaults", f"--datadir={layout.dir / 'mysql'}",
             f"--socket={layout.dir / 'mysql.sock'}", f"--pid-file={layout.dir / 'mysql.pid'}",
             "--bind-address=127.0.0.1", f"--port={layout.db_port}", "--skip-log-bin",
-            "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=0", "--user=root"]
+            "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=0", "--user=root",
+            "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci"]
 
 
 def workflow_controller_configmap() -> Dict:

@@ -209,3 +209,52 @@ def _stopped(node_bed, pod: str) -> bool:
                                              "json").stdout)["status"]
     return status.get("phase") in ("Succeeded", "Failed") and all(
         "terminated" in c.get("state", {}) for c in status.get("containerStatuses", ()))
+
+
+def _object_store(node_bed):
+    """A boto3 client of the bed's object store (KFP's `minio://`), with KFP's own keys."""
+    import boto3
+
+    from cluster import kfp_config
+
+    record = json.loads((node_bed.root / bed_kfp.RECORD).read_text())
+    return boto3.client("s3", endpoint_url=f"http://{record['node_ip']}:{record['s3_port']}",
+                        aws_access_key_id=kfp_config.ACCESS_KEY,
+                        aws_secret_access_key=kfp_config.SECRET_KEY, region_name="us-east-1")
+
+
+def test_kfdists_tabular_pipeline_submitted_to_kfp_trains_on_its_store_and_exports_there(
+        node_bed, client, kfp_host, tmp_path):
+    from sklearn.datasets import load_wine
+
+    store = _object_store(node_bed)
+    table = tmp_path / "wine.csv"
+    load_wine(as_frame=True).frame.to_csv(table, index=False)
+    store.upload_file(str(table), "mlpipeline", "data/wine/wine.csv")
+    arguments = ["--param", "source_uri=minio://mlpipeline/data/wine/wine.csv", "--param",
+                 "export_base=minio://mlpipeline/serving", "--param", "label_column=target",
+                 "--param", "backend=local", "--param", "epochs=3", "--param",
+                 "accuracy_threshold=0.5", "--wait"]
+    runs = []
+    for attempt in range(2):
+        submitted = _submit(kfp_host, HERE.parents[1] / "pipelines" / "tabular.yaml", *arguments)
+        out, err = submitted.communicate(timeout=RUN_TIMEOUT_S * 2)
+        assert submitted.returncode == 0, err
+        runs.append(json.loads(out.splitlines()[-1])["run_id"])
+
+    # Served after its data (wine), on KFP's own store, under one version: the second run's
+    # model is compared with it and, no better, not exported again.
+    exported = store.list_objects_v2(Bucket="mlpipeline", Prefix="serving/")["Contents"]
+    versions = {o["Key"].split("/")[2] for o in exported if o["Key"].startswith("serving/wine/")}
+    assert len(versions) == 1, [o["Key"] for o in exported]
+    assert any(o["Key"].endswith("/saved_model.pb") for o in exported)
+    first = _lineage(node_bed, runs[0])
+    assert {"shard-dataset", "train-distributed", "evaluate-model",
+            "export-saved-model"} <= set(_states(first))
+    kinds = {a["type"] for a in first["artifacts"]}
+    assert {"system.Dataset", "system.Model", "system.Metrics", "system.HTML",
+            "system.ClassificationMetrics"} <= kinds, kinds
+    assert all(a["uri"].startswith("minio://mlpipeline/v2/artifacts/")
+               for a in first["artifacts"])
+    # The same data again: the shard step comes from KFP's cache.
+    assert _states(_lineage(node_bed, runs[1]))["shard-dataset"] == "CACHED"
