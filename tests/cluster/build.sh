@@ -2,7 +2,7 @@
 # Builds the cluster test bed's binaries from the Go modules pinned in tests/cluster/modules/ into a
 # cache outside the checkout, and prints each binary's path (one `NAME PATH` line each on stdout).
 #
-#   bash tests/cluster/build.sh            # every binary the test bed runs
+#   bash tests/cluster/build.sh            # every binary the test beds run, KFP's included
 #   bash tests/cluster/build.sh NAME ...   # only these (e.g. kine, which the test bed does not use)
 #   bash tests/cluster/build.sh kfp        # Kubeflow Pipelines' backend, Argo and MinIO (--with-kfp)
 #
@@ -95,6 +95,7 @@ KFP_BINARIES=(
 
 wanted=()
 with_kfp=0
+[ $# -eq 0 ] && with_kfp=1  # the genuine node's bed runs Kubeflow Pipelines in the tests
 for w in "$@"; do
   if [ "$w" = kfp ]; then with_kfp=1; else wanted+=("$w"); fi
 done
@@ -103,7 +104,9 @@ kfp_selected=()
 for entry in "${BINARIES[@]}" "${OPTIONAL[@]}" "${KFP_MODULE_BINARIES[@]}"; do
   read -r name _ <<<"$entry"
   if [ $# -eq 0 ]; then
-    for default in "${BINARIES[@]}"; do [ "$default" = "$entry" ] && selected+=("$entry"); done
+    for default in "${BINARIES[@]}" "${KFP_MODULE_BINARIES[@]}"; do
+      [ "$default" = "$entry" ] && selected+=("$entry")
+    done
   else
     for k in "${KFP_MODULE_BINARIES[@]}"; do
       [ $with_kfp = 1 ] && [ "$k" = "$entry" ] && selected+=("$entry")

@@ -127,14 +127,16 @@ def bed_gcs_emulator(kube_bed, monkeypatch):
         gcs_emulator.stop_server(server, log)
 
 
-def wait_for(predicate, seconds: float = 20.0, what: str = "the condition"):
-    """Polls `predicate` until it returns something true (returned), failing after `seconds`."""
+def wait_for(predicate, seconds: float = 20.0, what: str = "the condition",
+             every: float = 0.05):
+    """Polls `predicate` every `every` seconds until it returns something true (returned),
+    failing after `seconds`."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.05)
+        time.sleep(every)
     raise AssertionError(f"{what} did not hold within {seconds} s")
 
 

@@ -14,12 +14,12 @@ import itertools
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from cluster import kfp as bed_kfp
+from cluster.fixture import wait_for
 
 HERE = Path(__file__).resolve().parent
 MLMD = HERE.parent / "cluster" / "mlmd"
@@ -74,14 +74,8 @@ def client(kfp_host):
 
 
 def _poll(predicate, seconds: float, what: str):
-    """Calls `predicate` every 2 s until it returns something true (returned)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(2)
-    raise AssertionError(f"{what} did not hold within {seconds} s")
+    """`wait_for`, asking the API server every 2 s."""
+    return wait_for(predicate, seconds, what, every=2.0)
 
 
 def _lineage(node_bed, run_id: str) -> dict:
