@@ -236,13 +236,21 @@ def test_kfdists_tabular_pipeline_submitted_to_kfp_trains_on_its_store_and_expor
         assert submitted.returncode == 0, err
         runs.append(json.loads(out.splitlines()[-1])["run_id"])
 
-    # Served after its data (wine), on KFP's own store, under one version: the second run's
-    # model is compared with it and, no better, not exported again.
+    # Served after its data (wine), on KFP's own store: the second run's model was compared with
+    # the first one's, served there, and (not worse) exported as the next version.
     exported = store.list_objects_v2(Bucket="mlpipeline", Prefix="serving/")["Contents"]
-    versions = {o["Key"].split("/")[2] for o in exported if o["Key"].startswith("serving/wine/")}
-    assert len(versions) == 1, [o["Key"] for o in exported]
-    assert any(o["Key"].endswith("/saved_model.pb") for o in exported)
+    versions = sorted({o["Key"].split("/")[2] for o in exported
+                       if o["Key"].startswith("serving/wine/")})
+    assert len(versions) == 2, [o["Key"] for o in exported]
+    assert {f"serving/wine/{v}/saved_model.pb" for v in versions} <= {o["Key"] for o in exported}
     first = _lineage(node_bed, runs[0])
+    second = _lineage(node_bed, runs[1])
+    # The evaluation's Metrics (the training step logs Metrics of its own).
+    evaluated = [a["metadata"] for a in second["artifacts"] if a["type"] == "system.Metrics"
+                 and "eval_examples" in a["metadata"]]
+    assert [m.get("served_version") for m in evaluated] == [float(versions[0])], evaluated
+    assert not any("served_version" in a["metadata"] for a in first["artifacts"]
+                   if a["type"] == "system.Metrics")
     assert {"shard-dataset", "train-distributed", "evaluate-model",
             "export-saved-model"} <= set(_states(first))
     kinds = {a["type"] for a in first["artifacts"]}
@@ -251,4 +259,4 @@ def test_kfdists_tabular_pipeline_submitted_to_kfp_trains_on_its_store_and_expor
     assert all(a["uri"].startswith("minio://mlpipeline/v2/artifacts/")
                for a in first["artifacts"])
     # The same data again: the shard step comes from KFP's cache.
-    assert _states(_lineage(node_bed, runs[1]))["shard-dataset"] == "CACHED"
+    assert _states(second)["shard-dataset"] == "CACHED"
