@@ -194,14 +194,12 @@ def submit_pipeline(
     if not wait:
         return SubmitResult(run_id=run_id, state=state, url=url)
     outcome = wait_for_run(client, run_id, state, timeout, poll_interval, log, host)
-    state = outcome.state
-    log(f"run {run_id} finished: {state}" if state in TERMINAL_STATES
-        else f"run {run_id} did not finish in time: {state}")
+    log(f"run {run_id} finished: {outcome.state}" if outcome.state in TERMINAL_STATES
+        else f"run {run_id} did not finish in time: {outcome.state}")
     if outcome.failed_steps:
         log(f"run {run_id}: failed steps: {', '.join(outcome.failed_steps)} (each step's log is "
             f"on the run's page)")
-    return SubmitResult(run_id=run_id, state=state, url=url, terminated=outcome.terminated,
-                        failed_steps=outcome.failed_steps)
+    return SubmitResult(run_id=run_id, url=url, **dataclasses.asdict(outcome))
 
 
 # --------------------------------------------------------------------------- command line

@@ -276,7 +276,7 @@ def runtime_image() -> str:
     if result.returncode != 0:
         raise processes.StartFailed(f"containers/build.sh runtime failed:\n"
                                     f"{result.stdout[-3000:]}")
-    return f"{kfdist.DEFAULT_REGISTRY}/kfdist-runtime:{kfdist.__version__}"
+    return kfdist.RUNTIME_IMAGE
 
 
 def main(argv=None) -> int:

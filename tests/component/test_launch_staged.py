@@ -62,19 +62,25 @@ def _launch(*args):
                           text=True, timeout=300)
 
 
+def _launch_killed_counter(tmp_path, output: str, dataset: str) -> None:
+    """Launches COUNTER staged (`--stage`) from `dataset` to `output`; it is killed once and
+    succeeds after its restart."""
+    (tmp_path / "prog").mkdir()
+    (tmp_path / "prog" / "counter.py").write_text(COUNTER)
+    done = _launch("--framework", "pytorch", "--workers", "1", "--program-dir",
+                   str(tmp_path / "prog"), "--stage", "--sync-seconds", "0.5", "--output", output,
+                   "--dataset", dataset, "--", "python", "counter.py")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "job succeeded (1 restart(s))" in done.stderr
+
+
 def test_a_killed_replica_resumes_from_the_checkpoints_synced_to_gcs(bucket, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     (data / "part-0.txt").write_text("rows\n")
     bucket.upload_dir(str(data), f"gs://{BUCKET}/data/counter")
-    (tmp_path / "prog").mkdir()
-    (tmp_path / "prog" / "counter.py").write_text(COUNTER)
     output = f"gs://{BUCKET}/runs/counter"
-    done = _launch("--framework", "pytorch", "--workers", "1", "--program-dir",
-                   str(tmp_path / "prog"), "--stage", "--sync-seconds", "0.5", "--output", output,
-                   "--dataset", f"gs://{BUCKET}/data/counter", "--", "python", "counter.py")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "job succeeded (1 restart(s))" in done.stderr
+    _launch_killed_counter(tmp_path, output, f"gs://{BUCKET}/data/counter")
     result = json.loads(_read(bucket, f"{output}/model/result.json"))
     assert result == {"resumed_from": 5, "data": ["part-0.txt"]}
     assert json.loads(_read(bucket, f"{output}/checkpoints/state/counter.json")) == {"step": 10}
@@ -85,14 +91,8 @@ def test_a_killed_replica_resumes_from_the_checkpoints_synced_to_gcs(bucket, tmp
 def test_a_killed_replica_resumes_from_the_checkpoints_synced_to_s3(s3_server, tmp_path):
     s3_server.create_bucket(BUCKET)
     s3_server.put(f"minio://{BUCKET}/data/counter/part-0.txt", "rows\n")
-    (tmp_path / "prog").mkdir()
-    (tmp_path / "prog" / "counter.py").write_text(COUNTER)
     output = f"s3://{BUCKET}/runs/counter"
-    done = _launch("--framework", "pytorch", "--workers", "1", "--program-dir",
-                   str(tmp_path / "prog"), "--stage", "--sync-seconds", "0.5", "--output", output,
-                   "--dataset", f"minio://{BUCKET}/data/counter", "--", "python", "counter.py")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "job succeeded (1 restart(s))" in done.stderr
+    _launch_killed_counter(tmp_path, output, f"minio://{BUCKET}/data/counter")
     result = json.loads(s3_server.get(f"{output}/model/result.json"))
     assert result == {"resumed_from": 5, "data": ["part-0.txt"]}
     assert json.loads(s3_server.get(f"{output}/checkpoints/state/counter.json")) == {"step": 10}

@@ -10,6 +10,7 @@ refuses and a host that does not answer.
 """
 
 
+import functools
 import itertools
 import json
 import subprocess
@@ -78,12 +79,17 @@ def _poll(predicate, seconds: float, what: str):
     return wait_for(predicate, seconds, what, every=2.0)
 
 
+@functools.lru_cache(maxsize=None)
+def _mlmd_python() -> str:
+    """The MLMD environment's interpreter (`mlmd/install.sh`, which the bed ran already)."""
+    return subprocess.run(["bash", str(MLMD / "install.sh")], capture_output=True, text=True,
+                          check=True).stdout.strip().splitlines()[-1]
+
+
 def _lineage(node_bed, run_id: str) -> dict:
     """What MLMD holds of the run (tests/cluster/mlmd/lineage.py in the MLMD environment)."""
     record = json.loads((node_bed.root / bed_kfp.RECORD).read_text())
-    python = subprocess.run(["bash", str(MLMD / "install.sh")], capture_output=True, text=True,
-                            check=True).stdout.strip().splitlines()[-1]
-    found = subprocess.run([python, str(MLMD / "lineage.py"), "--host", record["node_ip"],
+    found = subprocess.run([_mlmd_python(), str(MLMD / "lineage.py"), "--host", record["node_ip"],
                             "--port", str(record["mlmd_port"]), run_id],
                            capture_output=True, text=True, timeout=120)
     assert found.returncode == 0, found.stderr

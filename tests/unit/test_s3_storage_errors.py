@@ -6,28 +6,14 @@ nothing is written either way."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
+from cli_lines import kfdist, only_line
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.common.s3_access import ENDPOINT_VARIABLES, MINIO, S3, S3AccessError
 
 CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
-
-
-def _kfdist(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kfdist", *args], capture_output=True,
-                          text=True, timeout=300)
-
-
-def _only_line(proc: subprocess.CompletedProcess, prefix: str) -> str:
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("kfdist:")]
-    assert len(lines) == 1 and lines[0].startswith(prefix), proc.stderr
-    return lines[0]
 
 
 def _every_call(uri: str, tmp_path):
@@ -84,40 +70,43 @@ def test_minio_without_an_endpoint_is_kubeflow_pipelines_own_store(s3_server, mo
                                                 "http://seaweedfs.kubeflow:9000 ") as raised:
             call("minio://mlpipeline/x.csv")
         assert "AWS_ENDPOINT_URL" in str(raised.value)
-    proc = _kfdist("run", "tabular", "--data", "minio://mlpipeline/x.csv",
+    proc = kfdist("run", "tabular", "--data", "minio://mlpipeline/x.csv",
                    "--output", str(tmp_path / "out"))
     assert proc.returncode == 1, proc.stderr
-    assert "http://seaweedfs.kubeflow:9000" in _only_line(proc, "kfdist: error:")
+    assert "http://seaweedfs.kubeflow:9000" in only_line(proc, "kfdist: error:")
     assert not (tmp_path / "out").exists()
 
 
-def test_kfdist_run_refuses_a_missing_bucket_in_one_line(s3_server, tmp_path):
-    out = tmp_path / "out"
-    proc = _kfdist("run", "tabular", "--data", "s3://missing-bucket/x.csv", "--output", str(out))
-    assert proc.returncode == 2, proc.stderr
-    line = _only_line(proc, "kfdist: invalid input:")
-    assert "missing-bucket" in line and "s3://missing-bucket/x.csv" in line
-    assert not out.exists()
-
-
-def test_kfdist_run_with_a_wrong_key_ends_in_one_line(s3_server, monkeypatch, tmp_path):
+def _wrong_key(s3_server, monkeypatch) -> None:
     s3_server.create_bucket("run-wrong-key")
     s3_server.put("s3://run-wrong-key/x.csv", "a,b\n1,2\n")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
-    out = tmp_path / "out"
-    proc = _kfdist("run", "tabular", "--data", "s3://run-wrong-key/x.csv", "--output", str(out))
-    assert proc.returncode == 1, proc.stderr
-    line = _only_line(proc, "kfdist: error:")
-    assert "s3://run-wrong-key/x.csv" in line and "AWS_SECRET_ACCESS_KEY" in line
-    assert not out.exists()
 
 
-def test_kfdist_run_with_no_store_at_the_endpoint_ends_in_one_line(s3_server, monkeypatch,
-                                                                   tmp_path):
+def _no_store(s3_server, monkeypatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+
+
+#: kfdist run on data it cannot read: (set-up, --data, exit status, line prefix, what it names).
+RUN_CASES = {
+    "a missing bucket": (None, "s3://missing-bucket/x.csv", 2, "kfdist: invalid input:",
+                         "missing-bucket"),
+    "a wrong key": (_wrong_key, "s3://run-wrong-key/x.csv", 1, "kfdist: error:",
+                    "AWS_SECRET_ACCESS_KEY"),
+    "no store at the endpoint": (_no_store, "minio://mlpipeline/x.csv", 1, "kfdist: error:",
+                                 "AWS_ENDPOINT_URL"),
+}
+
+
+@pytest.mark.parametrize("case", RUN_CASES)
+def test_kfdist_run_on_data_it_cannot_read_ends_in_one_line_writing_nothing(
+        case, s3_server, monkeypatch, tmp_path):
+    set_up, data, status, prefix, named = RUN_CASES[case]
+    if set_up is not None:
+        set_up(s3_server, monkeypatch)
     out = tmp_path / "out"
-    proc = _kfdist("run", "tabular", "--data", "minio://mlpipeline/x.csv", "--output", str(out))
-    assert proc.returncode == 1, proc.stderr
-    line = _only_line(proc, "kfdist: error:")
-    assert "minio://mlpipeline/x.csv" in line and "AWS_ENDPOINT_URL" in line
+    proc = kfdist("run", "tabular", "--data", data, "--output", str(out))
+    assert proc.returncode == status, proc.stderr
+    line = only_line(proc, prefix)
+    assert data in line and named in line
     assert not out.exists()

@@ -6,11 +6,10 @@ written either way."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
+from cli_lines import kfdist, only_line
 from kfdist.components.common import storage
 from kfdist.components.common.errors import InvalidInputError, KfdistError
 
@@ -27,18 +26,6 @@ def _no_credentials_env(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("NO_GCE_CHECK", "True")
 
 
-def _kfdist(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kfdist", *args], capture_output=True,
-                          text=True, timeout=300)
-
-
-def _only_line(proc: subprocess.CompletedProcess, prefix: str) -> str:
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("kfdist:")]
-    assert len(lines) == 1 and lines[0].startswith(prefix), proc.stderr
-    return lines[0]
-
-
 @pytest.mark.parametrize("uri", ["gs://missing-bucket/x.csv", "gs://missing-bucket/data/*.csv"])
 def test_a_missing_bucket_is_invalid_input_naming_it(gcs_emulator, uri):
     for call in (storage.list_uris, storage.content_version):
@@ -49,9 +36,9 @@ def test_a_missing_bucket_is_invalid_input_naming_it(gcs_emulator, uri):
 
 def test_kfdist_run_refuses_a_missing_bucket_in_one_line(gcs_emulator, tmp_path):
     out = tmp_path / "out"
-    proc = _kfdist("run", "tabular", "--data", "gs://missing-bucket/x.csv", "--output", str(out))
+    proc = kfdist("run", "tabular", "--data", "gs://missing-bucket/x.csv", "--output", str(out))
     assert proc.returncode == 2, proc.stderr
-    line = _only_line(proc, "kfdist: invalid input:")
+    line = only_line(proc, "kfdist: invalid input:")
     assert "missing-bucket" in line and "gs://missing-bucket/x.csv" in line
     assert not out.exists()
 
@@ -68,9 +55,9 @@ def test_no_credentials_says_how_to_authenticate(monkeypatch, tmp_path):
 def test_kfdist_run_without_credentials_ends_in_one_line(monkeypatch, tmp_path):
     _no_credentials_env(monkeypatch, tmp_path)
     out = tmp_path / "out"
-    proc = _kfdist("run", "tabular", "--data", "gs://some-bucket/x.csv", "--output", str(out))
+    proc = kfdist("run", "tabular", "--data", "gs://some-bucket/x.csv", "--output", str(out))
     assert proc.returncode == 1, proc.stderr
-    line = _only_line(proc, "kfdist: error:")
+    line = only_line(proc, "kfdist: error:")
     assert "gs://some-bucket/x.csv" in line
     for hint in AUTH_HINTS:
         assert hint in line
