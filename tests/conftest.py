@@ -25,25 +25,66 @@ BED_GROUPS = (("node_bed", "node-bed"), ("kube_bed", "agent-beds"),
               ("kfdist_images", "images"))
 
 
+#: The fixtures of running beds: each is stopped right after the last test of the run that uses it
+#: (`cluster.fixture.stop_bed`), not at the end of its worker's session, so that it does not take
+#: the CPU from the tests that run after its group.
+BED_FIXTURES = ("node_bed", "kube_bed", "trainer_v2_1_bed", "bare_api")
+_last_users: dict = {}
+
+
+def pytest_collection_finish(session):
+    """Notes the last test (in the run's order, the deselected left out) that uses each bed."""
+    for item in session.items:
+        for fixture in BED_FIXTURES:
+            if fixture in getattr(item, "fixturenames", ()):
+                _last_users[fixture] = item.nodeid
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures (its namespace) are torn down
+def pytest_runtest_teardown(item, nextitem):
+    """Stops each bed whose last test this was."""
+    del nextitem
+    from cluster.fixture import stop_bed
+
+    for fixture, nodeid in _last_users.items():
+        if nodeid == item.nodeid:
+            stop_bed(fixture)
+
+
 #: The group name of the tests outside the bed groups is their module's path: a module's tests run
 #: on one worker, so a module-scoped fixture (most end-to-end modules run kfdist once and assert on
 #: that run) is made once, not once per worker.
 MODULE_GROUP_SEPARATOR = "::"
 
 
+#: The order the groups start in (pyproject's `--no-loadscope-reorder` keeps it), longest first, so
+#: that no long group starts late and ends alone: the beds' groups take 10 to 55 minutes, an
+#: end-to-end module a few, a unit module seconds. A group matches its first prefix here.
+GROUP_ORDER = ("agent-beds", "node-bed", "images", "api-server", "tests/e2e/", "tests/component/")
+
+
+def _start_rank(group: str) -> int:
+    """Where `group` starts in `GROUP_ORDER` (the groups it does not name after those)."""
+    return next((i for i, prefix in enumerate(GROUP_ORDER) if group.startswith(prefix)),
+                len(GROUP_ORDER))
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks into the test ids
 def pytest_collection_modifyitems(config, items):
-    """Marks each test with its xdist group: its bed's, kfdist's images', or its module's."""
+    """Marks each test with its xdist group (its bed's, kfdist's images', or its module's) and
+    orders the tests by `GROUP_ORDER`."""
     del config
+    groups = {}
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         group = next((name for fixture, name in BED_GROUPS if fixture in fixtures), None)
         if group is None:
-            item.add_marker(pytest.mark.xdist_group(
-                item.nodeid.split(MODULE_GROUP_SEPARATOR)[0]))
+            group = item.nodeid.split(MODULE_GROUP_SEPARATOR)[0]
         else:
-            item.add_marker(pytest.mark.xdist_group(group))
             item.add_marker(pytest.mark.bed_group)
+        item.add_marker(pytest.mark.xdist_group(group))
+        groups[item.nodeid] = group
+    items.sort(key=lambda item: _start_rank(groups[item.nodeid]))
 
 
 #: The niceness of the tests outside the bed groups: the beds' controllers, kills and restarts are

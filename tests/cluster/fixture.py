@@ -4,7 +4,8 @@
 process, container or network of it is left. `bed_namespace` gives a test a namespace of its own
 with kfdist's pipeline-runner ServiceAccount and Role (manifests/base) bound in it, and a
 kubeconfig with that ServiceAccount's token: what the training step runs with on a cluster.
-Registered by tests/conftest.py.
+Registered by tests/conftest.py, which stops each bed right after the last test that uses it
+(`stop_bed`): a bed does not idle on the worker's cores while that worker's other tests run.
 """
 
 from __future__ import annotations
@@ -27,12 +28,22 @@ from cluster.node_agent.runtime import network_name
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = "kfdist-pipeline-runner"
 _numbers = itertools.count(1)
+#: The bed fixtures' names: each bed's stop-and-check, while the bed runs.
+_stops: dict = {}
+
+
+def stop_bed(fixture: str) -> None:
+    """Stops the bed of `fixture` and checks that nothing of it is left, once; a bed that is not
+    running (never started, or stopped already) is left as it is."""
+    stop = _stops.pop(fixture, None)
+    if stop is not None:
+        stop()
 
 
 @pytest.fixture(scope="session")
 def kube_bed(tmp_path_factory):
     """The running test bed (`bed.Bed`)."""
-    with _running_bed(tmp_path_factory.mktemp("kube-bed"), "all") as bed:
+    with _running_bed(tmp_path_factory.mktemp("kube-bed"), "all", "kube_bed") as bed:
         yield bed
 
 
@@ -40,7 +51,8 @@ def kube_bed(tmp_path_factory):
 def trainer_v2_1_bed(tmp_path_factory):
     """A second bed, standing for a cluster on Trainer v2.1 (with JobSet v0.10, no other
     operator), kfdist's runtimes installed through Trainer v2.1's own webhook."""
-    with _running_bed(tmp_path_factory.mktemp("trainer-v2.1-bed"), "trainer-v2.1") as bed:
+    with _running_bed(tmp_path_factory.mktemp("trainer-v2.1-bed"), "trainer-v2.1",
+                      "trainer_v2_1_bed") as bed:
         yield bed
 
 
@@ -48,7 +60,7 @@ def trainer_v2_1_bed(tmp_path_factory):
 def bare_api(tmp_path_factory):
     """The control plane alone: a cluster where nothing of Kubeflow is installed (a test installs
     the CRDs it needs as the administrator, and removes them)."""
-    with _running_bed(tmp_path_factory.mktemp("bare-api"), "control-plane") as bed:
+    with _running_bed(tmp_path_factory.mktemp("bare-api"), "control-plane", "bare_api") as bed:
         yield bed
 
 
@@ -61,7 +73,13 @@ def node_bed(tmp_path_factory, kfdist_images):
     root = tmp_path_factory.mktemp("node-bed")
     bed = test_bed.start(root, stack="node", pod_images=(kfdist_images["runtime"],), owned=True,
                          with_kfp=True)
+    _stops["node_bed"] = lambda: _stop_node_bed(root)
     yield bed
+    stop_bed("node_bed")
+
+
+def _stop_node_bed(root: Path) -> None:
+    """Stops the genuine node's bed in `root` and checks that nothing of it is left."""
     layout = node_config.NodeLayout.from_json(
         json.loads((root / node.NODE_RECORD).read_text())["layout"])
     forced = test_bed.stop(root)
@@ -71,9 +89,10 @@ def node_bed(tmp_path_factory, kfdist_images):
 
 
 @contextlib.contextmanager
-def _running_bed(root: Path, stack: str):
-    """A bed of `stack` in `root`, with kfdist's runtimes where Trainer runs; at the end, stopped
-    and checked that no process, container or network of it is left."""
+def _running_bed(root: Path, stack: str, fixture: str):
+    """A bed of `stack` in `root` (the bed of `fixture`), with kfdist's runtimes where Trainer
+    runs; at the end (or at `stop_bed`), stopped and checked that no process, container or
+    network of it is left."""
     bed = test_bed.start(root, stack=stack, owned=True)
     try:
         if stack != "control-plane":
@@ -82,7 +101,14 @@ def _running_bed(root: Path, stack: str):
     except BaseException:
         test_bed.stop(root)
         raise
+    _stops[fixture] = lambda: _stop_agent_bed(root)
     yield bed
+    stop_bed(fixture)
+
+
+def _stop_agent_bed(root: Path) -> None:
+    """Stops the bed in `root` (its pods on the node agent) and checks that no process,
+    container or network of it is left."""
     forced = test_bed.stop(root)
     assert processes.running(root) == [], "test bed processes outlived down"
     assert not forced["killed"], f"did not stop on SIGTERM: {forced['killed']}"

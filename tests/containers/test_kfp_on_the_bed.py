@@ -1,10 +1,11 @@
 """Kubeflow Pipelines 2.17 itself on the genuine node's bed: its API server, Argo, the v2 driver
 and launcher, MLMD and the object store running pipelines as a user's cluster does.
 
-A pipeline is uploaded with `kfp.Client`, run from its uploaded version, and read back: its
-steps' pods ran kfdist's runtime image on the node, its artifacts are in KFP's object store
-(`minio://mlpipeline/v2/artifacts/...`) and in ML Metadata's lineage, and the same run again is
-answered from KFP's cache. `kfdist submit` meets the real API server: a run that succeeds, one
+kfdist's tabular pipeline is uploaded with `kfp.Client`, run from its uploaded version, then
+submitted again with `kfdist submit`: its steps' pods ran kfdist's runtime image on the node, its
+data, model and artifacts are in KFP's object store (`minio://mlpipeline/...`) and in ML
+Metadata's lineage, the second run's shard step is answered from KFP's cache, and its model is
+compared with the first one's, served there. `kfdist submit` meets the real API server: a run
 whose step fails, one terminated through the API (its pod stopped), a pipeline the server
 refuses and a host that does not answer.
 """
@@ -15,6 +16,7 @@ import itertools
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -100,37 +102,6 @@ def _states(lineage: dict) -> dict:
     return {e["task"]: e["state"] for e in lineage["executions"] if e["task"]}
 
 
-def test_an_uploaded_pipeline_runs_on_the_node_its_artifacts_in_mlmd_and_again_from_cache(
-        node_bed, client, kfdist_images, tmp_path):
-    name = f"two-steps-{next(_numbers)}"
-    package = _pipeline(tmp_path / "two.yaml", kfdist_images["runtime"], name)
-    uploaded = client.upload_pipeline(str(package), pipeline_name=name)
-    listed = client.list_pipelines(filter=json.dumps({"predicates": [
-        {"key": "display_name", "operation": "EQUALS", "string_value": name}]})).pipelines
-    assert [p.pipeline_id for p in listed] == [uploaded.pipeline_id]
-    version = client.list_pipeline_versions(uploaded.pipeline_id).pipeline_versions[0]
-    experiment = client.create_experiment(name)
-
-    runs = []
-    for attempt in range(2):
-        run = client.run_pipeline(experiment.experiment_id, f"{name}-{attempt}",
-                                  pipeline_id=uploaded.pipeline_id,
-                                  version_id=version.pipeline_version_id,
-                                  params={"text": "kfdist"})
-        done = client.wait_for_run_completion(run.run_id, timeout=RUN_TIMEOUT_S)
-        assert done.state == "SUCCEEDED", (done.state, done.error)
-        runs.append(run.run_id)
-
-    first = _lineage(node_bed, runs[0])
-    assert _states(first) == {"say": "COMPLETE", "read": "COMPLETE"}
-    dataset = next(a for a in first["artifacts"] if a["type"] == "system.Dataset")
-    assert dataset["name"] == "out"
-    assert dataset["uri"].startswith(f"minio://mlpipeline/v2/artifacts/{name}/{runs[0]}/say/")
-    assert dataset["metadata"]["characters"] == 6
-    # The same inputs again: KFP's cache answers both steps; no pod runs them.
-    assert _states(_lineage(node_bed, runs[1])) == {"say": "CACHED", "read": "CACHED"}
-
-
 def _submit(host: str, package: Path, *args: str, **popen) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "kfdist", "submit", str(package), "--host",
                              host, "--poll-interval", "2", *args],
@@ -140,16 +111,13 @@ def _submit(host: str, package: Path, *args: str, **popen) -> subprocess.Popen:
 def test_kfdist_submit_follows_real_runs_to_their_end_and_names_each_outcome(
         node_bed, client, kfp_host, kfdist_images, tmp_path):
     image = kfdist_images["runtime"]
-    good = _pipeline(tmp_path / "good.yaml", image, f"submit-good-{next(_numbers)}")
     bad = _pipeline(tmp_path / "bad.yaml", image, f"submit-bad-{next(_numbers)}", fail=True)
     slow = _pipeline(tmp_path / "slow.yaml", image, f"submit-slow-{next(_numbers)}",
                      sleep_s=RUN_TIMEOUT_S)
 
-    succeeded = _submit(kfp_host, good, "--wait", "--param", "text=ok")
+    # (A run that succeeds, and its exit status 0: the tabular pipeline's test.)
     failed = _submit(kfp_host, bad, "--wait")
-    out, err = succeeded.communicate(timeout=RUN_TIMEOUT_S)
-    assert succeeded.returncode == 0, err
-    assert json.loads(out.splitlines()[-1])["state"] == "SUCCEEDED"
+    waiting = _submit(kfp_host, slow, "--wait")
     out, err = failed.communicate(timeout=RUN_TIMEOUT_S)
     assert failed.returncode == 1, err
     result = json.loads(out.splitlines()[-1])
@@ -161,7 +129,6 @@ def test_kfdist_submit_follows_real_runs_to_their_end_and_names_each_outcome(
     # Terminated through the API while its step runs: KFP 2.17 reports the run CANCELING, then
     # FAILED; the waiting submit says it was terminated, and Argo stops the step's pod (it keeps
     # the pod, stopped, as it keeps every step's).
-    waiting = _submit(kfp_host, slow, "--wait")
     run_id = _poll(lambda: next((r.run_id for r in client.list_runs(
         page_size=50, sort_by="created_at desc").runs or () if r.display_name.startswith(
             slow.name)), None), 60, "the slow run")
@@ -176,7 +143,7 @@ def test_kfdist_submit_follows_real_runs_to_their_end_and_names_each_outcome(
     _poll(lambda: _stopped(node_bed, pod), 120, f"pod {pod} stopped")
 
     refused = tmp_path / "refused.yaml"
-    refused.write_text(good.read_text().replace("schemaVersion: 2.1.0", "schemaVersion: 9.9.9"))
+    refused.write_text(bad.read_text().replace("schemaVersion: 2.1.0", "schemaVersion: 9.9.9"))
     result = _submit(kfp_host, refused)
     out, err = result.communicate(timeout=120)
     assert result.returncode == 1, (out, err)
@@ -184,7 +151,7 @@ def test_kfdist_submit_follows_real_runs_to_their_end_and_names_each_outcome(
     assert last.startswith("kfdist: error: submitting the run failed: ") and "9.9.9" in last, err
     assert "Traceback" not in err and err.count("kfdist: error") == 1, err
 
-    unreachable = _submit("http://127.0.0.1:9", good)
+    unreachable = _submit("http://127.0.0.1:9", bad)
     out, err = unreachable.communicate(timeout=120)
     assert unreachable.returncode == 1, (out, err)
     assert err.strip().splitlines()[-1].count("127.0.0.1:9") == 1 and "Traceback" not in err, err
@@ -223,7 +190,24 @@ def _object_store(node_bed):
                         aws_secret_access_key=kfp_config.SECRET_KEY, region_name="us-east-1")
 
 
-def test_kfdists_tabular_pipeline_submitted_to_kfp_trains_on_its_store_and_exports_there(
+def _uploaded_and_run(client, package: Path, params: dict) -> str:
+    """Uploads `package` as a pipeline of its own, runs its uploaded version with `params` (as
+    the UI does) and returns the run's id once it SUCCEEDED."""
+    name = f"kfdist-{package.stem}-{uuid.uuid4().hex[:8]}"
+    uploaded = client.upload_pipeline(str(package), pipeline_name=name)
+    listed = client.list_pipelines(filter=json.dumps({"predicates": [
+        {"key": "display_name", "operation": "EQUALS", "string_value": name}]})).pipelines
+    assert [p.pipeline_id for p in listed] == [uploaded.pipeline_id]
+    version = client.list_pipeline_versions(uploaded.pipeline_id).pipeline_versions[0]
+    run = client.run_pipeline(client.create_experiment(name).experiment_id, name,
+                              pipeline_id=uploaded.pipeline_id,
+                              version_id=version.pipeline_version_id, params=params)
+    done = client.wait_for_run_completion(run.run_id, timeout=RUN_TIMEOUT_S * 2)
+    assert done.state == "SUCCEEDED", (done.state, done.error)
+    return run.run_id
+
+
+def test_kfdists_tabular_pipeline_uploaded_and_submitted_runs_on_kfps_store_and_exports_if_blessed(
         node_bed, client, kfp_host, tmp_path):
     from sklearn.datasets import load_wine
 
@@ -231,26 +215,33 @@ def test_kfdists_tabular_pipeline_submitted_to_kfp_trains_on_its_store_and_expor
     table = tmp_path / "wine.csv"
     load_wine(as_frame=True).frame.to_csv(table, index=False)
     store.upload_file(str(table), "mlpipeline", "data/wine/wine.csv")
-    arguments = ["--param", "source_uri=minio://mlpipeline/data/wine/wine.csv", "--param",
-                 "export_base=minio://mlpipeline/serving", "--param", "label_column=target",
-                 "--param", "backend=local", "--param", "epochs=3", "--param",
-                 "accuracy_threshold=0.5", "--wait"]
-    runs = []
-    for attempt in range(2):
-        submitted = _submit(kfp_host, HERE.parents[1] / "pipelines" / "tabular.yaml", *arguments)
-        out, err = submitted.communicate(timeout=RUN_TIMEOUT_S * 2)
-        assert submitted.returncode == 0, err
-        runs.append(json.loads(out.splitlines()[-1])["run_id"])
+    params = {"source_uri": "minio://mlpipeline/data/wine/wine.csv",
+              "export_base": "minio://mlpipeline/serving", "label_column": "target",
+              "backend": "local", "epochs": 3, "accuracy_threshold": 0.5}
+    package = HERE.parents[1] / "pipelines" / "tabular.yaml"
+    runs = [_uploaded_and_run(client, package, params)]
+    # The same data again, the model to be better than the served one's by 1 (no model is).
+    params["min_improvement"] = 1
+    submitted = _submit(kfp_host, package, "--wait",
+                        *itertools.chain.from_iterable(("--param", f"{k}={v}")
+                                                       for k, v in params.items()))
+    out, err = submitted.communicate(timeout=RUN_TIMEOUT_S * 2)
+    assert submitted.returncode == 0, err
+    assert json.loads(out.splitlines()[-1])["state"] == "SUCCEEDED"
+    runs.append(json.loads(out.splitlines()[-1])["run_id"])
 
     # Served after its data (wine), on KFP's own store: the second run's model was compared with
-    # the first one's, served there, and (not worse) exported as the next version.
+    # the first one's, served there, and, not blessed, not exported: the run SUCCEEDED without
+    # its `blessed` condition's export step.
     exported = store.list_objects_v2(Bucket="mlpipeline", Prefix="serving/")["Contents"]
     versions = sorted({o["Key"].split("/")[2] for o in exported
                        if o["Key"].startswith("serving/wine/")})
-    assert len(versions) == 2, [o["Key"] for o in exported]
-    assert {f"serving/wine/{v}/saved_model.pb" for v in versions} <= {o["Key"] for o in exported}
+    assert len(versions) == 1, [o["Key"] for o in exported]
+    assert f"serving/wine/{versions[0]}/saved_model.pb" in {o["Key"] for o in exported}
     first = _lineage(node_bed, runs[0])
     second = _lineage(node_bed, runs[1])
+    assert _states(first)["export-saved-model"] == "COMPLETE"
+    assert "export-saved-model" not in _states(second), _states(second)
     # The evaluation's Metrics (the training step logs Metrics of its own).
     evaluated = [a["metadata"] for a in second["artifacts"] if a["type"] == "system.Metrics"
                  and "eval_examples" in a["metadata"]]
@@ -264,5 +255,7 @@ def test_kfdists_tabular_pipeline_submitted_to_kfp_trains_on_its_store_and_expor
             "system.ClassificationMetrics"} <= kinds, kinds
     assert all(a["uri"].startswith("minio://mlpipeline/v2/artifacts/")
                for a in first["artifacts"])
+    dataset = next(a for a in first["artifacts"] if a["type"] == "system.Dataset")
+    assert f"/{runs[0]}/shard-dataset/" in dataset["uri"], dataset
     # The same data again: the shard step comes from KFP's cache.
     assert _states(second)["shard-dataset"] == "CACHED"

@@ -106,7 +106,9 @@ def test_a_run_the_data_check_stops_leaves_its_summary_and_data_report(tmp_path)
     assert shown[1] == (f"serving name: wine-2025 (after the data; --serving-model-name sets "
                         f"another), under {out / 'serving'}")
     failed = next(i for i, line in enumerate(shown) if line.startswith("  shard     FAILED after"))
-    assert shown[failed + 1].startswith("    source ")  # the step's own lines, not kfp's JSON
+    # The step's own lines, not kfp's JSON: the name it serves under, then what it read.
+    assert shown[failed + 1] == "    serving name: wine-2025 (serving_model_name)"
+    assert shown[failed + 2].startswith("    source ")
     assert not [line for line in shown if '"outputFile"' in line or "KFP Executor" in line]
     report = out / "data_report.html"
     assert f"data report: {report}" in shown
