@@ -47,7 +47,7 @@ def shard_dataset(
             tf.train.Example (numeric features, or an encoded PNG/JPEG or raw
             image), or a folder of PNG/JPEG files in one sub-folder per class
             (the sub-folders' names, in alphabetical order, are the classes).
-            Give it or `source`, not both.
+            Give exactly one of it and `source`.
         source: An upstream step's `Dataset` holding the source, in place of `source_uri`
             (`shard_dataset(source=prepare.outputs["wine"], ...)`): its file or folder, of any
             format `source_uri` takes, read from the step's local copy (a file named without

@@ -1,13 +1,13 @@
 """A pipeline of one's own prepares its data in a step and hands kfdist's shard step the `Dataset`.
 
 Real kfp.local (each step a process of this Python): the first step writes scikit-learn's wine
-table as CSV into its `Output[Dataset]` `wine`, the second is kfdist's `shard_dataset` with
-`source=` that output. Its dataset holds the table's 178 rows and the model is named after the
-artifact (its output's name, `wine`). Giving neither `source_uri` nor `source`, or both, fails
-the shard step at once with one line naming both and the value given.
+table as CSV into its `Output[Dataset]` `wine` (the artifact a file, or a folder holding
+`wine.csv`), the second is kfdist's `shard_dataset` with `source=` that output. Its dataset
+holds the table's 178 rows and the model is named after the artifact (its output's name,
+`wine`). Giving neither `source_uri` nor `source`, or both, fails the shard step at once with
+one line naming both and the values given, and nothing written.
 """
 
-import os
 import re
 from typing import NamedTuple
 
@@ -29,22 +29,29 @@ REFUSAL = ("kfdist.components.common.errors.InvalidInputError: give exactly one 
 
 
 @dsl.component(install_kfp_package=False)
-def prepare_wine(wine: dsl.Output[dsl.Dataset]):
-    """Writes scikit-learn's wine table (label column `target`) as CSV into `wine`."""
+def prepare_wine(wine: dsl.Output[dsl.Dataset], as_folder: bool = False):
+    """Writes scikit-learn's wine table (label column `target`) as CSV: the file `wine`, or
+    `wine.csv` in the folder `wine`."""
+    import os
+
     from sklearn.datasets import load_wine
 
-    load_wine(as_frame=True).frame.to_csv(wine.path, index=False)
+    if as_folder:
+        os.makedirs(wine.path, exist_ok=True)
+    path = os.path.join(wine.path, "wine.csv") if as_folder else wine.path
+    load_wine(as_frame=True).frame.to_csv(path, index=False)
 
 
-def _shard(**source):
-    return shard_dataset(label_column="target", source_format="csv", num_shards=1, **source)
+def _shard(source_format: str = "csv", **source):
+    return shard_dataset(label_column="target", source_format=source_format, num_shards=1,
+                         **source)
 
 
 @dsl.pipeline
-def own_pipeline() -> NamedTuple("Sharded", [("dataset", dsl.Dataset),
-                                              ("serving_model_name", str)]):
+def own_pipeline(as_folder: bool, source_format: str) -> NamedTuple(
+        "Sharded", [("dataset", dsl.Dataset), ("serving_model_name", str)]):
     """Prepares the table in a step of its own, then shards that step's `Dataset`."""
-    shard = _shard(source=prepare_wine().outputs["wine"])
+    shard = _shard(source_format, source=prepare_wine(as_folder=as_folder).outputs["wine"])
     return NamedTuple("Sharded", [("dataset", dsl.Dataset), ("serving_model_name", str)])(
         dataset=shard.outputs["dataset"], serving_model_name=shard.outputs["serving_model_name"])
 
@@ -75,9 +82,12 @@ def _shard_step_lines(printed: str):
     return [m["line"] for m in map(STEP_LINE.match, step.splitlines()) if m]
 
 
-def test_the_shard_step_reads_an_upstream_dataset_and_names_the_model_after_it(tmp_path,
-                                                                             capfd):
-    outputs = _run(tmp_path, own_pipeline, raise_on_error=True)
+@pytest.mark.parametrize("as_folder, source_format", [(False, "csv"), (True, "auto")],
+                         ids=["file", "folder"])
+def test_the_shard_step_reads_an_upstream_dataset_and_names_the_model_after_it(
+        tmp_path, capfd, as_folder, source_format):
+    outputs = _run(tmp_path, own_pipeline, raise_on_error=True, as_folder=as_folder,
+                   source_format=source_format)
     meta = load_metadata(outputs["dataset"].path)
     assert meta.splits["train"].num_examples + meta.splits["eval"].num_examples == WINE_ROWS
     assert min(meta.splits[s].num_examples for s in ("train", "eval")) > 0
