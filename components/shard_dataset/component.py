@@ -9,9 +9,10 @@ from kfdist import RUNTIME_IMAGE
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
 def shard_dataset(
-    source_uri: str,
     dataset: dsl.Output[dsl.Dataset],
     data_report: dsl.Output[dsl.HTML],
+    source_uri: str = "",
+    source: Optional[dsl.Input[dsl.Dataset]] = None,
     source_format: str = "auto",
     label_column: str = "label",
     num_shards: int = 4,
@@ -46,6 +47,13 @@ def shard_dataset(
             tf.train.Example (numeric features, or an encoded PNG/JPEG or raw
             image), or a folder of PNG/JPEG files in one sub-folder per class
             (the sub-folders' names, in alphabetical order, are the classes).
+            Give exactly one of it and `source`.
+        source: An upstream step's `Dataset` holding the source, in place of `source_uri`
+            (`shard_dataset(source=prepare.outputs["wine"], ...)`): its file or folder, of any
+            format `source_uri` takes, read from the step's local copy (a file named without
+            a suffix needs `source_format`). KFP's cache keys on this artifact, so a cached
+            dataset is reused only when the upstream step's output is (no `source_version`
+            needed).
         dataset: Output dataset: `train/` and `eval/` TFRecord shards of
             tf.train.Example plus `metadata.json` (feature spec, the split used,
             the label's classes and their examples per split, recorded
@@ -91,6 +99,7 @@ def shard_dataset(
         source_version: Identifies the content of `source_uri` (a dataset
             version, a hash). Not read by the step: it takes part in KFP's
             cache key, so a cached output is reused only for the same data.
+            With `source`, the cache key has the upstream artifact already.
         exclude_columns: CSV input: columns to leave out of the dataset (never
             read; neither stored nor a model input), e.g. `["customer_id"]`.
             Naming a column the source lacks, or the label, is refused.
@@ -109,7 +118,9 @@ def shard_dataset(
         serving_model_name: The served model's name under `export_base`;
             empty (the default): after the data, the name of `source_uri`'s
             file or folder (`wine.csv` and `wine/train.csv`: `wine`; lower
-            case, what a path cannot hold as `-`), else `default_model_name`.
+            case, what a path cannot hold as `-`), or of `source`'s URI (its
+            last part: the upstream step's output's name, `wine`), else
+            `default_model_name`.
         allow_anomalies: Go on when the table breaks the reference's schema (a
             column missing or new, a kind changed, a string value the
             reference never had, a rise of a column's missing share above 10
@@ -132,7 +143,7 @@ def shard_dataset(
             number (text is refused), its mean, deviation, minimum and maximum
             per split recorded in the dataset.
         default_model_name: The served model's name when neither
-            `serving_model_name` nor `source_uri` gives one (the pipelines
+            `serving_model_name` nor the data gives one (the pipelines
             pass their own name, e.g. `tabular`).
 
     Returns:
@@ -143,16 +154,17 @@ def shard_dataset(
     from collections import namedtuple
 
     from kfdist.components.common import process_exit, serving_name
-    from kfdist.components.shard_dataset import data_check, runtime
+    from kfdist.components.shard_dataset import data_check, given_data, runtime
     from kfdist.components.shard_dataset.validation import DataAnomalyError
 
     process_exit.skip_final_collection()
+    read_from, named_after = given_data.chosen(source_uri, source)
     given_name = serving_model_name or None
-    served_as = serving_name.serving_name(given_name, source_uri, default_model_name)
-    print(serving_name.serving_name_line(given_name, source_uri, default_model_name), flush=True)
+    served_as = serving_name.serving_name(given_name, named_after, default_model_name)
+    print(serving_name.serving_name_line(given_name, named_after, default_model_name), flush=True)
     try:
         meta = runtime.shard(
-            source_uri, dataset.path, source_format=source_format, label_column=label_column,
+            read_from, dataset.path, source_format=source_format, label_column=label_column,
             num_shards=num_shards, num_eval_shards=num_eval_shards or None,
             eval_fraction=eval_fraction, split=split, seed=seed, compression=compression,
             image_shape=image_shape, image_feature=image_feature, runner=runner,
@@ -161,7 +173,7 @@ def shard_dataset(
             export_base=export_base, serving_model_name=served_as,
             allow_anomalies=allow_anomalies,
             categorical_drift_threshold=categorical_drift_threshold,
-            numeric_drift_threshold=numeric_drift_threshold, task=task)
+            numeric_drift_threshold=numeric_drift_threshold, task=task, recorded_uri=named_after)
     except DataAnomalyError as stopped:  # the page says why, although no dataset is written
         if stopped.page is not None:
             with open(data_report.path, "w") as f:

@@ -150,7 +150,7 @@ def _build_dir(output_dir: str, workdir: str) -> str:
 def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
           label_column: str = "label", num_shards: int = 4, num_eval_shards: Optional[int] = None,
           eval_fraction: float = 0.2, split: str = "auto", seed: int = 42,
-          compression: Optional[str] = None,
+          compression: Optional[str] = None, recorded_uri: Optional[str] = None,
           image_shape: Optional[Sequence[int]] = None, image_feature: str = "",
           shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER, runner: str = LOCAL_RUNNER,
           beam_options: Sequence[str] = (), exclude_columns: Optional[Sequence[str]] = None,
@@ -177,6 +177,8 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
       seed: Seed of the shuffle and of the shard assignment (not of the split,
         which depends on each example alone).
       compression: None or `GZIP`.
+      recorded_uri: Where the source is, as the log and the dataset's metadata say it; None:
+        `source_uri` (the shard step reads an input artifact's local copy, and gives its URI).
       image_shape: Shape of raw uint8 images held in a TFRecord bytes feature.
       image_feature: The TFRecord bytes feature holding the image; empty: the
         examples' only bytes feature.
@@ -214,7 +216,7 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
       DataAnomalyError: If the table breaks its reference's schema and
         `allow_anomalies` is False (nothing is written).
     """
-    started = time.monotonic()
+    started, recorded = time.monotonic(), recorded_uri or source_uri
     check_thresholds(categorical_drift_threshold, numeric_drift_threshold)
     options = validate_options(
         source_format=source_format, label_column=label_column, num_shards=num_shards,
@@ -227,7 +229,7 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
     with tempfile.TemporaryDirectory(prefix="kfdist-shard-") as workdir:
         local_source = call_reporting_missing_bucket(
             source_uri, lambda: storage.stage_locally(source_uri, workdir))
-        source = _open_source(source_uri, local_source, options, image_feature, log)
+        source = _open_source(recorded, local_source, options, image_feature, log)
         root = source_root(local_source)
         plan = plan_split(options.split, source.files, root)
         log(f"split: {plan.method} ({plan.reason})" + (
@@ -244,7 +246,7 @@ def shard(source_uri: str, output_dir: str, *, source_format: str = "auto",
                                                shared, local_source, check)
             else:
                 scan, splits = shard_locally(source, plan, options, build_dir, log, check)
-            metadata = build_metadata(source_uri, source, scan, options, splits, plan, root)
+            metadata = build_metadata(recorded, source, scan, options, splits, plan, root)
             for line in explain_columns(metadata, left_out=False,  # those are said above
                                         keep_columns=options.keep_columns):
                 log(line)
