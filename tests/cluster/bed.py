@@ -142,8 +142,8 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
         bed started on the machine stops this one (`owners`).
       with_kfp: Also run Kubeflow Pipelines' backend (`kfp.py`; on the genuine node only); its
         API's address is written to `DIR/kfp-host`.
-      with_operators: On the genuine node, also run the operators (`all` always does). Two beds
-        with operators cannot run at once: the MPI Operator's health port is fixed (8080).
+      with_operators: On the genuine node, also run the operators (`all` always does): the
+        MPI Operator as its release's Deployment (`operator_pods`), the others as processes.
     """
     if datastore not in DATASTORES:
         raise processes.StartFailed(f"datastore {datastore!r}: expected one of {DATASTORES}")
@@ -221,9 +221,12 @@ def _start(bed: Bed, datastore: str, stack: str,
                                           "system:kube-scheduler")
         procs.start("kube-scheduler", node.scheduler_argv(binaries["kube-scheduler"], scheduler))
         kfp_images = node_images.build_kfp_images(binaries) if with_kfp else {}
-        node.start(bed, procs, node_layout, binaries, (*pod_images, *kfp_images.values()))
+        operator_images = (node_images.build_operator_image(
+            "mpi-operator", binaries["mpi-operator"]),) if with_operators else ()
+        node.start(bed, procs, node_layout, binaries,
+                   (*pod_images, *kfp_images.values(), *operator_images))
         if with_operators:
-            operators.start_operators(bed, procs)
+            operators.start_operators(bed, procs, *operator_images, host_ip=node_layout.node_ip)
         if with_kfp:
             kfp.start(bed, procs, node_layout.node_ip, binaries, kfp_images)
         return

@@ -61,7 +61,7 @@ BINARIES=(
   "crictl cri-tools sigs.k8s.io/cri-tools/cmd/crictl sigs.k8s.io/cri-tools static"
   "etcd etcd . go.etcd.io/etcd/server/v3"
   "training-operator training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1 github.com/kubeflow/training-operator"
-  "mpi-operator mpi-operator github.com/kubeflow/mpi-operator/cmd/mpi-operator github.com/kubeflow/mpi-operator"
+  "mpi-operator mpi-operator github.com/kubeflow/mpi-operator/cmd/mpi-operator github.com/kubeflow/mpi-operator static"
   "jobset jobset sigs.k8s.io/jobset sigs.k8s.io/jobset"
   "trainer-controller-manager trainer github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager github.com/kubeflow/trainer/v2"
   "kueue kueue sigs.k8s.io/kueue/cmd/kueue sigs.k8s.io/kueue"

@@ -66,13 +66,13 @@ def bare_api(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def node_bed(tmp_path_factory, kfdist_images):
-    """A bed on the genuine node (kubelet, containerd, kube-proxy, CoreDNS, the provisioner) and
-    Kubeflow Pipelines' backend (`DIR/kfp-host`), kfdist's runtime image in its containerd. At the
-    end, stopped and checked that nothing of it is left: no process, shim, mount, bridge or
-    kube-proxy rule."""
+    """A bed on the genuine node (kubelet, containerd, kube-proxy, CoreDNS, the provisioner),
+    the operators and Kubeflow Pipelines' backend (`DIR/kfp-host`), kfdist's runtime image in
+    its containerd. At the end, stopped and checked that nothing of it is left: no process,
+    shim, mount, bridge or kube-proxy rule."""
     root = tmp_path_factory.mktemp("node-bed")
     bed = test_bed.start(root, stack="node", pod_images=(kfdist_images["runtime"],), owned=True,
-                         with_kfp=True)
+                         with_kfp=True, with_operators=True)
     _stops["node_bed"] = lambda: _stop_node_bed(root)
     yield bed
     stop_bed("node_bed")

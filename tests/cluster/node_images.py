@@ -154,6 +154,23 @@ def build_kfp_images(binaries: Dict[str, str]) -> Dict[str, str]:
     return references
 
 
+def build_operator_image(name: str, binary: str) -> str:
+    """Builds the image of an operator that runs as a pod on the genuine node: its static
+    binary at `/NAME` and a writable /tmp (klog's log files), run as root as its release's
+    image is; returns its reference (tagged by the binary's cache key and the recipe)."""
+    containerfile = f"FROM scratch\nCOPY rootfs/ /\nENTRYPOINT [\"/{name}\"]\n"
+    recipe = hashlib.sha256(containerfile.encode()).hexdigest()[:8]
+    reference = node_config.image(name, f"{_tag_of(binary)}-{recipe}")
+    if not _podman_has(reference):
+        with tempfile.TemporaryDirectory() as extras:
+            rootfs = Path(extras) / "rootfs"
+            (rootfs / "tmp").mkdir(parents=True)
+            (rootfs / "tmp").chmod(0o1777)
+            shutil.copy2(binary, rootfs / name)
+            _podman_build(reference, containerfile, {"rootfs": rootfs})
+    return reference
+
+
 def _busybox_version() -> str:
     found = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "busybox-static"],
                            capture_output=True, text=True)

@@ -33,7 +33,7 @@ from typing import Callable, Dict, List, Mapping, Optional
 
 import yaml
 
-from cluster import processes
+from cluster import operator_pods, processes
 
 HERE = Path(__file__).resolve().parent
 MODULES = HERE / "modules"
@@ -229,8 +229,19 @@ def jobset_webhooks(module: Module, port: int, ca: bytes) -> List[dict]:
             {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}})
 
 
-def start_operators(bed, procs: processes.Processes) -> None:
-    """Installs the operators' CRDs, starts each operator, then installs their webhooks."""
+def start_operators(bed, procs: processes.Processes, mpi_operator_image: Optional[str] = None,
+                    host_ip: Optional[str] = None) -> None:
+    """Installs the operators' CRDs, starts each operator, then installs their webhooks.
+
+    Args:
+      bed: The bed (`bed.Bed`).
+      procs: Its processes.
+      mpi_operator_image: On the genuine node, the image the MPI Operator runs from as its
+        release's Deployment (`operator_pods`); None: a process on the host.
+      host_ip: On the genuine node, the host's address on the node's bridge: the Services of
+        `HOST_SERVICES` lead there (`operator_pods.host_service`); None: the node agent
+        resolves their names to the host.
+    """
     root, pki, binaries = bed.root, bed.layout.pki, bed.binaries
     bed.kubectl_run("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
@@ -268,6 +279,8 @@ def start_operators(bed, procs: processes.Processes) -> None:
     ports = {name: (processes.free_port(), processes.free_port()) for name in
              ("training-operator", "trainer", "jobset", "kueue")}
     status_port = processes.free_port()
+    if host_ip is not None:
+        operator_pods.host_service(bed, TRAINER_SERVICE, status_port, host_ip)
     dirs = OperatorDirs(root, pki)
     base_env, cert_dir, own_tmp = dirs.base_env, dirs.cert_dir, dirs.own_tmp
 
@@ -283,9 +296,11 @@ def start_operators(bed, procs: processes.Processes) -> None:
         f"--pytorch-init-container-image={INIT_IMAGE}",
         f"--pytorch-init-container-template-file={template}"],
         env={**own_tmp("training-operator"), "MY_POD_NAMESPACE": "kubeflow"})
-    procs.start("mpi-operator", [binaries["mpi-operator"], f"--kubeConfig={kubeconfig}",
-                                 "--lock-namespace=mpi-operator", "--monitoring-port=0"],
-                env=base_env)
+    if mpi_operator_image is None:
+        procs.start("mpi-operator", [binaries["mpi-operator"], f"--kubeConfig={kubeconfig}",
+                                     *operator_pods.ARGS], env=base_env)
+    else:
+        operator_pods.deploy_mpi_operator(bed, MPI_OPERATOR.source(), mpi_operator_image)
     start_jobset(procs, binaries["jobset"], kubeconfig, configs / "jobset.yaml", ports["jobset"],
                  dirs)
     webhook, health = ports["trainer"]
@@ -322,8 +337,9 @@ def start_operators(bed, procs: processes.Processes) -> None:
         health = ports[name][1]
         procs.wait_until(name, lambda h=health: processes.http_ok(
             f"http://127.0.0.1:{h}/readyz"), READY_TIMEOUT_S)
-    procs.wait_until("mpi-operator", lambda: "Started workers" in (
-        root / "logs" / "mpi-operator.log").read_text(errors="replace"), READY_TIMEOUT_S)
+    if mpi_operator_image is None:
+        procs.wait_until("mpi-operator", lambda: "Started workers" in (
+            root / "logs" / "mpi-operator.log").read_text(errors="replace"), READY_TIMEOUT_S)
 
     ca = (pki / "ca.crt").read_bytes()
     documents = _webhooks(ports, ca)

@@ -99,7 +99,8 @@ def _conditions(job) -> list:
 
 
 @pytest.mark.parametrize("backend,strategy,kind,done,extra", [
-    ("tfjob", "multi_worker_mirrored", "tfjob", ("Succeeded", "TFJobSucceeded"), ()),
+    # A TFJob under multi_worker_mirrored: tests/containers/test_kfp_cluster_backends.py, its
+    # step run by Kubeflow Pipelines itself.
     ("tfjob", "parameter_server", "tfjob", ("Succeeded", "TFJobSucceeded"), ("--evaluator",)),
     # An MPIJob's Horovod run: test_a_killed_replica_is_replaced_by_the_real_controllers_and_the_
     # job_resumes[mpijob-...] trains it to a blessed model (and through a killed rank).

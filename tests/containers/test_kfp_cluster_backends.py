@@ -1,0 +1,103 @@
+"""kfdist's mnist pipeline submitted to Kubeflow Pipelines 2.17 on the genuine node, its training
+step launching a TFJob and a TrainJob through the operators' own controllers.
+
+As a user's cluster runs it: kfdist's RBAC for KFP's `pipeline-runner` (`manifests/overlays/
+standalone`) and its TensorFlow runtime (`manifests/runtimes`) applied as the README says, the
+MNIST files on KFP's object store (`minio://mlpipeline/...`), no `work_uri`: the replicas share a
+folder beside the dataset there, with KFP's `mlpipeline-minio-artifact` keys. Each run
+SUCCEEDED; the job carries the run's id the real driver gave the step, its controller marked it
+done, its pods ran on the node, the step's log is the leader's, the model was blessed at the
+pipeline's threshold and exported to the store, and its TensorBoard curves are on the work
+location.
+"""
+
+import json
+import re
+
+import pytest
+
+from cluster.node_config import NODE_NAME
+from containers.test_kfp_on_the_bed import (HERE, RUN_TIMEOUT_S, _lineage, _object_store,
+                                            _submit)
+
+REPO = HERE.parents[1]
+MNIST = "data/mnist"
+#: The run label kfdist's training step puts on its job (`job_spec.run_labels`).
+RUN_ID_LABEL = "kfdist.dev/run-id"
+
+
+@pytest.fixture(scope="module")
+def on_the_store(node_bed, tmp_path_factory) -> str:
+    """The MNIST sample on KFP's store, kfdist's RBAC and runtimes installed as a user does."""
+    from kfdist.sample_data import write_mnist_sample
+
+    for kustomization in ("manifests/overlays/standalone", "manifests/runtimes"):
+        node_bed.kubectl_run("apply", "--server-side", "-k", str(REPO / kustomization))
+    folder = tmp_path_factory.mktemp("mnist")
+    write_mnist_sample(str(folder))
+    store = _object_store(node_bed)
+    for path in sorted(folder.iterdir()):
+        store.upload_file(str(path), "mlpipeline", f"{MNIST}/{path.name}")
+    return f"minio://mlpipeline/{MNIST}"
+
+
+@pytest.mark.parametrize("backend,kind,replica,done", [
+    ("tfjob", "tfjob", "worker", ("Succeeded", "TFJobSucceeded")),
+    ("trainjob", "trainjob", "node", ("Complete", "AllJobsCompleted"))])
+def test_mnist_on_kfp_trains_as_the_operators_job_and_is_exported(
+        backend, kind, replica, done, node_bed, on_the_store):
+    kfp_host = (node_bed.root / "kfp-host").read_text().strip()
+    export_base = f"minio://mlpipeline/serving-{backend}"
+    submitted = _submit(kfp_host, REPO / "pipelines" / "mnist.yaml", "--wait",
+                        "--param", f"source_uri={on_the_store}",
+                        "--param", f"export_base={export_base}", "--param", f"backend={backend}",
+                        "--param", "epochs=3")
+    out, err = submitted.communicate(timeout=RUN_TIMEOUT_S)
+    assert submitted.returncode == 0, err
+    run_id = json.loads(out.splitlines()[-1])["run_id"]
+
+    [job] = _objects(node_bed, kind, f"{RUN_ID_LABEL}={run_id}")
+    conditions = [(c["type"], c.get("reason")) for c in job["status"]["conditions"]
+                  if c["status"] == "True"]
+    assert done in conditions, conditions  # written by the operator's own controller
+    name = job["metadata"]["name"]
+    replicas = [p for p in _objects(node_bed, "pod", "") if p["metadata"]["name"].startswith(
+        f"{name}-{replica}-")]
+    assert len(replicas) == 2 and {p["spec"]["nodeName"] for p in replicas} == {NODE_NAME}
+
+    step_log = _step_log(node_bed, run_id, "train-distributed")
+    assert f"{backend} backend: " in step_log, step_log[-3000:]
+    # Only the leader's own lines are streamed into the step's log.
+    assert f"[{replica}-0] epoch 3/3" in step_log and f"[{replica}-1]" not in step_log
+    if kind == "trainjob":  # the leader's progress, through Trainer's status API
+        assert job["status"]["trainerStatus"]["progressPercentage"] == 100
+        assert "Progress 100%, about 0 s left" in step_log, step_log[-3000:]
+    work = re.search(r"work location (minio://\S+)", step_log).group(1)
+    bucket, prefix = work.removeprefix("minio://").split("/", 1)
+    store = _object_store(node_bed)
+    curves = store.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/model/tensorboard/train/")
+    assert curves.get("KeyCount", 0) >= 1, work
+
+    evaluated = [a["metadata"] for a in _lineage(node_bed, run_id)["artifacts"]
+                 if a["type"] == "system.Metrics" and "eval_examples" in a["metadata"]]
+    assert [m["accuracy"] >= 0.9 for m in evaluated] == [True], evaluated
+    exported = store.list_objects_v2(Bucket="mlpipeline", Prefix=f"serving-{backend}/mnist/")
+    assert any(o["Key"].endswith("/saved_model.pb") for o in exported.get("Contents", ())), \
+        exported
+
+
+def _objects(node_bed, kind: str, selector: str) -> list:
+    """The `kind` objects of namespace kubeflow (where KFP's steps run), by label `selector`."""
+    return json.loads(node_bed.kubectl_run(
+        "get", kind, "-n", "kubeflow", *(["-l", selector] if selector else []), "-o",
+        "json").stdout)["items"]
+
+
+def _step_log(node_bed, run_id: str, task: str) -> str:
+    """The log of the run's pod that executed `task` (its `main` container: the component)."""
+    for pod in _objects(node_bed, "pod", f"pipeline/runid={run_id}"):
+        node = pod["metadata"].get("annotations", {}).get("workflows.argoproj.io/node-name", "")
+        if node.endswith(f".{task}.executor"):
+            return node_bed.kubectl_run("logs", "-n", "kubeflow", pod["metadata"]["name"],
+                                        "-c", "main").stdout
+    raise AssertionError(f"no pod of run {run_id} executed {task}")
