@@ -28,7 +28,7 @@ from cluster.node_agent.runtime import network_name
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = "kfdist-pipeline-runner"
 _numbers = itertools.count(1)
-#: The bed fixtures' names: each bed's stop-and-check, while the bed runs.
+#: {bed fixture name: its stop-and-check}, while the bed runs.
 _stops: dict = {}
 
 
