@@ -8,7 +8,8 @@ folder beside the dataset there, with KFP's `mlpipeline-minio-artifact` keys. Ea
 SUCCEEDED; the job carries the run's id the real driver gave the step, its controller marked it
 done, its pods ran on the node, the step's log is the leader's, the model was blessed at the
 pipeline's threshold and exported to the store, and its TensorBoard curves are on the work
-location.
+location. A run terminated through KFP's API while its TFJob trains leaves neither the TFJob nor
+its replicas.
 """
 
 import json
@@ -16,6 +17,7 @@ import re
 
 import pytest
 
+from cluster.fixture import wait_for
 from cluster.node_config import NODE_NAME
 from containers.test_kfp_on_the_bed import (HERE, RUN_TIMEOUT_S, _lineage, _object_store,
                                             _submit)
@@ -101,3 +103,34 @@ def _step_log(node_bed, run_id: str, task: str) -> str:
             return node_bed.kubectl_run("logs", "-n", "kubeflow", pod["metadata"]["name"],
                                         "-c", "main").stdout
     raise AssertionError(f"no pod of run {run_id} executed {task}")
+
+
+def test_a_run_terminated_through_the_api_deletes_its_tfjob_and_replicas(node_bed, on_the_store):
+    import kfp
+
+    kfp_host = (node_bed.root / "kfp-host").read_text().strip()
+    waiting = _submit(kfp_host, REPO / "pipelines" / "mnist.yaml", "--wait",
+                      "--param", f"source_uri={on_the_store}",
+                      "--param", "export_base=minio://mlpipeline/serving-terminated",
+                      "--param", "backend=tfjob", "--param", "epochs=200")
+    job = wait_for(lambda: next((j for j in _objects(node_bed, "tfjob", RUN_ID_LABEL)
+                                 if _training(node_bed, j)), None),
+                   RUN_TIMEOUT_S, "a TFJob whose replicas run", every=2.0)
+    run_id = job["metadata"]["labels"][RUN_ID_LABEL]
+    kfp.Client(host=kfp_host).terminate_run(run_id)
+    out, err = waiting.communicate(timeout=RUN_TIMEOUT_S)
+    assert waiting.returncode == 1 and f"run {run_id} was terminated" in err, err
+    # Argo stops the step (SIGTERM; it keeps the stopped pod, which owns the job): the step
+    # deletes its TFJob, and the operator's replicas go with it.
+    name = job["metadata"]["name"]
+    wait_for(lambda: not _objects(node_bed, "tfjob", f"{RUN_ID_LABEL}={run_id}") and not [
+        p for p in _objects(node_bed, "pod", "") if p["metadata"]["name"].startswith(name)],
+        60, f"TFJob {name} and its replicas gone", every=2.0)
+
+
+def _training(node_bed, job: dict) -> bool:
+    """Whether every replica pod of `job` is Running."""
+    name = job["metadata"]["name"]
+    pods = [p for p in _objects(node_bed, "pod", "") if p["metadata"]["name"].startswith(
+        f"{name}-worker-")]
+    return len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
