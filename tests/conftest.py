@@ -28,7 +28,7 @@ BED_GROUPS = (("node_bed", "node-bed"), ("kube_bed", "agent-beds"),
 #: The fixtures of running beds: each is stopped right after the last test of the run that uses it
 #: (`cluster.fixture.stop_bed`), not at the end of its worker's session, so that it does not take
 #: the CPU from the tests that run after its group.
-BED_FIXTURES = ("node_bed", "kube_bed", "trainer_v2_1_bed", "bare_api")
+BED_FIXTURES = tuple(fixture for fixture, _ in BED_GROUPS if fixture != "kfdist_images")
 _last_users: dict = {}
 
 

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from types import MappingProxyType
 from typing import Dict, Mapping
 
 from cluster import node_config, processes
@@ -133,41 +134,39 @@ def build_kfp_images(binaries: Dict[str, str]) -> Dict[str, str]:
     Returns:
       {"kfp-driver" | "kfp-launcher" | "argoexec": image reference}.
     """
-    references = {}
-    for name, (binary, target) in KFP_IMAGES.items():
-        containerfile = (f"FROM scratch\nCOPY rootfs/ /\nENV PATH=/bin\n"
-                         f"USER {NONROOT_USER}:{NONROOT_USER}\nENTRYPOINT [\"{target}\"]\n")
-        recipe = hashlib.sha256(containerfile.encode()).hexdigest()[:8]
-        reference = node_config.image(name, f"{_tag_of(binaries[binary])}-{recipe}")
-        references[name] = reference
-        if _podman_has(reference):
-            continue
-        with tempfile.TemporaryDirectory() as extras:
-            rootfs = Path(extras) / "rootfs"
-            (rootfs / "etc").mkdir(parents=True)
-            (rootfs / "etc" / "nsswitch.conf").write_text("hosts: files dns\n")
-            (rootfs / "tmp").mkdir()
-            (rootfs / "tmp").chmod(0o1777)  # COPY of a folder keeps the modes of what it holds
-            (rootfs / target.lstrip("/")).parent.mkdir(parents=True)
-            shutil.copy2(binaries[binary], rootfs / target.lstrip("/"))
-            _podman_build(reference, containerfile, {"rootfs": rootfs})
-    return references
+    return {name: _binary_image(name, binaries[binary], target,
+                                f"ENV PATH=/bin\nUSER {NONROOT_USER}:{NONROOT_USER}\n",
+                                {"etc/nsswitch.conf": "hosts: files dns\n"})
+            for name, (binary, target) in KFP_IMAGES.items()}
 
 
 def build_operator_image(name: str, binary: str) -> str:
     """Builds the image of an operator that runs as a pod on the genuine node: its static
     binary at `/NAME` and a writable /tmp (klog's log files), run as root as its release's
-    image is; returns its reference (tagged by the binary's cache key and the recipe)."""
-    containerfile = f"FROM scratch\nCOPY rootfs/ /\nENTRYPOINT [\"/{name}\"]\n"
+    image is; returns its reference."""
+    return _binary_image(name, binary, f"/{name}")
+
+
+def _binary_image(name: str, binary: str, target: str, settings: str = "",
+                  files: Mapping[str, str] = MappingProxyType({})) -> str:
+    """Builds (unless podman has it) an image `FROM scratch` of static `binary` at `target`, a
+    writable /tmp, `files` ({path: text}) and the Containerfile `settings`, `target` its
+    entry point; returns its reference, tagged by the binary's cache key and the recipe."""
+    containerfile = f"FROM scratch\nCOPY rootfs/ /\n{settings}ENTRYPOINT [\"{target}\"]\n"
     recipe = hashlib.sha256(containerfile.encode()).hexdigest()[:8]
     reference = node_config.image(name, f"{_tag_of(binary)}-{recipe}")
-    if not _podman_has(reference):
-        with tempfile.TemporaryDirectory() as extras:
-            rootfs = Path(extras) / "rootfs"
-            (rootfs / "tmp").mkdir(parents=True)
-            (rootfs / "tmp").chmod(0o1777)
-            shutil.copy2(binary, rootfs / name)
-            _podman_build(reference, containerfile, {"rootfs": rootfs})
+    if _podman_has(reference):
+        return reference
+    with tempfile.TemporaryDirectory() as extras:
+        rootfs = Path(extras) / "rootfs"
+        for path, text in files.items():
+            (rootfs / path).parent.mkdir(parents=True, exist_ok=True)
+            (rootfs / path).write_text(text)
+        (rootfs / "tmp").mkdir(parents=True)
+        (rootfs / "tmp").chmod(0o1777)  # COPY of a folder keeps the modes of what it holds
+        (rootfs / target.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(binary, rootfs / target.lstrip("/"))
+        _podman_build(reference, containerfile, {"rootfs": rootfs})
     return reference
 
 

@@ -47,12 +47,15 @@ def manifests(rendered: str, image: str) -> list:
 
 
 def deploy_mpi_operator(bed, source: Path, image: str) -> None:
-    """Applies the MPI Operator's release on `image` and waits until its workers started."""
+    """Applies the MPI Operator's release (its module's `source`) on `image`."""
     rendered = bed.kubectl_run("kustomize", str(source / "manifests" / "base")).stdout
     bed.kubectl_run("apply", "--server-side", "-f", "-",
                     stdin=yaml.safe_dump_all(manifests(rendered, image)))
-    bed.kubectl_run("rollout", "status", f"deployment/{DEPLOYMENT}", "-n", NAMESPACE,
-                    f"--timeout={READY_TIMEOUT_S:.0f}s")
+
+
+def wait_for_mpi_operator(bed) -> None:
+    """Waits until the MPI Operator's pod has started its workers (its log says so; until its
+    container runs there is no log)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while "Started workers" not in bed.kubectl_run(
             "logs", f"deployment/{DEPLOYMENT}", "-n", NAMESPACE, check=False).stdout:

@@ -340,6 +340,8 @@ def start_operators(bed, procs: processes.Processes, mpi_operator_image: Optiona
     if mpi_operator_image is None:
         procs.wait_until("mpi-operator", lambda: "Started workers" in (
             root / "logs" / "mpi-operator.log").read_text(errors="replace"), READY_TIMEOUT_S)
+    else:  # its pod started while the operators on the host did
+        operator_pods.wait_for_mpi_operator(bed)
 
     ca = (pki / "ca.crt").read_bytes()
     documents = _webhooks(ports, ca)

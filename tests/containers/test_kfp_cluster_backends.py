@@ -19,8 +19,10 @@ import pytest
 
 from cluster.fixture import wait_for
 from cluster.node_config import NODE_NAME
-from containers.test_kfp_on_the_bed import (HERE, RUN_TIMEOUT_S, _lineage, _object_store,
-                                            _submit)
+from containers.test_kfp_on_the_bed import HERE, RUN_TIMEOUT_S, _lineage, _object_store, _submit
+from containers.test_kfp_on_the_bed import client, kfp_host  # noqa: F401  (fixtures)
+from containers.test_kfp_on_the_bed import kubeflow_objects as _objects
+from containers.test_kfp_on_the_bed import step_pods
 
 REPO = HERE.parents[1]
 MNIST = "data/mnist"
@@ -47,8 +49,7 @@ def on_the_store(node_bed, tmp_path_factory) -> str:
     ("tfjob", "tfjob", "worker", ("Succeeded", "TFJobSucceeded")),
     ("trainjob", "trainjob", "node", ("Complete", "AllJobsCompleted"))])
 def test_mnist_on_kfp_trains_as_the_operators_job_and_is_exported(
-        backend, kind, replica, done, node_bed, on_the_store):
-    kfp_host = (node_bed.root / "kfp-host").read_text().strip()
+        backend, kind, replica, done, node_bed, kfp_host, on_the_store):
     export_base = f"minio://mlpipeline/serving-{backend}"
     submitted = _submit(kfp_host, REPO / "pipelines" / "mnist.yaml", "--wait",
                         "--param", f"source_uri={on_the_store}",
@@ -88,27 +89,15 @@ def test_mnist_on_kfp_trains_as_the_operators_job_and_is_exported(
         exported
 
 
-def _objects(node_bed, kind: str, selector: str) -> list:
-    """The `kind` objects of namespace kubeflow (where KFP's steps run), by label `selector`."""
-    return json.loads(node_bed.kubectl_run(
-        "get", kind, "-n", "kubeflow", *(["-l", selector] if selector else []), "-o",
-        "json").stdout)["items"]
-
-
 def _step_log(node_bed, run_id: str, task: str) -> str:
     """The log of the run's pod that executed `task` (its `main` container: the component)."""
-    for pod in _objects(node_bed, "pod", f"pipeline/runid={run_id}"):
-        node = pod["metadata"].get("annotations", {}).get("workflows.argoproj.io/node-name", "")
-        if node.endswith(f".{task}.executor"):
-            return node_bed.kubectl_run("logs", "-n", "kubeflow", pod["metadata"]["name"],
-                                        "-c", "main").stdout
-    raise AssertionError(f"no pod of run {run_id} executed {task}")
+    [pod] = step_pods(node_bed, run_id, task)
+    return node_bed.kubectl_run("logs", "-n", "kubeflow", pod["metadata"]["name"], "-c",
+                                "main").stdout
 
 
-def test_a_run_terminated_through_the_api_deletes_its_tfjob_and_replicas(node_bed, on_the_store):
-    import kfp
-
-    kfp_host = (node_bed.root / "kfp-host").read_text().strip()
+def test_a_run_terminated_through_the_api_deletes_its_tfjob_and_replicas(
+        node_bed, client, kfp_host, on_the_store):
     waiting = _submit(kfp_host, REPO / "pipelines" / "mnist.yaml", "--wait",
                       "--param", f"source_uri={on_the_store}",
                       "--param", "export_base=minio://mlpipeline/serving-terminated",
@@ -117,7 +106,7 @@ def test_a_run_terminated_through_the_api_deletes_its_tfjob_and_replicas(node_be
                                  if _training(node_bed, j)), None),
                    RUN_TIMEOUT_S, "a TFJob whose replicas run", every=2.0)
     run_id = job["metadata"]["labels"][RUN_ID_LABEL]
-    kfp.Client(host=kfp_host).terminate_run(run_id)
+    client.terminate_run(run_id)
     out, err = waiting.communicate(timeout=RUN_TIMEOUT_S)
     assert waiting.returncode == 1 and f"run {run_id} was terminated" in err, err
     # Argo stops the step (SIGTERM; it keeps the stopped pod, which owns the job): the step

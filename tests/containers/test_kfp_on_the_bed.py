@@ -41,7 +41,6 @@ def _pipeline(path: Path, image: str, name: str, fail: bool = False,
     def say(text: str, out: dsl.Output[dsl.Dataset]) -> str:
         with open(out.path, "w") as f:
             f.write(text)
-        out.metadata["characters"] = len(text)
         return text.upper()
 
     @dsl.component(base_image=image, install_kfp_package=False)
@@ -157,17 +156,24 @@ def test_kfdist_submit_follows_real_runs_to_their_end_and_names_each_outcome(
     assert err.strip().splitlines()[-1].count("127.0.0.1:9") == 1 and "Traceback" not in err, err
 
 
+def kubeflow_objects(node_bed, kind: str, selector: str = "") -> list:
+    """The `kind` objects of namespace kubeflow (where KFP's steps run), by label `selector`."""
+    return json.loads(node_bed.kubectl_run(
+        "get", kind, "-n", "kubeflow", *(["-l", selector] if selector else []), "-o",
+        "json").stdout)["items"]
+
+
+def step_pods(node_bed, run_id: str, task: str) -> list:
+    """The run's pods that execute `task` (Argo's node name `<...>.<task>.executor`)."""
+    return [pod for pod in kubeflow_objects(node_bed, "pod", f"pipeline/runid={run_id}")
+            if pod["metadata"].get("annotations", {}).get(
+                "workflows.argoproj.io/node-name", "").endswith(f".{task}.executor")]
+
+
 def _running_step_pod(node_bed, run_id: str, task: str):
     """The name of the run's pod that executes `task`, once it is Running."""
-    pods = json.loads(node_bed.kubectl_run(
-        "get", "pods", "-n", "kubeflow", "-l", f"pipeline/runid={run_id}", "-o",
-        "json").stdout)["items"]
-    for pod in pods:
-        node_name = pod["metadata"].get("annotations", {}).get("workflows.argoproj.io/node-name")
-        if (node_name or "").endswith(f".{task}.executor") and \
-                pod["status"].get("phase") == "Running":
-            return pod["metadata"]["name"]
-    return None
+    return next((pod["metadata"]["name"] for pod in step_pods(node_bed, run_id, task)
+                 if pod["status"].get("phase") == "Running"), None)
 
 
 def _stopped(node_bed, pod: str) -> bool:
