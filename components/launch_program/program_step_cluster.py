@@ -51,13 +51,41 @@ def run_on_cluster(job: ProgramJob, backend: str, options: ClusterOptions, *,
       InvalidInputError: A bad setting, named before any API call or upload.
       TrainingFailedError: The job failed or timed out (it was deleted), or left no model.
     """
-    from kfdist.components.train_distributed.kubernetes import backend as cluster_backend
-    from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
-    from kfdist.components.train_distributed.kubernetes.client import kube_api
+    from kfdist.components.train_distributed.kubernetes.client import kfp_task, kube_api
 
     options.validate()
     job.validate()
     program_cluster.check_backend(job, backend)
+    placed, in_place, placement = _placed(job, options, dataset_uri, stage)
+    program_cluster.render(placed, backend, placement)  # every check before the first API call
+    api = kube_api.KubeApi.from_environment()
+    named = kfp_task.with_own_task(options, api)
+    if named is not options:  # a pipeline of the user's own passed no run id: the step's own
+        placed, in_place, placement = _placed(job, named, dataset_uri, stage)
+    job, data = placed, placed.data_dir
+    rendered = program_cluster.render(job, backend, placement,
+                                      program_cluster.customisation_for(backend, api, log))
+    if not in_place:
+        storage.copy_dir_to(dataset_dir, data)
+    outcome = program_cluster.follow(rendered, api, timeout_seconds=options.timeout_seconds,
+                                     log=log, timeout_from=options.timeout_from)
+    try:
+        storage.copy_dir_from(job.model_dir, saved_model_dir)
+    except InvalidInputError:
+        raise TrainingFailedError(
+            f"the program succeeded but its leader wrote nothing into KFDIST_MODEL_DIR "
+            f"({job.model_dir})") from None
+    log(f"train_program: copied the model from {job.model_dir}; checkpoints stay in "
+        f"{job.checkpoint_dir}")
+    return outcome.restarts
+
+
+def _placed(job: ProgramJob, options: ClusterOptions, dataset_uri: Optional[str], stage: bool):
+    """(the job on its work location, whether the replicas read the dataset in place, its
+    placement) for the run and task `options` name."""
+    from kfdist.components.train_distributed.kubernetes import backend as cluster_backend
+    from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
+
     run_id = options.run_id or cluster_backend.DEFAULT_RUN_ID
     task_name = options.task_name or DEFAULT_TASK_NAME
     name = job_name_for(run_id, task_name)
@@ -76,20 +104,4 @@ def run_on_cluster(job: ProgramJob, backend: str, options: ClusterOptions, *,
         labels=cluster_backend.job_labels(options, run_id, task_name),
         store_env=program_pod.store_env_for(placement, options, (work, data), os.environ))
     placement.validate()
-    program_cluster.render(job, backend, placement)  # every check before the first API call
-    api = kube_api.KubeApi.from_environment()
-    rendered = program_cluster.render(job, backend, placement,
-                                      program_cluster.customisation_for(backend, api, log))
-    if not in_place:
-        storage.copy_dir_to(dataset_dir, data)
-    outcome = program_cluster.follow(rendered, api, timeout_seconds=options.timeout_seconds,
-                                     log=log, timeout_from=options.timeout_from)
-    try:
-        storage.copy_dir_from(job.model_dir, saved_model_dir)
-    except InvalidInputError:
-        raise TrainingFailedError(
-            f"the program succeeded but its leader wrote nothing into KFDIST_MODEL_DIR "
-            f"({job.model_dir})") from None
-    log(f"train_program: copied the model from {job.model_dir}; checkpoints stay in "
-        f"{job.checkpoint_dir}")
-    return outcome.restarts
+    return job, in_place, placement

@@ -7,12 +7,15 @@ from kfp import dsl
 from kfdist import RUNTIME_IMAGE
 
 
+# `source` is `dsl.Input[dsl.Dataset] = None`, not Optional[...]: KFP's driver gives an upstream
+# artifact no schema title, and kfp's executor then instantiates the annotation, which a Union
+# cannot be.
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
 def shard_dataset(
     dataset: dsl.Output[dsl.Dataset],
     data_report: dsl.Output[dsl.HTML],
     source_uri: str = "",
-    source: Optional[dsl.Input[dsl.Dataset]] = None,
+    source: dsl.Input[dsl.Dataset] = None,
     source_format: str = "auto",
     label_column: str = "label",
     num_shards: int = 4,

@@ -270,6 +270,16 @@ def stop_pods(root: Path) -> None:
                 temporary.wait()
 
 
+def kill_container(bed, container_id: str) -> None:
+    """SIGKILLs a container of the node's pods (`containerd://<id>`, as a pod's status names it)
+    as a crash ends it: no signal handler of its process runs, and the kubelet sees it exit."""
+    layout = node_config.NodeLayout.from_json(_record(bed.root)["layout"])
+    subprocess.run([bed.binaries["ctr"], "--address", str(layout.containerd_socket), "-n",
+                    "k8s.io", "tasks", "kill", "--signal", "SIGKILL",
+                    container_id.removeprefix("containerd://")],
+                   check=True, capture_output=True, timeout=30)
+
+
 def _mounts_under(root: Path) -> List[str]:
     prefix = str(Path(root).resolve()) + "/"
     with open("/proc/self/mountinfo") as f:

@@ -1,6 +1,7 @@
 """The training step's remaining cluster claims on the real control plane: one replica, `auto`,
-the `program` pipeline's step, a retried step re-attaching, a missing image, the task's own pod
-settings, and replicas killed mid-training (a TrainJob node, a Horovod worker).
+the `program` pipeline's step, a missing image, and replicas killed mid-training (a TrainJob node,
+a Horovod worker). (A retried step re-attaching to its TFJob, and the task's own settings reaching
+the replicas: test_kfp_own_pipeline.py, from Kubeflow Pipelines' own driver and Argo's retry.)
 
 As in test_run_on_the_bed.py, the step runs here with the pipeline runner's ServiceAccount token,
 the real operators run the job, and the step and the replicas meet on the PVC `team-work`
@@ -16,22 +17,18 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from cluster.fixture import sigkill_once, wait_for
+from cluster.fixture import wait_for
 from containers import test_run_on_the_bed as run_on_the_bed
 from containers.test_launch_on_the_bed import _cluster_flags, _launch, _program
 from containers.test_run_on_the_bed import CLAIM, MOUNT, _conditions, _run
-from kfdist.components.common import model_artifact
 from kfdist.components.common.errors import TrainingFailedError
 from kfdist.components.train_distributed import runtime
-from kfdist.components.train_distributed.kubernetes.build.job_spec import job_name_for
-from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import JobTimeoutError
 
 pytestmark = pytest.mark.slow
 work_pvc = run_on_the_bed.work_pvc  # the PVC at /mnt/kfdist, as there
@@ -39,17 +36,6 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "exampl
 #: The fault runs: long enough that the kill lands mid-training (the digits' epochs take well
 #: under a second here).
 EPOCHS, KILL_AFTER_EPOCH = 20, 2
-
-# The step as its own process (SIGKILLed by the retry test); arguments come as JSON.
-STEP_SCRIPT = textwrap.dedent('''
-    import json, sys
-    from kfdist.components.train_distributed import runtime
-
-    args = json.loads(sys.argv[1])
-    runtime.train(args.pop("dataset_dir"), args.pop("model_dir"),
-                  log=lambda line: print(line, flush=True), **args)
-''')
-
 
 def _step_options(ns, run_id: str, **overrides) -> dict:
     """The training step's cluster parameters for a job in the test's namespace, on the PVC."""
@@ -128,53 +114,6 @@ def _step_pod(ns, name: str) -> dict:
     ).stdout)
 
 
-def _as_step_pod(pod: dict) -> dict:
-    """The variables KFP's driver gives a step about its own pod."""
-    return {"KFP_POD_NAME": pod["metadata"]["name"], "KFP_POD_UID": pod["metadata"]["uid"],
-            "KFP_POD_NAMESPACE": pod["metadata"]["namespace"]}
-
-
-def test_a_retried_step_reattaches_to_its_running_job(bed_namespace, work_pvc, kfdist_images,
-                                                      digits_dataset, tmp_path, monkeypatch):
-    """The first attempt is SIGKILLed (no clean-up runs) while the replicas train; the retry,
-    with the same run id and task name, gets 409 AlreadyExists and adopts the running job, and
-    adds its own pod as the job's second owner (the garbage collector keeps the job while either
-    attempt's pod exists)."""
-    # All 40 epochs (no early stopping): the first attempt is killed mid-training.
-    args = {"dataset_dir": digits_dataset, "epochs": 40, "batch_size_per_replica": 32,
-            "early_stopping_patience": 0, **_step_options(bed_namespace, "run-retry")}
-    attempts = [_step_pod(bed_namespace, f"step-attempt-{n}") for n in (1, 2)]
-    # The killed step leaves its work dir here.
-    env = dict(os.environ, TMPDIR=str(tmp_path), **_as_step_pod(attempts[0]))
-    first = subprocess.Popen(
-        [sys.executable, "-u", "-c", STEP_SCRIPT,
-         json.dumps(dict(args, model_dir=str(tmp_path / "model-1")))],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    sigkill_once(first, lambda seen: any(line.startswith("[worker-0] epoch 1/") for line in seen),
-                 400)
-    [created] = bed_namespace.get("tfjob")
-    assert created["metadata"]["name"] == job_name_for("run-retry", "train-distributed")
-    assert not _conditions(created) or ("Running", "TFJobRunning") in _conditions(created)
-    pods_before = {p["metadata"]["uid"] for p in bed_namespace.get("pod")}
-
-    for variable, value in _as_step_pod(attempts[1]).items():
-        monkeypatch.setenv(variable, value)
-    log = []
-    rest = {k: v for k, v in args.items() if k != "dataset_dir"}
-    report = runtime.train(digits_dataset, str(tmp_path / "model-2"), log=log.append, **rest)
-    name = f"TFJob {bed_namespace.name}/{created['metadata']['name']}"
-    assert any(line.startswith(f"Re-attaching to {name} ") for line in log), log[:40]
-    [job] = bed_namespace.get("tfjob")
-    assert job["metadata"]["uid"] == created["metadata"]["uid"]
-    assert ("Succeeded", "TFJobSucceeded") in _conditions(job)
-    assert [o["uid"] for o in job["metadata"]["ownerReferences"]] == [
-        pod["metadata"]["uid"] for pod in attempts]
-    # One job's replicas, started once: the pods that remain are the ones the first attempt saw.
-    assert {p["metadata"]["uid"] for p in bed_namespace.get("pod")} <= pods_before
-    assert report.epochs == 40 and len({r.weights_sha256 for r in report.replicas}) == 1
-    assert (tmp_path / "model-2" / model_artifact.SAVED_MODEL_DIR / "saved_model.pb").is_file()
-
-
 def test_a_missing_image_fails_the_step_naming_the_pull_error(bed_namespace, work_pvc,
                                                               digits_dataset, tmp_path):
     """No operator fails a job whose image cannot be pulled: the step's timeout ends it, and
@@ -191,58 +130,6 @@ def test_a_missing_image_fails_the_step_naming_the_pull_error(bed_namespace, wor
     assert image in message, message
     assert "Traceback" not in message
     wait_for(lambda: not bed_namespace.get("tfjob"), seconds=60, what="the job to be deleted")
-
-
-def test_the_tasks_toleration_node_selector_and_gpus_reach_every_replica(
-        bed_namespace, work_pvc, digits_dataset, tmp_path):
-    """A user's pipeline sets them on kfdist's training task; given the TaskConfig KFP's driver
-    builds from the compiled YAML, the step creates a TFJob whose every replica carries them.
-    The bed's node has no GPU and no such label: the pods stay Pending, Unschedulable, and the
-    step's timeout deletes the job, saying why."""
-    from kfdist.components.train_distributed.component import train_distributed
-    from unit.test_task_config import (GPU, GPU_NODES, GPU_TOLERATION, compiled,
-                                       driver_task_config, executor_task_config, user_pipeline)
-
-    ns = bed_namespace
-    options = _step_options(ns, "run-gpu", timeout_seconds=60)
-    docs = compiled(user_pipeline(train_distributed, **{
-        k: options[k] for k in ("backend", "workers", "namespace", "pvc_name", "work_uri")}),
-        tmp_path)
-    received = executor_task_config(driver_task_config(docs, "exec-train-distributed"), tmp_path)
-    seen = {}
-
-    def observe() -> None:  # in a thread: the step sets its signal handlers in the main one
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not seen:
-            try:
-                jobs, pods = ns.get("tfjob"), ns.get("pod")
-            except subprocess.CalledProcessError:
-                continue
-            pending = [p for p in pods if any(
-                c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
-                for c in p.get("status", {}).get("conditions", []))]
-            if jobs and len(pending) == 2:
-                seen.update(job=jobs[0], pods=pending)
-            time.sleep(0.2)
-
-    watcher = threading.Thread(target=observe, daemon=True)
-    watcher.start()
-    with pytest.raises(JobTimeoutError) as raised:
-        runtime.train(digits_dataset, str(tmp_path / "model"), log=lambda line: None, epochs=1,
-                      task_config=received, **options)
-    watcher.join()
-    assert seen, "both replicas were not seen Pending, Unschedulable"
-    templates = [r["template"]["spec"] for r in seen["job"]["spec"]["tfReplicaSpecs"].values()]
-    for spec in templates + [p["spec"] for p in seen["pods"]]:
-        assert GPU_TOLERATION in spec["tolerations"], spec.get("tolerations")
-        assert spec["nodeSelector"][GPU_NODES[0]] == GPU_NODES[1]
-        [container] = spec["containers"]
-        assert str(container["resources"]["limits"][GPU]) == "1"
-    assert all(p["status"]["phase"] == "Pending" for p in seen["pods"])
-    message = str(raised.value)
-    assert "did not finish within 60 s and was deleted" in message, message
-    assert "Unschedulable" in message, message
-    wait_for(lambda: not ns.get("tfjob"), seconds=60, what="the job to be deleted")
 
 
 def _kill_mpi_rank(rank: int, work_uri: str) -> str:

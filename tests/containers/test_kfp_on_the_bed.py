@@ -14,6 +14,7 @@ refuses and a host that does not answer.
 import functools
 import itertools
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -164,10 +165,12 @@ def kubeflow_objects(node_bed, kind: str, selector: str = "") -> list:
 
 
 def step_pods(node_bed, run_id: str, task: str) -> list:
-    """The run's pods that execute `task` (Argo's node name `<...>.<task>.executor`)."""
+    """The run's pods that execute `task` (Argo's node name `<...>.<task>.executor`, `(n)`
+    appended for each attempt of a task that may be retried)."""
+    node = re.compile(rf"\.{re.escape(task)}\.executor(\(\d+\))?$")
     return [pod for pod in kubeflow_objects(node_bed, "pod", f"pipeline/runid={run_id}")
-            if pod["metadata"].get("annotations", {}).get(
-                "workflows.argoproj.io/node-name", "").endswith(f".{task}.executor")]
+            if node.search(pod["metadata"].get("annotations", {}).get(
+                "workflows.argoproj.io/node-name", ""))]
 
 
 def _running_step_pod(node_bed, run_id: str, task: str):

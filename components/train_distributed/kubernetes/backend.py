@@ -238,11 +238,15 @@ def run_job(job: config.JobConfig, options: ClusterOptions, log: Callable[[str],
       KubeApiError: The operator is not installed, or RBAC denied a call.
     """
     rendered, layout = render_step_job(job, options, dataset_uri)
-    from kfdist.components.train_distributed.kubernetes.client import kube_api
+    from kfdist.components.train_distributed.kubernetes.client import kfp_task, kube_api
     from kfdist.components.train_distributed.kubernetes.lifecycle import launcher
     from kfdist.components.train_distributed.kubernetes.lifecycle import failed_replicas, step_signals
 
     api = api or kube_api.KubeApi.from_environment()
+    named = kfp_task.with_own_task(options, api)
+    if named is not options:  # a pipeline of the user's own passed no run id: the step's own
+        options = named
+        rendered, layout = render_step_job(job, options, dataset_uri)
     backend = job.job.backend
     if backend == strategy_rules.TRAINJOB_BACKEND:
         customisation = trainer_customisation(api, log)
