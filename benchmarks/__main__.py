@@ -3,6 +3,7 @@
     python -m benchmarks            # real sizes: 70k/700k digits, a 1 GB CSV, 60k-digit runs
     python -m benchmarks --quick    # small inputs, no polling runs, fewer measures: under 2 minutes
     python -m benchmarks --peers    # kfdist beside TFX's component libraries (their own venv)
+    python -m benchmarks --only kfp_backend [--kfp-bed DIR]   # a pipeline on KFP's backend
 
 A quick run writes files of its own (results-quick.json, results-quick.md); any run keeps
 the measures it did not make as the earlier results hold them (`results_files`).
@@ -24,9 +25,10 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from benchmarks import (end_to_end, input_pipeline, journal, launcher, library_paths, peer_at_size,
-                        peer_distributed, peer_end_to_end, peer_report, peer_sharding, provenance,
-                        repeats, results_files, sharding, time_to_accuracy, training)
+from benchmarks import (end_to_end, input_pipeline, journal, kfp_backend, launcher,
+                        library_paths, peer_at_size, peer_distributed, peer_end_to_end, peer_report,
+                        peer_sharding, provenance, repeats, results_files, sharding,
+                        time_to_accuracy, training)
 from benchmarks.common import write_synthetic_mnist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,6 +52,8 @@ PEER_MEASURES = ("library_paths", "peers_sharding", "peers_penguins", "peers_dis
                  "peers_at_size")
 #: `--quick` leaves out the measures whose small-size figures are only start-up times.
 QUICK_MEASURES = ("sharding", "input_pipeline", "launcher", "end_to_end")
+#: Measures run only when named (`--only`): they need the genuine node's bed with KFP.
+OPT_IN_MEASURES = ("kfp_backend",)
 
 #: (measure, figure, how to read it, target test, target text)
 TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], Any], Callable[[Any], bool], str]] = [
@@ -97,7 +101,7 @@ TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], Any], Callable[[Any], b
 def run(mode: str, only: List[str], log: Callable[[str], None],
         kubeconfig: Optional[str] = None, rounds: int = repeats.REPEATS,
         finished: Callable[[str], None] = lambda name: None,
-        runs: Optional[journal.Journal] = None) -> Dict[str, Any]:
+        runs: Optional[journal.Journal] = None, kfp_bed: Optional[str] = None) -> Dict[str, Any]:
     """Runs the selected measures at `mode`'s sizes; returns them by name.
 
     Args:
@@ -105,7 +109,8 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
       only: The measures to run.
       log: Receives progress lines.
       kubeconfig: The cluster of the launcher measure; None: the project's test bed.
-      rounds: Rounds of every peer pair (`repeats`).
+      rounds: Rounds of every peer pair (`repeats`) and of `kfp_backend`.
+      kfp_bed: The bed of the kfp_backend measure; None: one started for it.
       finished: Called with each measure's name as it ends.
       runs: Keeps the peer pairs' runs as they end, and gives back those it holds (`journal`).
     """
@@ -143,6 +148,7 @@ def run(mode: str, only: List[str], log: Callable[[str], None],
                 rounds)),
             ("peers_at_size", lambda: peer_at_size.measure(
                 size["peer_size_rows"], root, log, measures.get("peers_penguins"), rounds)),
+            ("kfp_backend", lambda: kfp_backend.measure(rounds, kfp_bed, log)),
         ]
         for name, fn in steps:
             if name not in only:
@@ -200,6 +206,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="cluster of the launcher measure (the Training Operator installed, "
                              "kfdist's runtime image pullable, jobs go to `default`); default: "
                              "the project's test bed (tests/cluster), started for the run")
+    parser.add_argument("--kfp-bed", default=None, metavar="DIR",
+                        help="the bed of the kfp_backend measure, started with `bash "
+                             "tests/cluster/up.sh DIR --stack node --with-kfp`; default: one "
+                             "started for the run")
     return parser
 
 
@@ -209,10 +219,15 @@ def main(argv=None) -> int:
     chosen = args.only or ",".join(PEER_MEASURES if args.peers
                                    else QUICK_MEASURES if args.quick else MEASURES)
     only = [name.strip() for name in chosen.split(",") if name.strip()]
-    unknown = [name for name in only if name not in MEASURES + PEER_MEASURES]
+    unknown = [name for name in only if name not in MEASURES + PEER_MEASURES + OPT_IN_MEASURES]
     problem = (f"--only {','.join(unknown)}: not a measure; valid: "
-               f"{', '.join(dict.fromkeys(MEASURES + PEER_MEASURES))}" if unknown else
-               f"--rounds {args.rounds}: must be at least 1" if args.rounds < 1 else None)
+               f"{', '.join(dict.fromkeys(MEASURES + PEER_MEASURES + OPT_IN_MEASURES))}"
+               if unknown else
+               f"--rounds {args.rounds}: must be at least 1" if args.rounds < 1 else
+               f"--kfp-bed {args.kfp_bed}: no bed with Kubeflow Pipelines there (no kfp-host); "
+               f"start one with `bash tests/cluster/up.sh {args.kfp_bed} --stack node --with-kfp`"
+               if args.kfp_bed and not os.path.isfile(os.path.join(args.kfp_bed, "kfp-host"))
+               else None)
     if problem:
         print(f"python -m benchmarks: {problem}", file=sys.stderr)
         return 2
@@ -234,7 +249,7 @@ def main(argv=None) -> int:
 
     os.makedirs(args.out_dir, exist_ok=True)
     measures = run(mode, only, lambda line: print(line, file=sys.stderr, flush=True),
-                   args.kubeconfig, args.rounds, finished, runs)
+                   args.kubeconfig, args.rounds, finished, runs, args.kfp_bed)
     result = {"mode": mode, **start_header, "seconds": round(time.perf_counter() - started),
               "measures": dict(measures), "headers": headers}
     text = results_files.write_results(result, args.out_dir)

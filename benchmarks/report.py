@@ -156,11 +156,12 @@ def markdown(result: Dict[str, Any]) -> str:
              f"Last run: `{result['command']}`, {result['date']}, {result['seconds']} s.", "",
              headers_table(result), "", targets_table(result)]
     measures = result["measures"]
-    from benchmarks import peer_report
+    from benchmarks import kfp_backend, peer_report
 
     for name, render in (("sharding", sharding_tables), ("end_to_end", end_to_end_lines),
                          ("time_to_accuracy", time_to_accuracy_lines),
                          ("library_paths", library_paths_lines),
+                         ("kfp_backend", kfp_backend.report_lines),
                          *peer_report.SECTIONS):
         if name in measures:
             lines += [""] + section(name, render, measures[name])

@@ -74,6 +74,11 @@ def node_bed(tmp_path_factory, kfdist_images):
     bed = test_bed.start(root, stack="node", pod_images=(kfdist_images["runtime"],), owned=True,
                          with_kfp=True, with_operators=True)
     _stops["node_bed"] = lambda: _stop_node_bed(root)
+    try:  # kfdist's runtimes, as the README installs them (through Trainer's validating webhook)
+        bed.kubectl_run("apply", "--server-side", "-k", str(REPO / "manifests" / "runtimes"))
+    except BaseException:
+        stop_bed("node_bed")
+        raise
     yield bed
     stop_bed("node_bed")
 
@@ -250,11 +255,21 @@ class Namespace:
     def __init__(self, bed: test_bed.Bed, name: str, kubeconfig: Path):
         self.bed, self.name, self.kubeconfig = bed, name, kubeconfig
 
-    def claim_path(self, claim: str) -> Path:
-        """The host directory of a PersistentVolumeClaim in this namespace (the node's)."""
-        from cluster.node_agent.volumes import claim_directory
+    @property
+    def on_genuine_node(self) -> bool:
+        return (self.bed.root / node.NODE_RECORD).is_file()
 
-        path = claim_directory(self.bed.root, self.name, claim)
+    def claim_path(self, claim: str) -> Path:
+        """The host directory of a PersistentVolumeClaim in this namespace (the node's). On the
+        genuine node the claim is created too (its provisioner binds it to that directory when
+        the first pod uses it); the node agent runs any claim against its directory."""
+        path = self.bed.root / "volumes" / self.name / claim
+        if self.on_genuine_node:
+            self.kubectl("apply", "-f", "-", stdin=json.dumps({
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim}, "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}}))
         path.mkdir(parents=True, exist_ok=True)
         path.chmod(0o777)
         return path
@@ -277,6 +292,14 @@ class Namespace:
     def kill_containers(self, pod_matches) -> list:
         """SIGKILLs the running containers of the pods `pod_matches` accepts, as the node would
         see a crash; returns their names (none when no such container runs yet)."""
+        if self.on_genuine_node:
+            running = [(f"{pod['metadata']['name']}/{c['name']}", c["containerID"])
+                       for pod in self.get("pod") if pod_matches(pod)
+                       for c in pod["status"].get("containerStatuses", ())
+                       if "running" in c.get("state", {})]
+            for _, container_id in running:
+                node.kill_container(self.bed, container_id)
+            return [name for name, _ in running]
         from cluster.node_agent.podspec import POD_LABEL
 
         names = [name for pod in self.get("pod") if pod_matches(pod)
@@ -320,6 +343,15 @@ def bed_namespace(kube_bed, tmp_path, monkeypatch):
     namespace = runner_namespace(kube_bed, tmp_path, monkeypatch)
     yield namespace
     kube_bed.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def node_namespace(node_bed, tmp_path, monkeypatch):
+    """A fresh namespace of the genuine node's bed; `KUBECONFIG` is its pipeline runner's
+    (deleted after the test)."""
+    namespace = runner_namespace(node_bed, tmp_path, monkeypatch)
+    yield namespace
+    node_bed.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
 
 
 @pytest.fixture

@@ -146,7 +146,8 @@ def start(bed, procs: processes.Processes, node_ip: str, binaries: Mapping[str, 
 
     procs.start("workflow-controller", kfp_config.workflow_controller_argv(
         binaries["workflow-controller"], kubeconfigs["workflow-controller"], images["argoexec"]),
-        env={**os.environ, "LEADER_ELECTION_DISABLE": "true"},
+        env={**os.environ, "LEADER_ELECTION_DISABLE": "true",
+             "DEFAULT_REQUEUE_TIME": kfp_config.ARGO_REQUEUE_TIME},
         # Argo v4.0.5's logging catches SIGTERM and SIGINT and never exits on them
         # (util/logging/init.go): in a pod the kubelet's SIGKILL ends it after the grace period.
         stop_signal=signal.SIGKILL)

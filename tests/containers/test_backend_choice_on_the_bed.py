@@ -1,7 +1,7 @@
-"""`backend=auto` and the `trainjob` backend reading the cluster, on real API servers: the full
-bed (Trainer v2.3 and kfdist's runtimes installed) and a bare API server where a test installs
-only what its case needs (nothing, Trainer's CRDs, one runtime), with the real RBAC of the
-pipeline runner's ServiceAccount deciding what the step may read.
+"""`backend=auto` and the `trainjob` backend reading the cluster, on real API servers: the
+genuine node's bed (Trainer v2.3 and kfdist's runtimes installed) and a bare API server where a
+test installs only what its case needs (nothing, Trainer's CRDs, one runtime), with the real RBAC
+of the pipeline runner's ServiceAccount deciding what the step may read.
 """
 
 from __future__ import annotations
@@ -47,14 +47,14 @@ def _install_trainer(bed, runtimes=("kfdist-tensorflow.yaml", "kfdist-horovod.ya
 
 @pytest.mark.parametrize("strategy, runtime_name", [("multi_worker_mirrored", "kfdist-tensorflow"),
                                                     ("horovod", "kfdist-horovod")])
-def test_trainjob_where_trainer_and_the_runtime_are_installed(bed_namespace, strategy,
+def test_trainjob_where_trainer_and_the_runtime_are_installed(node_namespace, strategy,
                                                                runtime_name):
     assert _choose(strategy) == (
         "trainjob", f"backend auto: trainjob (Kubeflow Trainer and kfdist's runtime {runtime_name} "
                     "are installed)")
 
 
-def test_the_operators_job_when_the_job_does_not_fit_the_runtime(bed_namespace):
+def test_the_operators_job_when_the_job_does_not_fit_the_runtime(node_namespace):
     chosen, line = _choose(restart_policy="Never")
     assert chosen == "tfjob"
     assert "the job needs what the runtime kfdist-tensorflow cannot carry: restart_policy='Never'" \

@@ -10,16 +10,14 @@ claim does not exist, or that no node can take, stays Pending.
 
 from __future__ import annotations
 
-import itertools
 import json
 import textwrap
 
 import pytest
 
 from cluster import node_addons, node_config
-from cluster.fixture import RUNNER, make_namespace, wait_for
+from cluster.fixture import RUNNER, wait_for
 
-_numbers = itertools.count(1)
 #: What the probe pod runs: kfdist's own client, configured in the cluster (`KubeApi`).
 IN_CLUSTER = textwrap.dedent("""
     import json, os, socket
@@ -40,13 +38,6 @@ def _pod(name: str, image: str, command, **spec) -> dict:
                      "containers": [{"name": "main", "image": image,
                                      "imagePullPolicy": "Never", "command": command}],
                      **spec}}
-
-
-@pytest.fixture
-def node_namespace(node_bed, tmp_path):
-    namespace = make_namespace(node_bed, f"node-{next(_numbers)}", tmp_path)
-    yield namespace
-    node_bed.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
 
 
 def _scheduling_verdict(namespace, name: str) -> dict:

@@ -8,8 +8,8 @@ folder beside the dataset there, with KFP's `mlpipeline-minio-artifact` keys. Ea
 SUCCEEDED; the job carries the run's id the real driver gave the step, its controller marked it
 done, its pods ran on the node, the step's log is the leader's, the model was blessed at the
 pipeline's threshold and exported to the store, and its TensorBoard curves are on the work
-location. A run terminated through KFP's API while its TFJob trains leaves neither the TFJob nor
-its replicas.
+location. The images pipeline trains the PNG digits as a TFJob too. A run terminated through
+KFP's API while its TFJob trains leaves neither the TFJob nor its replicas.
 """
 
 import json
@@ -85,6 +85,39 @@ def test_mnist_on_kfp_trains_as_the_operators_job_and_is_exported(
                  if a["type"] == "system.Metrics" and "eval_examples" in a["metadata"]]
     assert [m["accuracy"] >= 0.9 for m in evaluated] == [True], evaluated
     exported = store.list_objects_v2(Bucket="mlpipeline", Prefix=f"serving-{backend}/mnist/")
+    assert any(o["Key"].endswith("/saved_model.pb") for o in exported.get("Contents", ())), \
+        exported
+
+
+def test_the_images_pipeline_on_kfp_trains_png_digits_as_a_tfjob(node_bed, kfp_host,
+                                                                on_the_store, tmp_path):
+    """The PNG digits (TFRecord of encoded images) on KFP's store; the images pipeline's
+    training as a TFJob; its artifacts in MLMD: the dataset, the model, the metrics, the
+    confusion matrix and both HTML reports."""
+    from kfdist.sample_data import write_images_sample
+
+    write_images_sample(str(tmp_path / "digits"))
+    store = _object_store(node_bed)
+    for path in sorted((tmp_path / "digits").iterdir()):
+        store.upload_file(str(path), "mlpipeline", f"data/png-digits/{path.name}")
+    submitted = _submit(kfp_host, REPO / "pipelines" / "images.yaml", "--wait",
+                        "--param", "source_uri=minio://mlpipeline/data/png-digits",
+                        "--param", "export_base=minio://mlpipeline/serving-images",
+                        "--param", "backend=tfjob", "--param", "epochs=5")
+    out, err = submitted.communicate(timeout=RUN_TIMEOUT_S)
+    assert submitted.returncode == 0, err
+    run_id = json.loads(out.splitlines()[-1])["run_id"]
+    [job] = _objects(node_bed, "tfjob", f"{RUN_ID_LABEL}={run_id}")
+    assert ("Succeeded", "TFJobSucceeded") in [(c["type"], c.get("reason")) for c in
+                                               job["status"]["conditions"] if c["status"] == "True"]
+    lineage = _lineage(node_bed, run_id)
+    evaluated = [a["metadata"] for a in lineage["artifacts"]
+                 if a["type"] == "system.Metrics" and "eval_examples" in a["metadata"]]
+    assert [m["accuracy"] >= 0.9 for m in evaluated] == [True], evaluated
+    kinds = [a["type"] for a in lineage["artifacts"]]
+    assert {"system.Dataset", "system.Model", "system.ClassificationMetrics"} <= set(kinds)
+    assert kinds.count("system.HTML") == 2, kinds  # the data report and the evaluation's
+    exported = store.list_objects_v2(Bucket="mlpipeline", Prefix="serving-images/")
     assert any(o["Key"].endswith("/saved_model.pb") for o in exported.get("Contents", ())), \
         exported
 
