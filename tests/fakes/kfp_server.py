@@ -1,5 +1,13 @@
 """A small fake Kubeflow Pipelines API server, over real HTTP, for tests.
 
+Kubeflow Pipelines' real API server runs on the genuine node's bed, where
+`kfdist submit` meets it (tests/containers/test_kfp_on_the_bed.py: a run that
+succeeds, fails or is terminated, a refused pipeline, an unreachable host).
+This fake serves the unit tests what that server cannot give on demand
+(transient 503s, a rejected token, a login page in front of the API,
+multi-user mode) and what they read from the requests themselves (the typed
+parameters and the spec as sent), without a bed.
+
 It implements only the v2beta1 REST endpoints that `kfp.Client` 2.17 calls to
 create a run from a package and follow it:
 

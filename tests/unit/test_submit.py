@@ -1,7 +1,10 @@
 """`kfdist submit` against a fake Kubeflow Pipelines API over real HTTP.
 
-The fake (tests/kfp_server.py) answers the v2beta1 REST calls kfp.Client
-makes; nothing in kfp is patched. Bad input must fail before any request.
+The fake (tests/fakes/kfp_server.py) answers the v2beta1 REST calls kfp.Client makes; nothing in
+kfp is patched. The real API server runs kfdist's submits in
+tests/containers/test_kfp_on_the_bed.py: a run that succeeds, fails or is terminated, a pipeline it
+refuses and a host that does not answer. Bad input is refused before any request: those tests
+give an address where nothing listens.
 """
 
 from __future__ import annotations
@@ -178,18 +181,26 @@ def test_unreachable_host_is_an_error(kfdist_main, capsys):
 # ----------------------------------------------------------------- invalid input: no requests
 
 
-def _assert_invalid(rc, capsys, server, *fragments):
+@pytest.fixture
+def nowhere() -> str:
+    """An address where nothing listens: a check that needed the API would fail with "cannot
+    reach the KFP API" (exit 1), so a refusal (exit 2) was made before any request."""
+    from fakes.gcs_emulator import free_port
+
+    return f"http://127.0.0.1:{free_port()}"
+
+
+def _assert_invalid(rc, capsys, *fragments):
     err = capsys.readouterr().err
     assert rc == 2, err
-    assert "kfdist: invalid input:" in err
+    assert "kfdist: invalid input:" in err and "cannot reach" not in err, err
     for fragment in fragments:
         assert fragment in err, err
-    assert server.requests == []
 
 
-def test_unknown_param_lists_the_valid_ones(kfp_server, kfdist_main, capsys):
-    rc = kfdist_main(MNIST_YAML, "--host", kfp_server.url, *REQUIRED, "--param", "worker=4")
-    _assert_invalid(rc, capsys, kfp_server, "unknown pipeline parameter 'worker'",
+def test_unknown_param_lists_the_valid_ones(nowhere, kfdist_main, capsys):
+    rc = kfdist_main(MNIST_YAML, "--host", nowhere, *REQUIRED, "--param", "worker=4")
+    _assert_invalid(rc, capsys, "unknown pipeline parameter 'worker'",
                     "workers (NUMBER_INTEGER)", "source_uri (STRING, required)",
                     "learning_rate (NUMBER_DOUBLE)")
 
@@ -201,25 +212,25 @@ def test_unknown_param_lists_the_valid_ones(kfp_server, kfdist_main, capsys):
     ("learning_rate=nan", "'learning_rate' is NUMBER_DOUBLE"),
     ("workers", "--param needs KEY=VALUE"),
 ])
-def test_bad_param_value(kfp_server, kfdist_main, capsys, param, fragment):
-    rc = kfdist_main(MNIST_YAML, "--host", kfp_server.url, *REQUIRED, "--param", param)
-    _assert_invalid(rc, capsys, kfp_server, fragment)
+def test_bad_param_value(nowhere, kfdist_main, capsys, param, fragment):
+    rc = kfdist_main(MNIST_YAML, "--host", nowhere, *REQUIRED, "--param", param)
+    _assert_invalid(rc, capsys, fragment)
 
 
-def test_missing_required_param(kfp_server, kfdist_main, capsys):
-    rc = kfdist_main(MNIST_YAML, "--host", kfp_server.url, "--param", "source_uri=gs://d/m")
-    _assert_invalid(rc, capsys, kfp_server, "missing required pipeline parameter export_base")
+def test_missing_required_param(nowhere, kfdist_main, capsys):
+    rc = kfdist_main(MNIST_YAML, "--host", nowhere, "--param", "source_uri=gs://d/m")
+    _assert_invalid(rc, capsys, "missing required pipeline parameter export_base")
 
 
-def test_repeated_param(kfp_server, kfdist_main, capsys):
-    rc = kfdist_main(MNIST_YAML, "--host", kfp_server.url, *REQUIRED, "--param", "workers=2",
+def test_repeated_param(nowhere, kfdist_main, capsys):
+    rc = kfdist_main(MNIST_YAML, "--host", nowhere, *REQUIRED, "--param", "workers=2",
                      "--param", "workers=3")
-    _assert_invalid(rc, capsys, kfp_server, "--param workers is given more than once")
+    _assert_invalid(rc, capsys, "--param workers is given more than once")
 
 
-def test_missing_file(kfp_server, kfdist_main, capsys, tmp_path):
-    rc = kfdist_main(str(tmp_path / "nope.yaml"), "--host", kfp_server.url, *REQUIRED)
-    _assert_invalid(rc, capsys, kfp_server, "does not exist")
+def test_missing_file(nowhere, kfdist_main, capsys, tmp_path):
+    rc = kfdist_main(str(tmp_path / "nope.yaml"), "--host", nowhere, *REQUIRED)
+    _assert_invalid(rc, capsys, "does not exist")
 
 
 @pytest.mark.parametrize("name,text,fragment", [
@@ -228,11 +239,11 @@ def test_missing_file(kfp_server, kfdist_main, capsys, tmp_path):
     ("typo.yaml", "pipelineInfo: {name: p}\nroot: {dag: {taskz: {}}}\n", "not a valid KFP"),
     ("pipeline.json", "{}", "must end in .yaml or .yml"),
 ])
-def test_not_a_pipeline_spec(kfp_server, kfdist_main, capsys, tmp_path, name, text, fragment):
+def test_not_a_pipeline_spec(nowhere, kfdist_main, capsys, tmp_path, name, text, fragment):
     path = tmp_path / name
     path.write_text(text)
-    rc = kfdist_main(str(path), "--host", kfp_server.url)
-    _assert_invalid(rc, capsys, kfp_server, fragment)
+    rc = kfdist_main(str(path), "--host", nowhere)
+    _assert_invalid(rc, capsys, fragment)
 
 
 @pytest.mark.parametrize("extra,fragment", [
@@ -240,9 +251,9 @@ def test_not_a_pipeline_spec(kfp_server, kfdist_main, capsys, tmp_path, name, te
     (["--timeout", "60"], "--timeout only applies with --wait"),
     (["--wait", "--timeout", "0"], "--timeout must be a positive"),
 ])
-def test_bad_options(kfp_server, kfdist_main, capsys, extra, fragment):
-    rc = kfdist_main(MNIST_YAML, "--host", kfp_server.url, *REQUIRED, *extra)
-    _assert_invalid(rc, capsys, kfp_server, fragment)
+def test_bad_options(nowhere, kfdist_main, capsys, extra, fragment):
+    rc = kfdist_main(MNIST_YAML, "--host", nowhere, *REQUIRED, *extra)
+    _assert_invalid(rc, capsys, fragment)
 
 
 # ----------------------------------------------------------------- the Python API and types
