@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import json
@@ -10,13 +11,34 @@ import platform
 import struct
 import subprocess
 import sys
-from typing import Any, Dict, List, Sequence, Tuple
+import tempfile
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Every child runs with these (legacy Keras, quiet TensorFlow).
 CHILD_ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+
+
+@contextlib.contextmanager
+def started_bed(*up_args: str) -> Iterator[str]:
+    """Yields the directory of the project's test bed, started here as a person starts it
+    (`tests/cluster/up.sh DIR *up_args`; the benchmarks never import the tests), with kfdist's
+    runtime image built for its pods; stopped (`down.sh`) after."""
+    subprocess.run(["bash", os.path.join(REPO_ROOT, "containers", "build.sh"), "--engine",
+                    "podman", "runtime"], check=True, stdout=subprocess.DEVNULL)
+    cluster = os.path.join(REPO_ROOT, "tests", "cluster")
+    # up.sh and down.sh run in this interpreter's environment, activated or not.
+    env = {**os.environ, "PYTHON": sys.executable}
+    with tempfile.TemporaryDirectory(prefix="kfdist-bench-bed-") as root:
+        try:
+            subprocess.run(["bash", os.path.join(cluster, "up.sh"), root, *up_args], check=True,
+                           stdout=subprocess.DEVNULL, env=env)
+            yield root
+        finally:
+            subprocess.run(["bash", os.path.join(cluster, "down.sh"), root],
+                           stdout=subprocess.DEVNULL, env=env)
 
 
 def epoch_wall_seconds(history: List[Dict[str, float]]) -> List[float]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from benchmarks import repeats
-from benchmarks.common import REPO_ROOT
+from benchmarks.common import REPO_ROOT, started_bed
 
 PARAMS = {"label_column": "target", "backend": "local", "epochs": 3,
           "accuracy_threshold": 0.5}
@@ -57,18 +57,8 @@ def kfp_bed(given: Optional[str]) -> Iterator[Path]:
     if given:
         yield Path(given)
         return
-    cluster = Path(REPO_ROOT) / "tests" / "cluster"
-    env = {**os.environ, "PYTHON": sys.executable}  # up.sh runs this interpreter's environment
-    subprocess.run(["bash", str(Path(REPO_ROOT) / "containers" / "build.sh"), "--engine",
-                    "podman", "runtime"], check=True, stdout=subprocess.DEVNULL)
-    with tempfile.TemporaryDirectory(prefix="kfdist-bench-kfp-") as root:
-        try:
-            subprocess.run(["bash", str(cluster / "up.sh"), root, "--stack", "node",
-                            "--with-kfp"], check=True, stdout=subprocess.DEVNULL, env=env)
-            yield Path(root)
-        finally:
-            subprocess.run(["bash", str(cluster / "down.sh"), root], stdout=subprocess.DEVNULL,
-                           env=env)
+    with started_bed("--stack", "node", "--with-kfp") as root:
+        yield Path(root)
 
 
 def _kubectl(bed: Path, *args: str) -> str:
@@ -106,8 +96,7 @@ def local_run(table: str, out: str) -> Dict[str, Any]:
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "kfdist", "run", "tabular", "--data", table,
                            "--export-base", os.path.join(out, "serving"), "--output", out,
-                           *[f"--{k.replace('_', '-')}={v}" for k, v in PARAMS.items()
-                             if k != "label_column"], "--label-column", PARAMS["label_column"]],
+                           *[f"--{k.replace('_', '-')}={v}" for k, v in PARAMS.items()]],
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     wall = time.perf_counter() - started
     if done.returncode != 0:

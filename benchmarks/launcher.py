@@ -21,17 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
 import kubernetes
 
-from benchmarks.common import REPO_ROOT
+from benchmarks.common import started_bed
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob
 from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi
 from kfdist.components.train_distributed.kubernetes.client.kube_errors import NotFoundError
@@ -61,19 +57,8 @@ def api_server(kubeconfig: Optional[str]) -> Iterator[str]:
     if kubeconfig:
         yield kubeconfig
         return
-    subprocess.run(["bash", str(Path(REPO_ROOT) / "containers" / "build.sh"), "--engine",
-                    "podman", "runtime"], check=True, stdout=subprocess.DEVNULL)
-    cluster = Path(REPO_ROOT) / "tests" / "cluster"
-    # up.sh and down.sh run in this interpreter's environment, activated or not.
-    env = {**os.environ, "PYTHON": sys.executable}
-    with tempfile.TemporaryDirectory(prefix="kfdist-bench-bed-") as root:
-        try:  # the bed as a person starts it (the benchmarks never import the tests)
-            subprocess.run(["bash", str(cluster / "up.sh"), root], check=True,
-                           stdout=subprocess.DEVNULL, env=env)
-            yield os.path.join(root, "kubeconfig")
-        finally:
-            subprocess.run(["bash", str(cluster / "down.sh"), root], stdout=subprocess.DEVNULL,
-                           env=env)
+    with started_bed() as root:
+        yield os.path.join(root, "kubeconfig")
 
 
 def rendered_tfjob(run_id: str, namespace: str) -> RenderedJob:

@@ -74,8 +74,8 @@ def node_bed(tmp_path_factory, kfdist_images):
     bed = test_bed.start(root, stack="node", pod_images=(kfdist_images["runtime"],), owned=True,
                          with_kfp=True, with_operators=True)
     _stops["node_bed"] = lambda: _stop_node_bed(root)
-    try:  # kfdist's runtimes, as the README installs them (through Trainer's validating webhook)
-        bed.kubectl_run("apply", "--server-side", "-k", str(REPO / "manifests" / "runtimes"))
+    try:
+        _install_runtimes(bed)
     except BaseException:
         stop_bed("node_bed")
         raise
@@ -101,14 +101,18 @@ def _running_bed(root: Path, stack: str, fixture: str):
     bed = test_bed.start(root, stack=stack, owned=True)
     try:
         if stack != "control-plane":
-            # kfdist's runtimes, as the README installs them (through Trainer's validating webhook).
-            bed.kubectl_run("apply", "--server-side", "-k", str(REPO / "manifests" / "runtimes"))
+            _install_runtimes(bed)
     except BaseException:
         test_bed.stop(root)
         raise
     _stops[fixture] = lambda: _stop_agent_bed(root)
     yield bed
     stop_bed(fixture)
+
+
+def _install_runtimes(bed: test_bed.Bed) -> None:
+    """kfdist's runtimes, as the README installs them (through Trainer's validating webhook)."""
+    bed.kubectl_run("apply", "--server-side", "-k", str(REPO / "manifests" / "runtimes"))
 
 
 def _stop_agent_bed(root: Path) -> None:

@@ -21,13 +21,12 @@ from cluster.fixture import wait_for
 from cluster.node_config import NODE_NAME
 from containers.test_kfp_on_the_bed import HERE, RUN_TIMEOUT_S, _lineage, _object_store, _submit
 from containers.test_kfp_on_the_bed import client, kfp_host  # noqa: F401  (fixtures)
+from containers.test_kfp_on_the_bed import job_pods, step_log, step_pods
 from containers.test_kfp_on_the_bed import kubeflow_objects as _objects
-from containers.test_kfp_on_the_bed import step_pods
+from kfdist.components.train_distributed.kubernetes.build.job_spec import RUN_ID_LABEL
 
 REPO = HERE.parents[1]
 MNIST = "data/mnist"
-#: The run label kfdist's training step puts on its job (`job_spec.run_labels`).
-RUN_ID_LABEL = "kfdist.dev/run-id"
 
 
 @pytest.fixture(scope="module")
@@ -63,19 +62,17 @@ def test_mnist_on_kfp_trains_as_the_operators_job_and_is_exported(
     conditions = [(c["type"], c.get("reason")) for c in job["status"]["conditions"]
                   if c["status"] == "True"]
     assert done in conditions, conditions  # written by the operator's own controller
-    name = job["metadata"]["name"]
-    replicas = [p for p in _objects(node_bed, "pod", "") if p["metadata"]["name"].startswith(
-        f"{name}-{replica}-")]
+    replicas = job_pods(node_bed, job, replica)
     assert len(replicas) == 2 and {p["spec"]["nodeName"] for p in replicas} == {NODE_NAME}
 
-    step_log = _step_log(node_bed, run_id, "train-distributed")
-    assert f"{backend} backend: " in step_log, step_log[-3000:]
+    log = _step_log(node_bed, run_id, "train-distributed")
+    assert f"{backend} backend: " in log, log[-3000:]
     # Only the leader's own lines are streamed into the step's log.
-    assert f"[{replica}-0] epoch 3/3" in step_log and f"[{replica}-1]" not in step_log
+    assert f"[{replica}-0] epoch 3/3" in log and f"[{replica}-1]" not in log
     if kind == "trainjob":  # the leader's progress, through Trainer's status API
         assert job["status"]["trainerStatus"]["progressPercentage"] == 100
-        assert "Progress 100%, about 0 s left" in step_log, step_log[-3000:]
-    work = re.search(r"work location (minio://\S+)", step_log).group(1)
+        assert "Progress 100%, about 0 s left" in log, log[-3000:]
+    work = re.search(r"work location (minio://\S+)", log).group(1)
     bucket, prefix = work.removeprefix("minio://").split("/", 1)
     store = _object_store(node_bed)
     curves = store.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/model/tensorboard/train/")
@@ -125,8 +122,7 @@ def test_the_images_pipeline_on_kfp_trains_png_digits_as_a_tfjob(node_bed, kfp_h
 def _step_log(node_bed, run_id: str, task: str) -> str:
     """The log of the run's pod that executed `task` (its `main` container: the component)."""
     [pod] = step_pods(node_bed, run_id, task)
-    return node_bed.kubectl_run("logs", "-n", "kubeflow", pod["metadata"]["name"], "-c",
-                                "main").stdout
+    return step_log(node_bed, pod)
 
 
 def test_a_run_terminated_through_the_api_deletes_its_tfjob_and_replicas(
@@ -145,14 +141,11 @@ def test_a_run_terminated_through_the_api_deletes_its_tfjob_and_replicas(
     # Argo stops the step (SIGTERM; it keeps the stopped pod, which owns the job): the step
     # deletes its TFJob, and the operator's replicas go with it.
     name = job["metadata"]["name"]
-    wait_for(lambda: not _objects(node_bed, "tfjob", f"{RUN_ID_LABEL}={run_id}") and not [
-        p for p in _objects(node_bed, "pod", "") if p["metadata"]["name"].startswith(name)],
-        60, f"TFJob {name} and its replicas gone", every=2.0)
+    wait_for(lambda: not _objects(node_bed, "tfjob", f"{RUN_ID_LABEL}={run_id}") and not
+             job_pods(node_bed, job), 60, f"TFJob {name} and its replicas gone", every=2.0)
 
 
 def _training(node_bed, job: dict) -> bool:
     """Whether every replica pod of `job` is Running."""
-    name = job["metadata"]["name"]
-    pods = [p for p in _objects(node_bed, "pod", "") if p["metadata"]["name"].startswith(
-        f"{name}-worker-")]
+    pods = job_pods(node_bed, job, "worker")
     return len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)

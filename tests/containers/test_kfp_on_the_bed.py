@@ -129,9 +129,7 @@ def test_kfdist_submit_follows_real_runs_to_their_end_and_names_each_outcome(
     # Terminated through the API while its step runs: KFP 2.17 reports the run CANCELING, then
     # FAILED; the waiting submit says it was terminated, and Argo stops the step's pod (it keeps
     # the pod, stopped, as it keeps every step's).
-    run_id = _poll(lambda: next((r.run_id for r in client.list_runs(
-        page_size=50, sort_by="created_at desc").runs or () if r.display_name.startswith(
-            slow.name)), None), 60, "the slow run")
+    run_id = run_of(client, slow)
     pod = _poll(lambda: _running_step_pod(node_bed, run_id, "read"), RUN_TIMEOUT_S,
                    "the read step's pod running")
     client.terminate_run(run_id)
@@ -171,6 +169,28 @@ def step_pods(node_bed, run_id: str, task: str) -> list:
     return [pod for pod in kubeflow_objects(node_bed, "pod", f"pipeline/runid={run_id}")
             if node.search(pod["metadata"].get("annotations", {}).get(
                 "workflows.argoproj.io/node-name", ""))]
+
+
+def job_pods(node_bed, job: dict, replica: str = "") -> list:
+    """The pods of namespace kubeflow whose names say they are `job`'s (of its `replica` type,
+    when given: `<job>-<replica>-<index>`)."""
+    prefix = f"{job['metadata']['name']}-{replica + '-' if replica else ''}"
+    return [pod for pod in kubeflow_objects(node_bed, "pod")
+            if pod["metadata"]["name"].startswith(prefix)]
+
+
+def step_log(node_bed, pod: dict) -> str:
+    """The log of a step's pod's `main` container (the component, under KFP's launcher)."""
+    return node_bed.kubectl_run("logs", "-n", "kubeflow", pod["metadata"]["name"], "-c", "main",
+                                check=False).stdout
+
+
+def run_of(client, package: Path) -> str:
+    """The id of the newest run submitted from `package` (its runs' names begin with the
+    file's name), once the API lists it."""
+    return _poll(lambda: next((r.run_id for r in client.list_runs(
+        page_size=50, sort_by="created_at desc").runs or () if r.display_name.startswith(
+            package.name)), None), 60, f"a run of {package.name}")
 
 
 def _running_step_pod(node_bed, run_id: str, task: str):

@@ -21,15 +21,12 @@ from cluster import node as genuine_node
 from cluster.fixture import wait_for
 from containers.test_kfp_on_the_bed import RUN_TIMEOUT_S, _lineage, _states, _submit
 from containers.test_kfp_on_the_bed import client, kfp_host  # noqa: F401  (fixtures)
+from containers.test_kfp_on_the_bed import job_pods, run_of, step_log, step_pods
 from containers.test_kfp_on_the_bed import kubeflow_objects as _objects
-from containers.test_kfp_on_the_bed import step_pods
+from kfdist.components.train_distributed.kubernetes.build.job_spec import RUN_ID_LABEL
+from unit.test_task_config import GPU, GPU_NODES, GPU_TOLERATION
 
-GPU = "nvidia.com/gpu"
-GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
-GPU_NODES = ("cloud.google.com/gke-accelerator", "nvidia-l4")
 TEAM_ENV = ("TEAM", "vision")
-#: The run label kfdist's training step puts on its job (`job_spec.run_labels`).
-RUN_ID_LABEL = "kfdist.dev/run-id"
 
 
 def _compiled(path, image: str, *, gpu: bool, epochs: int, timeout_seconds: int = 86400):
@@ -85,14 +82,8 @@ def _run_result(submitted) -> dict:
     return dict(json.loads(out.splitlines()[-1]), returncode=submitted.returncode, err=err)
 
 
-def _step_log(node_bed, pod: dict) -> str:
-    return node_bed.kubectl_run("logs", "-n", "kubeflow", pod["metadata"]["name"], "-c", "main",
-                                check=False).stdout
-
-
 def _unschedulable_replicas(node_bed, job: dict) -> list:
-    pods = [p for p in _objects(node_bed, "pod") if p["metadata"]["name"].startswith(
-        job["metadata"]["name"] + "-worker-")]
+    pods = job_pods(node_bed, job, "worker")
     return pods if len(pods) == 2 and all(any(
         c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
         for c in p["status"].get("conditions", [])) for p in pods) else []
@@ -131,7 +122,7 @@ def test_the_training_tasks_settings_reach_every_replica_of_its_tfjob(
     [main] = [c for c in step["spec"]["containers"] if c["name"] == "main"]
     assert GPU not in main.get("resources", {}).get("limits", {})
     assert {"name": TEAM_ENV[0], "value": TEAM_ENV[1]} in main["env"]
-    log = _step_log(node_bed, step)
+    log = step_log(node_bed, step)
     assert "did not finish within 60 s and was deleted" in log and "Unschedulable" in log, \
         log[-3000:]
     wait_for(lambda: not _objects(node_bed, "tfjob", f"{RUN_ID_LABEL}={run_id}"), 60,
@@ -140,7 +131,7 @@ def test_the_training_tasks_settings_reach_every_replica_of_its_tfjob(
     states = _states(_lineage(node_bed, run_id))
     assert states["make-table"] == states["shard-dataset"] == "COMPLETE", states
     [shard] = step_pods(node_bed, run_id, "shard-dataset")
-    assert "serving name: table (after the data" in _step_log(node_bed, shard)
+    assert "serving name: table (after the data" in step_log(node_bed, shard)
 
 
 def test_a_retried_training_step_reattaches_to_its_running_tfjob(
@@ -148,22 +139,19 @@ def test_a_retried_training_step_reattaches_to_its_running_tfjob(
     package = _compiled(_package(tmp_path, "own-retried-training"), kfdist_images["runtime"],
                         gpu=False, epochs=150)
     submitted = _submit(kfp_host, package, "--wait")
-    run_id = wait_for(lambda: next((r.run_id for r in client.list_runs(
-        page_size=50, sort_by="created_at desc").runs or () if r.display_name.startswith(
-            package.name)), None), 60, "the run", every=2.0)
+    run_id = run_of(client, package)
 
     def training_attempt():
         for job in _objects(node_bed, "tfjob", f"{RUN_ID_LABEL}={run_id}"):
             for pod in step_pods(node_bed, run_id, "train-distributed"):
-                if "[worker-0] epoch 2/" in _step_log(node_bed, pod):
+                if "[worker-0] epoch 2/" in step_log(node_bed, pod):
                     return job, pod
         return None
 
     created, first = wait_for(training_attempt, RUN_TIMEOUT_S, "the step's job training",
                               every=2.0)
     name = created["metadata"]["name"]
-    replicas = {p["metadata"]["uid"] for p in _objects(node_bed, "pod")
-                if p["metadata"]["name"].startswith(name + "-")}
+    replicas = {p["metadata"]["uid"] for p in job_pods(node_bed, created)}
     [main] = [c for c in first["status"]["containerStatuses"] if c["name"] == "main"]
     genuine_node.kill_container(node_bed, main["containerID"])
 
@@ -173,7 +161,7 @@ def test_a_retried_training_step_reattaches_to_its_running_tfjob(
                       key=lambda p: p["metadata"]["creationTimestamp"])
     assert [p["metadata"]["uid"] for p in attempts][0] == first["metadata"]["uid"]
     assert len(attempts) == 2 and attempts[0]["status"]["phase"] == "Failed"
-    retry_log = _step_log(node_bed, attempts[1])
+    retry_log = step_log(node_bed, attempts[1])
     assert f"Re-attaching to TFJob kubeflow/{name} " in retry_log, retry_log[-3000:]
     [job] = _objects(node_bed, "tfjob", f"{RUN_ID_LABEL}={run_id}")
     assert job["metadata"]["uid"] == created["metadata"]["uid"]
@@ -181,6 +169,5 @@ def test_a_retried_training_step_reattaches_to_its_running_tfjob(
     assert [o["uid"] for o in job["metadata"]["ownerReferences"]] == [
         p["metadata"]["uid"] for p in attempts]
     # Its replicas were started once: the job's pods are the ones the first attempt saw.
-    assert {p["metadata"]["uid"] for p in _objects(node_bed, "pod")
-            if p["metadata"]["name"].startswith(name + "-")} <= replicas
+    assert {p["metadata"]["uid"] for p in job_pods(node_bed, job)} <= replicas
     assert "[worker-0] epoch 150/150" in retry_log, retry_log[-3000:]

@@ -31,6 +31,15 @@ def kfdist_main():
     return lambda *argv: cli.main(["submit", *argv])
 
 
+@pytest.fixture
+def nowhere() -> str:
+    """An address where nothing listens: a check that needed the API would fail with "cannot
+    reach the KFP API" (exit 1), so a refusal (exit 2) was made before any request."""
+    from fakes.gcs_emulator import free_port
+
+    return f"http://127.0.0.1:{free_port()}"
+
+
 def _stdout_json(capsys):
     out, err = capsys.readouterr()
     return json.loads(out.strip().splitlines()[-1]), err
@@ -170,24 +179,13 @@ def test_login_page_instead_of_the_api_is_an_error(kfp_server, kfdist_main, caps
     assert len(kfp_server.requests) == 1
 
 
-def test_unreachable_host_is_an_error(kfdist_main, capsys):
-    from fakes.gcs_emulator import free_port
-
-    rc = kfdist_main(MNIST_YAML, "--host", f"http://127.0.0.1:{free_port()}", *REQUIRED)
+def test_unreachable_host_is_an_error(nowhere, kfdist_main, capsys):
+    rc = kfdist_main(MNIST_YAML, "--host", nowhere, *REQUIRED)
     assert rc == 1
     assert "cannot reach the KFP API" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------- invalid input: no requests
-
-
-@pytest.fixture
-def nowhere() -> str:
-    """An address where nothing listens: a check that needed the API would fail with "cannot
-    reach the KFP API" (exit 1), so a refusal (exit 2) was made before any request."""
-    from fakes.gcs_emulator import free_port
-
-    return f"http://127.0.0.1:{free_port()}"
 
 
 def _assert_invalid(rc, capsys, *fragments):

@@ -15,6 +15,7 @@ import os
 import re
 from typing import Any, Dict, Optional, Tuple
 
+from kfdist.components.train_distributed.kubernetes.client.kube_errors import NotFoundError
 from kfdist.components.train_distributed.kubernetes.client.pod_identity import (
     POD_NAME_ENV, own_namespace)
 
@@ -40,8 +41,6 @@ def with_own_task(options, api):
     namespace, name = own_namespace(), os.environ.get(POD_NAME_ENV)
     if options.run_id or not namespace or not name:
         return options
-    from kfdist.components.train_distributed.kubernetes.client.kube_errors import NotFoundError
-
     try:
         found = task_of(api.get_pod(namespace, name))
     except NotFoundError:
