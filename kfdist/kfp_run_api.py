@@ -31,6 +31,9 @@ HEALTH_TIMEOUT_S = 30.0
 
 #: Consecutive transient errors (connection errors, HTTP 5xx) tolerated while polling.
 MAX_POLL_ERRORS = 5
+#: How long a FAILED run's failed step is looked for after the run's state says FAILED: the
+#: persistence agent can report the run's state before its steps' (seen on KFP 2.17).
+STEPS_SETTLE_S = 20.0
 
 
 def describe_api_error(err: Exception, host: str, action: str) -> KfdistError:
@@ -151,6 +154,22 @@ def failed_steps(run) -> Tuple[str, ...]:
                          and task.display_name not in ("root", "executor", *workflows)}))
 
 
+def settled_run(client, run_id: str, run, poll_interval: float,
+                settle_s: float = STEPS_SETTLE_S):
+    """`run` (FAILED, no step shown FAILED yet) read again until a step shows FAILED or
+    `settle_s` passes; the last read (or `run`, if no read answers)."""
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline:
+        time.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
+        try:
+            run = client.get_run(run_id)
+        except api_errors():
+            continue
+        if failed_steps(run):
+            break
+    return run
+
+
 def wait_for_run(client, run_id: str, initial_state: str, timeout: Optional[float],
                  poll_interval: float, log: Callable[[str], None], host: str) -> RunOutcome:
     """Polls the run until it reaches a terminal state or `timeout` passes.
@@ -183,6 +202,8 @@ def wait_for_run(client, run_id: str, initial_state: str, timeout: Optional[floa
             if state in TERMINAL_STATES:
                 if state != "SUCCEEDED" and run.error is not None and run.error.message:
                     log(f"run {run_id}: error: {run.error.message}")
+                if state == "FAILED" and not failed_steps(run):
+                    run = settled_run(client, run_id, run, poll_interval)
                 return RunOutcome(state, was_terminated(run), failed_steps(run))
         now = time.monotonic()
         if deadline is not None and now >= deadline:

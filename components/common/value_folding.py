@@ -10,13 +10,16 @@ Only lines that look like a part of the value are left out (`VALUE_LINE`: a repl
 `0: <tf.Tensor ...`, `array(...`, rows of numbers, `...,`, blank lines). Any other line (a
 TensorFlow log line, the next traceback) ends the fold, which is said then, and is passed on.
 A log's lines come from several sources (replicas, MPI ranks, a pod's runs): a value is folded
-within the lines of its own source.
+within the lines of its own source. TensorFlow's start-up lines about a GPU it cannot use are
+said once, in plain words, on the way (`startup_noise`).
 """
 
 from __future__ import annotations
 
 import re
 from typing import Dict, Hashable, Iterable, Iterator, List, Optional, Tuple
+
+from kfdist.components.common import startup_noise
 
 #: The first line of the message whose value is folded (the value starts after it).
 FOLD_START = "Attempt to convert a value (PerReplica:{"
@@ -42,7 +45,11 @@ class ValueFolder:
     def feed(self, line: str, source: Hashable = None) -> List[str]:
         """The lines to emit for `line` of `source`: none while a value is folded, one (the
         message on one line) when it ends, the folded start and `line` when `line` is not a
-        part of the value, else `line` itself."""
+        part of the value, else `line` itself (none, or reworded: `startup_noise`)."""
+        quiet = startup_noise.quieted(line)
+        if quiet is None:
+            return []
+        line = quiet
         if source in self._open:
             head, count = self._open[source]
             if FOLD_END in line:

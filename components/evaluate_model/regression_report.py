@@ -172,7 +172,7 @@ def render_regression_markdown(result: RegressionEvaluation) -> str:
     """Renders a short Markdown summary (for a KFP Markdown visualization)."""
     r2 = "–" if result.r2 is None else f"{result.r2:.4f}"
     lines = ["## Model evaluation (regression)", "",
-             f"**{'✅ Blessed' if result.blessed else '❌ Not blessed'}**: {result.reason}", "",
+             f"**{'Blessed' if result.blessed else 'Not blessed'}**: {result.reason}", "",
              "| metric | value |", "| --- | --- |", f"| RMSE | {result.rmse:.4f} |",
              f"| MAE | {result.mae:.4f} |", f"| R² | {r2} |",
              f"| eval examples | {result.num_examples} |",

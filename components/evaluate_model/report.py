@@ -215,7 +215,7 @@ def render_report_markdown(result: EvaluationResult) -> str:
     lines = [
         "## Model evaluation",
         "",
-        f"**{'✅ Blessed' if result.blessed else '❌ Not blessed'}**: {result.reason}",
+        f"**{'Blessed' if result.blessed else 'Not blessed'}**: {result.reason}",
         "",
         "| metric | value |",
         "| --- | --- |",
