@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The system packages the tests need, installed with apt when one is missing (as root, or through
-# sudo): headless Chromium renders the evaluation report in a test; sshd checks the Horovod image's
+# sudo): headless Chromium renders the evaluation report in a test, and with ChromeDriver drives
+# the Kubeflow Pipelines UI in the browser tests (the UI builds with the machine's Node.js); sshd checks the Horovod image's
 # SSH configuration; OpenMPI, CMake and g++ build Horovod, whose `horovod` strategy runs under
 # mpirun; podman (with buildah, runc, uidmap) builds and runs kfdist's images, and debootstrap
 # builds their Debian base where no registry is reachable (containers/build.sh); the cluster test
@@ -9,7 +10,7 @@
 # API server on the bed keeps its runs in MariaDB (tests/cluster/kfp.py).
 set -euo pipefail
 
-PACKAGES=(chromium openssh-server openmpi-bin libopenmpi-dev cmake g++ make
+PACKAGES=(chromium chromium-driver openssh-server openmpi-bin libopenmpi-dev cmake g++ make
           podman buildah runc uidmap debootstrap curl iptables conntrack busybox-static
           mariadb-server)
 

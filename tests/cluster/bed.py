@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
-from cluster import (certs, control_plane, kfp, node, node_config, node_images, node_runtime,
-                     operators, owners, processes, trainer_v2_1)
+from cluster import (certs, control_plane, kfp, kfp_ui, node, node_config, node_images,
+                     node_runtime, operators, owners, processes, trainer_v2_1)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -112,7 +112,8 @@ GENUINE_NODE = ("kube-scheduler", "kubelet", "kube-proxy", "containerd", "contai
                 "ctr", "crictl", *node.CNI_PLUGINS, "coredns", "local-path-provisioner")
 
 
-#: `build.sh`'s name for Kubeflow Pipelines' binaries (its backend, Argo's, MinIO's).
+#: `build.sh`'s name for Kubeflow Pipelines' binaries (its backend and UI, Argo's, MinIO's, the
+#: gRPC-Web proxy's).
 KFP_BINARIES = ("kfp",)
 
 
@@ -140,8 +141,8 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
       pod_images: podman images the genuine node's pods run (imported into its containerd).
       owned: Whether the bed belongs to this process (a test session): should it die, the next
         bed started on the machine stops this one (`owners`).
-      with_kfp: Also run Kubeflow Pipelines' backend (`kfp.py`; on the genuine node only); its
-        API's address is written to `DIR/kfp-host`.
+      with_kfp: Also run Kubeflow Pipelines' backend and UI (`kfp.py`; on the genuine node
+        only); its API's address is written to `DIR/kfp-host`, its UI's to `DIR/kfp-ui`.
       with_operators: On the genuine node, also run the operators (`all` always does): the
         MPI Operator as its release's Deployment (`operator_pods`), the others as processes.
     """
@@ -295,8 +296,8 @@ def main(argv=None) -> int:
                         help="also run the operators (up only; with --stack node, which runs "
                              "none by default; `all` runs them all)")
     parser.add_argument("--with-kfp", action="store_true",
-                        help="also run Kubeflow Pipelines' backend (up only; with --stack node); "
-                             "DIR/kfp-host holds its API's address")
+                        help="also run Kubeflow Pipelines' backend and UI (up only; with --stack "
+                             "node); DIR/kfp-host holds its API's address, DIR/kfp-ui its UI's")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     command, root = args.command, args.root
     if command == "down":
@@ -318,7 +319,8 @@ def main(argv=None) -> int:
     print(f"test bed ready in {time.monotonic() - started:.1f} s; "
           f"export KUBECONFIG={bed.kubeconfig}")
     if args.with_kfp:
-        print(f"Kubeflow Pipelines: {(root / kfp.KFP_HOST_FILE).read_text().strip()}")
+        print(f"Kubeflow Pipelines: {(root / kfp.KFP_HOST_FILE).read_text().strip()}; "
+              f"its UI: {kfp_ui.address(root)}")
     return 0
 
 

@@ -4,7 +4,8 @@
 #
 #   bash tests/cluster/build.sh            # every binary the test beds run, KFP's included
 #   bash tests/cluster/build.sh NAME ...   # only these (e.g. kine, which the test bed does not use)
-#   bash tests/cluster/build.sh kfp        # Kubeflow Pipelines' backend, Argo and MinIO (--with-kfp)
+#   bash tests/cluster/build.sh kfp        # Kubeflow Pipelines' backend and UI, Argo and MinIO
+#                                          # (--with-kfp)
 #
 # A binary is rebuilt only when its module's pins, its package, its link flags or the Go version
 # change: each lives in CACHE/NAME/VERSION-KEY/, KEY a hash of those. CACHE is
@@ -73,12 +74,14 @@ BINARIES=(
 OPTIONAL=(
   "kine kine github.com/k3s-io/kine github.com/k3s-io/kine"
 )
-# Kubeflow Pipelines on the bed (`up.sh DIR --with-kfp`): Argo's controller and executor and
-# MinIO from wrapper modules; `kfp` names them and the KFP commands below.
+# Kubeflow Pipelines on the bed (`up.sh DIR --with-kfp`): Argo's controller and executor, MinIO
+# and the gRPC-Web proxy the UI reads MLMD through from wrapper modules; `kfp` names them, the KFP
+# commands below and the UI (build_ui.sh).
 KFP_MODULE_BINARIES=(
   "workflow-controller argo-workflows github.com/argoproj/argo-workflows/v4/cmd/workflow-controller github.com/argoproj/argo-workflows/v4 static"
   "argoexec argo-workflows github.com/argoproj/argo-workflows/v4/cmd/argoexec github.com/argoproj/argo-workflows/v4 static"
   "minio minio github.com/minio/minio github.com/minio/minio static"
+  "grpcwebproxy grpc-web github.com/improbable-eng/grpc-web/go/grpcwebproxy github.com/improbable-eng/grpc-web static"
 )
 # NAME PACKAGE (in KFP_SOURCE) [static]. The API server needs cgo (its storage uses
 # go-sqlite3's error types); the driver and the launcher are copied into images of their own and
@@ -205,3 +208,6 @@ for entry in "${kfp_selected[@]}"; do
   build "$name" "$KFP_VERSION" "$KFP_SOURCE" "$package" "$cgo" "-s -w" "$tags" \
     "$KFP_SOURCE"/go.mod "$KFP_SOURCE"/go.sum "$KFP_SOURCE"/VERSION
 done
+if [ $with_kfp = 1 ]; then
+  bash "$here/build_ui.sh" "$KFP_SOURCE" "$cache"
+fi

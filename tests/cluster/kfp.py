@@ -1,12 +1,13 @@
 """Kubeflow Pipelines 2.17 on the genuine node's bed: its API server, persistence agent and
-scheduled-workflow controller, Argo's workflow controller, MariaDB, MinIO and the MLMD server, as
-host processes of the bed (stopped with it), and the cluster objects KFP's manifests install.
+scheduled-workflow controller, Argo's workflow controller, MariaDB, MinIO, the MLMD server and the
+UI (`kfp_ui`), as host processes of the bed (stopped with it), and the cluster objects KFP's
+manifests install.
 
     layout = start(bed, procs, node_ip, binaries, images)   # once the API answers
     layout.host                                              # what kfp.Client takes
 
-`DIR/kfp-host` holds the API's address; `DIR/kfp/` the databases, the object store's files and the
-configuration; `DIR/logs/` each process's log.
+`DIR/kfp-host` holds the API's address, `DIR/kfp-ui` the UI's; `DIR/kfp/` the databases, the
+object store's files and the configuration; `DIR/logs/` each process's log.
 
 One stand-in: the MLMD server (`mlmd/server.py`) is a gRPC front over the `ml-metadata` wheel's
 store, because MLMD's own server is not published for this platform. The database is MariaDB
@@ -26,7 +27,7 @@ from typing import Dict, Mapping
 
 import yaml
 
-from cluster import certs, kfp_config, node, operators, processes
+from cluster import certs, kfp_config, kfp_ui, node, operators, processes
 from cluster.kfp_config import KfpLayout
 
 HERE = Path(__file__).resolve().parent
@@ -43,7 +44,7 @@ MARIADB = ("mariadbd", "mariadb-install-db")
 
 def plan(root: Path, node_ip: str) -> KfpLayout:
     free = processes.free_port
-    return KfpLayout(Path(root), node_ip, free(), free(), free(), free(), free())
+    return KfpLayout(Path(root), node_ip, *(free() for _ in range(7)))
 
 
 def _mariadb_binaries() -> Dict[str, str]:
@@ -180,6 +181,7 @@ def start(bed, procs: processes.Processes, node_ip: str, binaries: Mapping[str, 
         binaries["kfp-scheduledworkflow"], layout, swf, processes.free_port()),
         env={**_host_env(), "KUBECONFIG": str(swf), "CRON_SCHEDULE_TIMEZONE": "UTC"})
     (bed.root / KFP_HOST_FILE).write_text(layout.host + "\n")
+    kfp_ui.start(procs, layout, binaries, kubeconfigs["kfp-ui"], _host_env())
     return layout
 
 

@@ -42,19 +42,26 @@ ARGO_HEALTH_PORT = 6060
 #: tabular pipeline it cut a run from about 124 s to about 96 (`python -m benchmarks --only
 #: kfp_backend`).
 ARGO_REQUEUE_TIME = "2s"
+#: Where Argo archives each pod's log in BUCKET (KFP's manifests' keyFormat): the UI reads a
+#: finished step's log there.
+ARGO_KEY_FORMAT = ("private-artifacts/{{workflow.namespace}}/{{workflow.name}}/"
+                   "{{workflow.creationTimestamp.Y}}/{{workflow.creationTimestamp.m}}/"
+                   "{{workflow.creationTimestamp.d}}/{{pod.name}}")
 #: The host processes' identities: {process: (certificate user, KFP's Role it is bound to)}.
 IDENTITIES = {"kfp-apiserver": ("kfp-apiserver", "ml-pipeline"),
               "kfp-persistence-agent": ("kfp-persistence-agent",
                                         "ml-pipeline-persistenceagent-role"),
               "kfp-scheduledworkflow": ("kfp-scheduledworkflow",
                                         "ml-pipeline-scheduledworkflow-role"),
-              "workflow-controller": ("argo-workflow-controller", "argo-role")}
+              "workflow-controller": ("argo-workflow-controller", "argo-role"),
+              "kfp-ui": ("kfp-ui", "ml-pipeline-ui")}
 #: KFP's manifests the bed applies as they are (in NAMESPACE), under `manifests/kustomize/base`.
 KFP_MANIFESTS = ("pipeline/cluster-scoped/scheduled-workflow-crd.yaml",
                  "pipeline/ml-pipeline-apiserver-role.yaml",
                  "pipeline/ml-pipeline-persistenceagent-role.yaml",
                  "pipeline/ml-pipeline-persistenceagent-sa.yaml",
                  "pipeline/ml-pipeline-scheduledworkflow-role.yaml",
+                 "pipeline/ml-pipeline-ui-role.yaml",
                  "pipeline/pipeline-runner-role.yaml",
                  "pipeline/pipeline-runner-sa.yaml",
                  "pipeline/pipeline-runner-rolebinding.yaml")
@@ -76,6 +83,9 @@ class KfpLayout:
         mlmd_port: The MLMD server's port (on `node_ip`).
         s3_port: MinIO's S3 port (on `node_ip`).
         db_port: MariaDB's port (on 127.0.0.1: only the API server uses it).
+        ui_port: The UI's port (its Node server listens on every address, as in its pod).
+        mlmd_web_port: The gRPC-Web proxy's port in front of MLMD (on 127.0.0.1: only the UI's
+            server reads it).
     """
 
     root: Path
@@ -85,6 +95,8 @@ class KfpLayout:
     mlmd_port: int
     s3_port: int
     db_port: int
+    ui_port: int
+    mlmd_web_port: int
 
     @property
     def dir(self) -> Path:
@@ -94,6 +106,11 @@ class KfpLayout:
     def host(self) -> str:
         """The API's address, as `kfp.Client(host=...)` and `kfdist submit --host` take it."""
         return f"http://{self.node_ip}:{self.http_port}"
+
+    @property
+    def ui(self) -> str:
+        """The UI's address, for a browser on this machine."""
+        return f"http://127.0.0.1:{self.ui_port}"
 
     @property
     def s3_endpoint(self) -> str:
@@ -201,9 +218,7 @@ def workflow_controller_configmap() -> Dict:
     them, and their port is the scheduled-workflow controller's default too."""
     repository = {"archiveLogs": True, "s3": {
         "endpoint": f"seaweedfs.{NAMESPACE}.svc:9000", "bucket": BUCKET, "insecure": True,
-        "keyFormat": ("private-artifacts/{{workflow.namespace}}/{{workflow.name}}/"
-                      "{{workflow.creationTimestamp.Y}}/{{workflow.creationTimestamp.m}}/"
-                      "{{workflow.creationTimestamp.d}}/{{pod.name}}"),
+        "keyFormat": ARGO_KEY_FORMAT,
         "accessKeySecret": {"name": ARTIFACT_SECRET, "key": "accesskey"},
         "secretKeySecret": {"name": ARTIFACT_SECRET, "key": "secretkey"}}}
     executor = {"imagePullPolicy": "IfNotPresent", "securityContext": {

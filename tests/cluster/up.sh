@@ -8,8 +8,9 @@
 # `all` (the default): etcd, kube-apiserver, kube-controller-manager, the operators and the node
 # agent; `node`: the control plane, kube-scheduler and the genuine node (containerd, the kubelet,
 # kube-proxy, CoreDNS, the volume provisioner). Builds the binaries first when the cache lacks
-# them (tests/cluster/build.sh). `--stack node --with-kfp` adds Kubeflow Pipelines' backend
-# (tests/cluster/kfp.py); DIR/kfp-host holds its API's address; `--with-operators` adds the
+# them (tests/cluster/build.sh). `--stack node --with-kfp` adds Kubeflow Pipelines' backend and
+# UI (tests/cluster/kfp.py); DIR/kfp-host holds its API's address, DIR/kfp-ui the UI's (open it
+# in a browser); `--with-operators` adds the
 # operators to the genuine node. Runs with $PYTHON, else the
 # project's .venv, else `python`: an interpreter with the project's test packages. Stop it with
 # `bash tests/cluster/down.sh DIR`.

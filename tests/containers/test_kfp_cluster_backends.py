@@ -1,5 +1,6 @@
 """kfdist's mnist pipeline submitted to Kubeflow Pipelines 2.17 on the genuine node, its training
-step launching a TFJob and a TrainJob through the operators' own controllers.
+step launching a TrainJob through the operators' own controllers (a TFJob in `test_kfp_ui`,
+whose run starts from the UI and is checked here too: `check_trained`).
 
 As a user's cluster runs it: kfdist's RBAC for KFP's `pipeline-runner` (`manifests/overlays/
 standalone`) and its TensorFlow runtime (`manifests/runtimes`) applied as the README says, the
@@ -44,20 +45,28 @@ def on_the_store(node_bed, tmp_path_factory) -> str:
     return f"minio://mlpipeline/{MNIST}"
 
 
-@pytest.mark.parametrize("backend,kind,replica,done", [
-    ("tfjob", "tfjob", "worker", ("Succeeded", "TFJobSucceeded")),
-    ("trainjob", "trainjob", "node", ("Complete", "AllJobsCompleted"))])
-def test_mnist_on_kfp_trains_as_the_operators_job_and_is_exported(
-        backend, kind, replica, done, node_bed, kfp_host, on_the_store):
-    export_base = f"minio://mlpipeline/serving-{backend}"
+#: {backend: (the job's kind, its replicas' name, the condition its controller marks it done with)}
+JOBS = {"tfjob": ("tfjob", "worker", ("Succeeded", "TFJobSucceeded")),
+        "trainjob": ("trainjob", "node", ("Complete", "AllJobsCompleted"))}
+
+
+def test_mnist_on_kfp_trains_as_a_trainjob_and_is_exported(node_bed, kfp_host, on_the_store):
+    """(The TFJob's run is the UI's: `test_kfp_ui`.)"""
     submitted = _submit(kfp_host, REPO / "pipelines" / "mnist.yaml", "--wait",
                         "--param", f"source_uri={on_the_store}",
-                        "--param", f"export_base={export_base}", "--param", f"backend={backend}",
-                        "--param", "epochs=3")
+                        "--param", "export_base=minio://mlpipeline/serving-trainjob",
+                        "--param", "backend=trainjob", "--param", "epochs=3")
     out, err = submitted.communicate(timeout=RUN_TIMEOUT_S)
     assert submitted.returncode == 0, err
-    run_id = json.loads(out.splitlines()[-1])["run_id"]
+    check_trained(node_bed, json.loads(out.splitlines()[-1])["run_id"], "trainjob", epochs=3,
+                  export_prefix="serving-trainjob/mnist/")
 
+
+def check_trained(node_bed, run_id: str, backend: str, epochs: int, export_prefix: str) -> None:
+    """The run's job done, as its operator's own controller says, its two replicas on the node,
+    the leader's lines (only) in the step's log, its TensorBoard curves on the work location,
+    the model blessed at the pipeline's threshold and exported under EXPORT_PREFIX."""
+    kind, replica, done = JOBS[backend]
     [job] = _objects(node_bed, kind, f"{RUN_ID_LABEL}={run_id}")
     conditions = [(c["type"], c.get("reason")) for c in job["status"]["conditions"]
                   if c["status"] == "True"]
@@ -68,7 +77,7 @@ def test_mnist_on_kfp_trains_as_the_operators_job_and_is_exported(
     log = _step_log(node_bed, run_id, "train-distributed")
     assert f"{backend} backend: " in log, log[-3000:]
     # Only the leader's own lines are streamed into the step's log.
-    assert f"[{replica}-0] epoch 3/3" in log and f"[{replica}-1]" not in log
+    assert f"[{replica}-0] epoch {epochs}/{epochs}" in log and f"[{replica}-1]" not in log
     if kind == "trainjob":  # the leader's progress, through Trainer's status API
         assert job["status"]["trainerStatus"]["progressPercentage"] == 100
         assert "Progress 100%, about 0 s left" in log, log[-3000:]
@@ -81,7 +90,7 @@ def test_mnist_on_kfp_trains_as_the_operators_job_and_is_exported(
     evaluated = [a["metadata"] for a in _lineage(node_bed, run_id)["artifacts"]
                  if a["type"] == "system.Metrics" and "eval_examples" in a["metadata"]]
     assert [m["accuracy"] >= 0.9 for m in evaluated] == [True], evaluated
-    exported = store.list_objects_v2(Bucket="mlpipeline", Prefix=f"serving-{backend}/mnist/")
+    exported = store.list_objects_v2(Bucket="mlpipeline", Prefix=export_prefix)
     assert any(o["Key"].endswith("/saved_model.pb") for o in exported.get("Contents", ())), \
         exported
 

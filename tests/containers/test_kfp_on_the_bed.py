@@ -11,6 +11,7 @@ refuses and a host that does not answer.
 """
 
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -30,6 +31,7 @@ MLMD = HERE.parent / "cluster" / "mlmd"
 _numbers = itertools.count(1)
 #: A KFP run of a few small steps on this machine takes about a minute.
 RUN_TIMEOUT_S = 600
+TABULAR = HERE.parents[1] / "pipelines" / "tabular.yaml"
 
 
 def _pipeline(path: Path, image: str, name: str, fail: bool = False,
@@ -64,12 +66,12 @@ def _pipeline(path: Path, image: str, name: str, fail: bool = False,
     return path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def kfp_host(node_bed) -> str:
     return (node_bed.root / bed_kfp.KFP_HOST_FILE).read_text().strip()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def client(kfp_host):
     import kfp
 
@@ -236,29 +238,42 @@ def _uploaded_and_run(client, package: Path, params: dict) -> str:
     return run.run_id
 
 
-def test_kfdists_tabular_pipeline_uploaded_and_submitted_runs_on_kfps_store_and_exports_if_blessed(
-        node_bed, client, kfp_host, tmp_path):
+@dataclasses.dataclass(frozen=True)
+class TabularRuns:
+    """The tabular pipeline's two runs on wine: `blessed` uploaded and run from its version,
+    `unblessed` submitted with `kfdist submit` and asked to beat the first one's model by 1."""
+    blessed: str
+    unblessed: str
+
+
+@pytest.fixture(scope="session")
+def tabular_runs(node_bed, kfp_host, client, tmp_path_factory) -> TabularRuns:
+    """Runs them once in a session (the UI's tests read the second one too)."""
     from sklearn.datasets import load_wine
 
     store = _object_store(node_bed)
-    table = tmp_path / "wine.csv"
+    table = tmp_path_factory.mktemp("wine") / "wine.csv"
     load_wine(as_frame=True).frame.to_csv(table, index=False)
     store.upload_file(str(table), "mlpipeline", "data/wine/wine.csv")
     params = {"source_uri": "minio://mlpipeline/data/wine/wine.csv",
               "export_base": "minio://mlpipeline/serving", "label_column": "target",
               "backend": "local", "epochs": 3, "accuracy_threshold": 0.5}
-    package = HERE.parents[1] / "pipelines" / "tabular.yaml"
-    runs = [_uploaded_and_run(client, package, params)]
+    blessed = _uploaded_and_run(client, TABULAR, params)
     # The same data again, the model to be better than the served one's by 1 (no model is).
     params["min_improvement"] = 1
-    submitted = _submit(kfp_host, package, "--wait",
+    submitted = _submit(kfp_host, TABULAR, "--wait",
                         *itertools.chain.from_iterable(("--param", f"{k}={v}")
                                                        for k, v in params.items()))
     out, err = submitted.communicate(timeout=RUN_TIMEOUT_S * 2)
     assert submitted.returncode == 0, err
     assert json.loads(out.splitlines()[-1])["state"] == "SUCCEEDED"
-    runs.append(json.loads(out.splitlines()[-1])["run_id"])
+    return TabularRuns(blessed, json.loads(out.splitlines()[-1])["run_id"])
 
+
+def test_kfdists_tabular_pipeline_uploaded_and_submitted_runs_on_kfps_store_and_exports_if_blessed(
+        node_bed, tabular_runs):
+    store = _object_store(node_bed)
+    runs = [tabular_runs.blessed, tabular_runs.unblessed]
     # Served after its data (wine), on KFP's own store: the second run's model was compared with
     # the first one's, served there, and, not blessed, not exported: the run SUCCEEDED without
     # its `blessed` condition's export step.
