@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List
 
 #: A page's slowest answer on the bed (MLMD's lineage of a run, through its gRPC-Web proxy).
 WAIT_S = 60.0
@@ -154,13 +154,12 @@ class Browser:
     def scroll_to(self, element) -> None:
         self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
 
-    def frame_text(self, frame, css: Optional[str] = None) -> str:
-        """The text inside an iframe (an HTML artifact the UI's viewer shows), or of the
-        element CSS selects in it."""
+    def frame_text(self, frame) -> str:
+        """The text inside an iframe (an HTML artifact the UI's viewer shows)."""
         from selenium.webdriver.common.by import By
 
         self.driver.switch_to.frame(frame)
         try:
-            return self.driver.find_element(By.CSS_SELECTOR, css or "body").text
+            return self.driver.find_element(By.TAG_NAME, "body").text
         finally:
             self.driver.switch_to.default_content()

@@ -78,8 +78,9 @@ def _upload(ui, name: str) -> None:
     ui.type_into("#newPipelineName", name)
     ui.click("#localPackageBtn")  # "Upload a file" (the page starts at "Import by url")
     ui.file_input().send_keys(str(MNIST_PACKAGE))
-    create = ui.wait(lambda: ui.element("#createNewPipelineOrVersionBtn").is_enabled()
-                     and ui.element("#createNewPipelineOrVersionBtn"), "Create enabled")
+    # Looked up afresh each time: the form re-renders as the file is taken.
+    create = ui.wait(lambda: (button := ui.element("#createNewPipelineOrVersionBtn")).is_enabled()
+                     and button, "Create enabled")
     ui.shot("upload-pipeline")
     create.click()
     for step in (*STEPS, BLESSED):  # the pipeline's graph, with kfdist's step names
@@ -93,10 +94,10 @@ def _start_run(ui, experiment: str, values: dict) -> str:
     ui.click_text("Create experiment", tag="button")
     ui.type_into("#experimentName", experiment)
     ui.click("#createExperimentBtn")
-    fields = {name: ui.element(f"input[id='{name}']") for name in _parameters(MNIST_PACKAGE)}
     for name, default in _parameters(MNIST_PACKAGE).items():
+        field = ui.element(f"input[id='{name}']")  # every parameter has its field
         if default is not None and not isinstance(default, (list, dict)):
-            shown = fields[name].get_attribute("value")
+            shown = field.get_attribute("value")
             assert shown == _as_form_text(default), (name, shown, default)
     ui.scroll_to(ui.with_text("Run parameters"))
     ui.shot("run-form")
