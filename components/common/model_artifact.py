@@ -119,6 +119,7 @@ class TrainingReport:
         written before it was recorded); the final figures above are its.
       epochs_planned: The epochs asked for (`epochs` can be fewer: early stopping).
       early_stopping_patience: The early-stopping patience; None: it was off.
+      early_stopping_min_delta: The least fall of the validation loss that counted as one.
       kept_validation_loss: The kept epoch's loss on the validation part.
       final_rmse: A regression's training RMSE of the kept epoch (None: a classifier).
       final_val_rmse: A regression's RMSE on the eval split after the kept epoch.
@@ -144,6 +145,7 @@ class TrainingReport:
     kept_epoch: Optional[int] = None
     epochs_planned: Optional[int] = None
     early_stopping_patience: Optional[int] = None
+    early_stopping_min_delta: float = 0.0
     kept_validation_loss: Optional[float] = None
     final_rmse: Optional[float] = None
     final_val_rmse: Optional[float] = None
@@ -154,7 +156,8 @@ class TrainingReport:
             return None
         planned = self.epochs_planned or self.epochs
         return KeptEpoch(self.kept_epoch, self.epochs, planned, self.early_stopping_patience,
-                         self.epochs < planned, self.kept_validation_loss)
+                         self.epochs < planned, self.kept_validation_loss,
+                         self.early_stopping_min_delta)
 
     def metric_values(self) -> Dict[str, float]:
         """The training step's `metrics`: the kept epoch's figures (accuracy, or a

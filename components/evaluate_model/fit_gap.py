@@ -79,8 +79,8 @@ def _rise(history, kept: Optional[KeptEpoch]) -> Optional[FitAdvice]:
         if at_kept is not None and at_kept > low * (1 + MIN_LOSS_RISE):
             return FitAdvice(f"{seen}; early stopping kept epoch {kept.epoch}{fares}, a "
                              "later one than the held-out loss would: a larger "
-                             "validation_fraction (a steadier validation loss), a lower "
-                             "learning rate or fewer epochs would keep a better epoch",
+                             "validation_fraction (a steadier validation loss), a larger "
+                             "early_stopping_min_delta, a lower learning rate or fewer epochs would keep a better epoch",
                              warning=True)
         return FitAdvice(f"{seen}; early stopping kept epoch {kept.epoch}{fares}. A lower "
                          "learning rate, a smaller model or more data would let it learn "

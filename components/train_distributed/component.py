@@ -38,6 +38,7 @@ def train_distributed(
     steps_per_execution: int = 16,
     early_stopping_patience: int = 5,
     validation_fraction: float = 0.1,
+    early_stopping_min_delta: float = 0.001,
     image: str = "",
     namespace: str = "",
     work_uri: str = "",
@@ -127,13 +128,19 @@ def train_distributed(
             round trip each (small steps train up to a third faster); the
             updates are the same. 1: a call per step, Keras's default.
         early_stopping_patience: Epochs without a lower loss on the validation
-            part before training stops; the epoch with the lowest is the one
-            kept (its weights restored) and saved. 0: no early stopping: every
+            part (by more than early_stopping_min_delta) before training stops;
+            the last epoch that lowered it is the one kept (its weights
+            restored) and saved. 0: no early stopping: every
             epoch trains on the whole train split and the last one is kept.
         validation_fraction: Share of the train split set aside as the
             validation part that picks the epoch kept (every n-th example by
             position, the same in every run and under every strategy); the
             held-out eval split is never used to choose.
+        early_stopping_min_delta: How far below the best loss on the
+            validation part an epoch's must be to count as lower (Keras's
+            `min_delta`): a small, easy validation part's loss creeps towards
+            zero for many epochs after the held-out loss has turned. 0: any
+            lower loss counts.
         image: Cluster only: image of the replicas (kfdist installed; a pinned
             tag); empty: this release's kfdist runtime image, or its Horovod
             image for `horovod`.

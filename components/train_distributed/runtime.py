@@ -144,6 +144,7 @@ def assemble_report(job: config.JobConfig, restarts: int = 0) -> model_artifact.
         initial_epoch=int(summary.get("initial_epoch", 0)), restarts=restarts,
         kept_epoch=summary.get("kept_epoch"), epochs_planned=job.training.epochs,
         early_stopping_patience=job.training.early_stopping_patience,
+        early_stopping_min_delta=job.training.early_stopping_min_delta,
         kept_validation_loss=summary.get("kept_validation_loss"),
         backend=job.job.backend, strategy=job.training.strategy, workers=job.job.workers,
         model_name=job.training.model_name, epochs=int(summary["epochs"]),

@@ -56,11 +56,11 @@ def assert_the_kept_epoch_was_saved(report, model_dir: str, dataset_dir: str) ->
     weights: `evaluate_model`'s held-out loss is the one recorded after it."""
     entries = _history(model_dir)
     assert [e["epoch"] for e in entries] == list(range(1, report.epochs + 1))
-    patience = report.early_stopping_patience
+    rule = (report.early_stopping_patience, report.early_stopping_min_delta)
     losses = [e[SELECTION_LOSS] for e in entries]
-    assert report.kept_epoch == decide(losses, patience).best_epoch
+    assert report.kept_epoch == decide(losses, *rule).best_epoch
     # Stopped after the first epoch the rule said to, or ran every epoch.
-    said_stop = [decide(losses[:n], patience).stop for n in range(1, len(losses) + 1)]
+    said_stop = [decide(losses[:n], *rule).stop for n in range(1, len(losses) + 1)]
     assert not any(said_stop[:-1])
     assert said_stop[-1] or report.epochs == report.epochs_planned
     kept = entries[report.kept_epoch - 1]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import Callable, List
+from typing import Callable, Dict, List
 
 #: A page's slowest answer on the bed (MLMD's lineage of a run, through its gRPC-Web proxy).
 WAIT_S = 60.0
@@ -161,5 +161,19 @@ class Browser:
         self.driver.switch_to.frame(frame)
         try:
             return self.driver.find_element(By.TAG_NAME, "body").text
+        finally:
+            self.driver.switch_to.default_content()
+
+    def frame_images(self, frame, heading: str) -> Dict[str, int]:
+        """Each image inside an iframe by its alt text, with the width it is drawn at (0: not
+        drawn, as a blocked or broken image is); the frame scrolled to its HEADING (an h2)."""
+        self.driver.switch_to.frame(frame)
+        try:
+            return self.driver.execute_script(
+                "const h = [...document.querySelectorAll('h2')]"
+                "  .find(e => e.textContent === arguments[0]);"
+                "if (h) h.scrollIntoView();"
+                "return Object.fromEntries([...document.images]"
+                "  .map(i => [i.alt, i.complete ? i.naturalWidth : 0]));", heading)
         finally:
             self.driver.switch_to.default_content()

@@ -16,34 +16,12 @@ KFP's API while its TFJob trains leaves neither the TFJob nor its replicas.
 import json
 import re
 
-import pytest
-
 from cluster.fixture import wait_for
 from cluster.node_config import NODE_NAME
-from containers.test_kfp_on_the_bed import HERE, RUN_TIMEOUT_S, _lineage, _object_store, _submit
-from containers.test_kfp_on_the_bed import client, kfp_host  # noqa: F401  (fixtures)
-from containers.test_kfp_on_the_bed import job_pods, step_log, step_pods
+from containers.kfp_bed_runs import REPO, RUN_TIMEOUT_S, _submit
+from containers.test_kfp_on_the_bed import _lineage, job_pods, step_log, step_pods
 from containers.test_kfp_on_the_bed import kubeflow_objects as _objects
 from kfdist.components.train_distributed.kubernetes.build.job_spec import RUN_ID_LABEL
-
-REPO = HERE.parents[1]
-MNIST = "data/mnist"
-
-
-@pytest.fixture(scope="module")
-def on_the_store(node_bed, tmp_path_factory) -> str:
-    """The MNIST sample on KFP's store, kfdist's RBAC and runtimes installed as a user does."""
-    from kfdist.sample_data import write_mnist_sample
-
-    for kustomization in ("manifests/overlays/standalone", "manifests/runtimes"):
-        node_bed.kubectl_run("apply", "--server-side", "-k", str(REPO / kustomization))
-    folder = tmp_path_factory.mktemp("mnist")
-    write_mnist_sample(str(folder))
-    store = _object_store(node_bed)
-    for path in sorted(folder.iterdir()):
-        store.upload_file(str(path), "mlpipeline", f"{MNIST}/{path.name}")
-    return f"minio://mlpipeline/{MNIST}"
-
 
 #: {backend: (the job's kind, its replicas' name, the condition its controller marks it done with)}
 JOBS = {"tfjob": ("tfjob", "worker", ("Succeeded", "TFJobSucceeded")),

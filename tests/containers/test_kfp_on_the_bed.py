@@ -11,27 +11,19 @@ refuses and a host that does not answer.
 """
 
 
-import dataclasses
 import functools
 import itertools
 import json
 import re
 import subprocess
-import sys
-import uuid
 from pathlib import Path
-
-import pytest
 
 from cluster import kfp as bed_kfp
 from cluster.fixture import wait_for
+from containers.kfp_bed_runs import HERE, RUN_TIMEOUT_S, _object_store, _submit
 
-HERE = Path(__file__).resolve().parent
 MLMD = HERE.parent / "cluster" / "mlmd"
 _numbers = itertools.count(1)
-#: A KFP run of a few small steps on this machine takes about a minute.
-RUN_TIMEOUT_S = 600
-TABULAR = HERE.parents[1] / "pipelines" / "tabular.yaml"
 
 
 def _pipeline(path: Path, image: str, name: str, fail: bool = False,
@@ -66,18 +58,6 @@ def _pipeline(path: Path, image: str, name: str, fail: bool = False,
     return path
 
 
-@pytest.fixture(scope="session")
-def kfp_host(node_bed) -> str:
-    return (node_bed.root / bed_kfp.KFP_HOST_FILE).read_text().strip()
-
-
-@pytest.fixture(scope="session")
-def client(kfp_host):
-    import kfp
-
-    return kfp.Client(host=kfp_host)
-
-
 def _poll(predicate, seconds: float, what: str):
     """`wait_for`, asking the API server every 2 s."""
     return wait_for(predicate, seconds, what, every=2.0)
@@ -104,10 +84,7 @@ def _states(lineage: dict) -> dict:
     return {e["task"]: e["state"] for e in lineage["executions"] if e["task"]}
 
 
-def _submit(host: str, package: Path, *args: str, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "kfdist", "submit", str(package), "--host",
-                             host, "--poll-interval", "2", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
 
 
 def test_kfdist_submit_follows_real_runs_to_their_end_and_names_each_outcome(
@@ -207,67 +184,6 @@ def _stopped(node_bed, pod: str) -> bool:
                                              "json").stdout)["status"]
     return status.get("phase") in ("Succeeded", "Failed") and all(
         "terminated" in c.get("state", {}) for c in status.get("containerStatuses", ()))
-
-
-def _object_store(node_bed):
-    """A boto3 client of the bed's object store (KFP's `minio://`), with KFP's own keys."""
-    import boto3
-
-    from cluster import kfp_config
-
-    record = json.loads((node_bed.root / bed_kfp.RECORD).read_text())
-    return boto3.client("s3", endpoint_url=f"http://{record['node_ip']}:{record['s3_port']}",
-                        aws_access_key_id=kfp_config.ACCESS_KEY,
-                        aws_secret_access_key=kfp_config.SECRET_KEY, region_name="us-east-1")
-
-
-def _uploaded_and_run(client, package: Path, params: dict) -> str:
-    """Uploads `package` as a pipeline of its own, runs its uploaded version with `params` (as
-    the UI does) and returns the run's id once it SUCCEEDED."""
-    name = f"kfdist-{package.stem}-{uuid.uuid4().hex[:8]}"
-    uploaded = client.upload_pipeline(str(package), pipeline_name=name)
-    listed = client.list_pipelines(filter=json.dumps({"predicates": [
-        {"key": "display_name", "operation": "EQUALS", "string_value": name}]})).pipelines
-    assert [p.pipeline_id for p in listed] == [uploaded.pipeline_id]
-    version = client.list_pipeline_versions(uploaded.pipeline_id).pipeline_versions[0]
-    run = client.run_pipeline(client.create_experiment(name).experiment_id, name,
-                              pipeline_id=uploaded.pipeline_id,
-                              version_id=version.pipeline_version_id, params=params)
-    done = client.wait_for_run_completion(run.run_id, timeout=RUN_TIMEOUT_S * 2)
-    assert done.state == "SUCCEEDED", (done.state, done.error)
-    return run.run_id
-
-
-@dataclasses.dataclass(frozen=True)
-class TabularRuns:
-    """The tabular pipeline's two runs on wine: `blessed` uploaded and run from its version,
-    `unblessed` submitted with `kfdist submit` and asked to beat the first one's model by 1."""
-    blessed: str
-    unblessed: str
-
-
-@pytest.fixture(scope="session")
-def tabular_runs(node_bed, kfp_host, client, tmp_path_factory) -> TabularRuns:
-    """Runs them once in a session (the UI's tests read the second one too)."""
-    from sklearn.datasets import load_wine
-
-    store = _object_store(node_bed)
-    table = tmp_path_factory.mktemp("wine") / "wine.csv"
-    load_wine(as_frame=True).frame.to_csv(table, index=False)
-    store.upload_file(str(table), "mlpipeline", "data/wine/wine.csv")
-    params = {"source_uri": "minio://mlpipeline/data/wine/wine.csv",
-              "export_base": "minio://mlpipeline/serving", "label_column": "target",
-              "backend": "local", "epochs": 3, "accuracy_threshold": 0.5}
-    blessed = _uploaded_and_run(client, TABULAR, params)
-    # The same data again, the model to be better than the served one's by 1 (no model is).
-    params["min_improvement"] = 1
-    submitted = _submit(kfp_host, TABULAR, "--wait",
-                        *itertools.chain.from_iterable(("--param", f"{k}={v}")
-                                                       for k, v in params.items()))
-    out, err = submitted.communicate(timeout=RUN_TIMEOUT_S * 2)
-    assert submitted.returncode == 0, err
-    assert json.loads(out.splitlines()[-1])["state"] == "SUCCEEDED"
-    return TabularRuns(blessed, json.loads(out.splitlines()[-1])["run_id"])
 
 
 def test_kfdists_tabular_pipeline_uploaded_and_submitted_runs_on_kfps_store_and_exports_if_blessed(

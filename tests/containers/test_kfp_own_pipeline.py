@@ -19,8 +19,8 @@ import uuid
 
 from cluster import node as genuine_node
 from cluster.fixture import wait_for
-from containers.test_kfp_on_the_bed import RUN_TIMEOUT_S, _lineage, _states, _submit
-from containers.test_kfp_on_the_bed import client, kfp_host  # noqa: F401  (fixtures)
+from containers.kfp_bed_runs import RUN_TIMEOUT_S, _submit
+from containers.test_kfp_on_the_bed import _lineage, _states
 from containers.test_kfp_on_the_bed import job_pods, run_of, step_log, step_pods
 from containers.test_kfp_on_the_bed import kubeflow_objects as _objects
 from kfdist.components.train_distributed.kubernetes.build.job_spec import RUN_ID_LABEL

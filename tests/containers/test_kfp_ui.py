@@ -23,9 +23,8 @@ import yaml
 
 from cluster import kfp_ui
 from containers.kfp_ui_browser import Browser
-from containers.test_kfp_cluster_backends import REPO, check_trained, on_the_store  # noqa: F401
-from containers.test_kfp_on_the_bed import RUN_TIMEOUT_S
-from containers.test_kfp_on_the_bed import client, kfp_host, tabular_runs  # noqa: F401
+from containers.kfp_bed_runs import REPO, RUN_TIMEOUT_S
+from containers.test_kfp_cluster_backends import check_trained
 
 SCREENSHOTS_ENV = "KFDIST_UI_SCREENSHOTS"
 MNIST_PACKAGE = REPO / "pipelines" / "mnist.yaml"
@@ -130,7 +129,7 @@ def _logs(ui, task: str) -> str:
 
 
 def test_mnist_uploaded_and_run_in_the_ui_trains_as_a_tfjob_and_shows_its_outputs(
-        ui, node_bed, client, on_the_store):  # noqa: F811
+        ui, node_bed, client, on_the_store):
     name = f"kfdist-mnist-{uuid.uuid4().hex[:6]}"
     _upload(ui, name)
     run_id = _start_run(ui, name, {"source_uri": on_the_store, "backend": "tfjob",
@@ -195,7 +194,7 @@ def _check_outputs(ui) -> None:
     assert "Blessed: accuracy" in summary, summary[-800:]
 
 
-def test_a_run_that_is_not_blessed_shows_export_not_run_and_why(ui, tabular_runs):  # noqa: F811
+def test_a_run_that_is_not_blessed_shows_export_not_run_and_why(ui, tabular_runs):
     ui.go(f"/runs/details/{tabular_runs.unblessed}")
     for step in STEPS:
         ui.wait(lambda: _node_state(ui, step) in GREEN, f"{step} done")
@@ -206,3 +205,13 @@ def test_a_run_that_is_not_blessed_shows_export_not_run_and_why(ui, tabular_runs
     summary = _artifact(ui, "evaluate-model", "summary", "Static Markdown")
     assert "Not blessed" in summary and "served version" in summary, summary[-800:]
     ui.shot("unblessed-why")
+    # The per-slice figures (the run sliced wine by alcohol: five quantile bins), beside the
+    # served model's, in the report the UI's viewer shows; every chart drawn in its sandbox.
+    report = _artifact(ui, "evaluate-model", "report", "Slices")
+    bins = re.findall(r"\[[\d.]+, [\d.]+[)\]]\s+\d+\s+[\d.]+%", report)
+    assert "\nalcohol\n" in report and len(bins) == 5, report[-1500:]
+    assert "served" in report[report.index("Slices"):], report[-1500:]
+    [frame] = ui.elements("iframe")
+    drawn = ui.frame_images(frame, "Slices")
+    assert "accuracy by alcohol" in drawn and all(drawn.values()), drawn
+    ui.shot("unblessed-slices")

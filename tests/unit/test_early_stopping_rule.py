@@ -77,6 +77,30 @@ def test_the_rule_is_kerass_patience_over_the_losses_so_far(losses, patience, be
     assert decide(losses, patience) == Decision(best, improved, stop)
 
 
+#: scikit-learn's wine table, the tabular pipeline's defaults: the validation part's loss per
+#: epoch (14 train rows; it falls for all 30 epochs) and the held-out loss (lowest at epoch 9,
+#: 0.134; 0.397 at epoch 30), as measured.
+WINE_SELECTION = [0.49264, 0.20947, 0.09294, 0.05170, 0.02820, 0.01391, 0.00702, 0.00320,
+                  0.00151, 0.00079, 0.00048, 0.00035, 0.00027, 0.00023, 0.00020, 0.00016,
+                  0.00011, 0.00008, 0.00006, 0.00005, 0.00004, 0.00003, 0.00003, 0.00002]
+WINE_HELD_OUT = [0.4744, 0.2483, 0.1651, 0.1604, 0.1584, 0.1583, 0.1659, 0.1451, 0.1344,
+                 0.1457, 0.1802, 0.2493, 0.3123, 0.3712, 0.4241, 0.4537]
+
+
+def test_a_loss_creeping_towards_zero_stops_once_it_falls_less_than_min_delta():
+    """Keras's min_delta: an epoch improves only more than min_delta below the best; the best
+    is then the last that did. On wine, min_delta 0 never stops (the loss falls each epoch)."""
+    assert not decide(WINE_SELECTION, 5).stop
+    decisions = [decide(WINE_SELECTION[:n], 5, 0.001) for n in range(1, 17)]
+    assert [d.best_epoch for d in decisions][8:] == [9, 9, 11, 11, 11, 11, 11, 11]
+    assert [d.stop for d in decisions].index(True) == 15  # after epoch 16: 5 past epoch 11
+    # The epoch kept is far nearer the held-out minimum than the last epoch is.
+    assert WINE_HELD_OUT[11 - 1] < 1.4 * min(WINE_HELD_OUT) < WINE_HELD_OUT[-1]
+    # The first finite loss is the best whatever min_delta; a fall of exactly min_delta is not.
+    assert decide([None, 0.5], 5, 10.0) == Decision(2, True, False)
+    assert decide([0.5, 0.25], 5, 0.25).best_epoch == 1
+
+
 def test_the_decision_after_a_restart_is_the_one_made_before_it():
     """A replica restarted after epoch r decides from the first r losses: the same as the run
     that was not interrupted decided after epoch r."""
@@ -93,8 +117,14 @@ def test_the_decision_after_a_restart_is_the_one_made_before_it():
     (KeptEpoch(10, 10, 10, 5, False, 0.05),
      "kept the last epoch, 10 of 10 (the lowest validation loss, 0.0500)"),
     (KeptEpoch(7, 10, 10, 5, False, 0.05),
-     "kept epoch 7 of 10 (the lowest validation loss, 0.0500; no lower one in the 3 epochs "
-     "after it)"),
+     "kept epoch 7 of 10 (the lowest validation loss, 0.0500; no lower validation loss in the "
+     "3 epochs after it)"),
+    (KeptEpoch(11, 16, 30, 5, True, 0.00048, 0.001),
+     "kept epoch 11 (the best validation loss, 0.0005); stopped after epoch 16 of 30: no "
+     "validation loss more than 0.001 below it in the 5 epochs after it (patience 5)"),
+    (KeptEpoch(9, 10, 10, 5, False, 0.0015, 0.001),
+     "kept epoch 9 of 10 (the best validation loss, 0.0015; no validation loss more than 0.001 "
+     "below it in the epoch after it)"),
     (KeptEpoch(30, 30, 30), "kept the last epoch, 30 of 30: early stopping is off"),
 ])
 def test_which_epoch_was_kept_and_why_in_one_line(kept, said):
@@ -144,8 +174,8 @@ def test_a_kept_epoch_far_past_the_held_out_minimum_is_a_warning():
     assert advice.warning
     assert advice.text.endswith("early stopping kept epoch 7, held-out loss 0.3970, a later "
                                 "one than the held-out loss would: a larger validation_fraction "
-                                "(a steadier validation loss), a lower learning rate or fewer "
-                                "epochs would keep a better epoch")
+                                "(a steadier validation loss), a larger early_stopping_min_delta, "
+                                "a lower learning rate or fewer epochs would keep a better epoch")
 
 
 def test_without_an_eval_curve_the_validation_part_is_read():
@@ -171,6 +201,10 @@ def test_the_final_gap_still_counts_and_a_falling_curve_asks_for_more_epochs():
      "early_stopping_patience must be an integer >= 1, or 0 for no early stopping, got -1"),
     ({"validation_fraction": 0.0}, "validation_fraction must be a number in (0, 0.5], got 0.0"),
     ({"validation_fraction": 0.7}, "validation_fraction must be a number in (0, 0.5], got 0.7"),
+    ({"early_stopping_min_delta": -0.01},
+     "early_stopping_min_delta must be a finite number >= 0, got -0.01"),
+    ({"early_stopping_min_delta": float("inf")},
+     "early_stopping_min_delta must be a finite number >= 0, got inf"),
 ])
 def test_bad_settings_are_named_before_anything_starts(change, named):
     with pytest.raises(InvalidInputError) as error:
@@ -183,6 +217,8 @@ def test_zero_patience_turns_early_stopping_off():
     assert step.training.early_stopping_patience is None
     assert not step.training.holds_out_validation
     assert runtime.build_job().training.early_stopping_patience == 5
+    assert runtime.build_job().training.early_stopping_min_delta == 0.001
+    assert runtime.build_job(early_stopping_min_delta=0).training.early_stopping_min_delta == 0
 
 
 def test_a_train_split_too_small_to_set_an_example_aside_is_refused(tmp_path):

@@ -26,8 +26,8 @@ from kfdist.components.train_distributed.job import strategy_rules
 
 # The training settings, in a module of their own (re-exported: `config.TrainingConfig`).
 from kfdist.components.train_distributed.job.training_config import (  # noqa: E402,F401
-    EARLY_STOPPING_PATIENCE, MAX_VALIDATION_FRACTION, STEPS_PER_EXECUTION, VALIDATION_FRACTION,
-    TrainingConfig, is_whole_number)
+    EARLY_STOPPING_MIN_DELTA, EARLY_STOPPING_PATIENCE, MAX_VALIDATION_FRACTION,
+    STEPS_PER_EXECUTION, VALIDATION_FRACTION, TrainingConfig, is_whole_number)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -82,12 +82,15 @@ TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
           "compiled train function (one TensorFlow loop, not a Python round trip per step); "
           "1: a call per step"),
     Param("early_stopping_patience", config.EARLY_STOPPING_PATIENCE, "epochs without a lower "
-          "loss on the validation part before training stops; the epoch with the lowest is the "
-          "one kept and exported; 0: no early stopping (every epoch on the whole train split, "
+          "loss on the validation part (by more than early_stopping_min_delta) before training "
+          "stops; the last epoch that lowered it is the one kept and exported; 0: no early stopping (every epoch on the whole train split, "
           "the last one kept)"),
     Param("validation_fraction", config.VALIDATION_FRACTION, "share of the train split set "
           "aside (every n-th example, the same in every run) to score each epoch for early "
           "stopping; never the held-out eval split"),
+    Param("early_stopping_min_delta", config.EARLY_STOPPING_MIN_DELTA, "how far below the "
+          "best loss on the validation part an epoch's must be to count as lower (Keras's "
+          "min_delta); 0: any lower loss"),
     Param("image", "", "replica image with a pinned tag; empty: kfdist's image for the backend",
           cluster=True),
     Param("namespace", "", "namespace of the job; empty: the step's own", cluster=True),

@@ -215,7 +215,7 @@ def make_callbacks(job: config.JobConfig, role: Role, meter, steps: int, global_
         # After the backups (its weights file is written only once the epoch's backup is) and
         # before the publishing below.
         keeper = early_stopping.KeepBestEpoch(role, training.early_stopping_patience, history,
-                                              backup_dir)
+                                              backup_dir, training.early_stopping_min_delta)
         callbacks.append(keeper)
     if role.leader:  # before the publishing below, so each epoch's events go with it
         callbacks.append(tensorboard_events.EpochSummaries(job.model_dir, steps * global_batch,

@@ -93,23 +93,26 @@ class AlreadyStopped(Exception):
 
 
 class KeepBestEpoch(tf.keras.callbacks.Callback):
-    """Stops training `patience` epochs after the lowest validation-part loss; keeps its weights.
+    """Stops training `patience` epochs after the best validation-part loss; keeps its weights.
 
     Put it after the `HistoryWriter` (whose entries it reads) and the backup callbacks,
     in every training replica's callbacks; call `restore_best` after `fit`.
     """
 
-    def __init__(self, role: Role, patience: int, history, backup_dir: str):
+    def __init__(self, role: Role, patience: int, history, backup_dir: str,
+                 min_delta: float = 0.0):
         """
         Args:
           role: This replica's role.
-          patience: Epochs without a lower loss before training stops.
+          patience: Epochs without an improvement before training stops.
           history: The replica's `callbacks.HistoryWriter` (the leader's holds the losses).
           backup_dir: Where `BackupAndRestore` backs up (the weights file goes beside it).
+          min_delta: How far below the best loss an epoch's must be to improve on it.
         """
         super().__init__()
         self._role = role
         self._patience = patience
+        self._min_delta = min_delta
         self._history = history
         self._path = os.path.join(backup_dir, BEST_WEIGHTS_FILE)
         self._best: Optional[List[np.ndarray]] = None
@@ -121,7 +124,7 @@ class KeepBestEpoch(tf.keras.callbacks.Callback):
             return None
         entries = sorted(self._history.epochs, key=lambda e: e["epoch"])
         return kept_epoch.decide([e.get(kept_epoch.SELECTION_LOSS) for e in entries],
-                                 self._patience)
+                                 self._patience, self._min_delta)
 
     def _agree_to_stop(self, decision: Optional[kept_epoch.Decision], epoch: int) -> bool:
         stop = np.array([1.0 if decision is not None and decision.stop else 0.0], np.float32)
@@ -168,8 +171,10 @@ class KeepBestEpoch(tf.keras.callbacks.Callback):
         if self._agree_to_stop(decision, epoch + 1):
             self.model.stop_training = True
             if self._role.leader:
-                log(f"early stopping after epoch {epoch + 1}: no lower validation loss since "
-                    f"epoch {self.best_epoch} ({self._patience} epochs)")
+                lower = (f"validation loss more than {self._min_delta:g} below epoch "
+                         f"{self.best_epoch}'s" if self._min_delta else "lower validation loss")
+                log(f"early stopping after epoch {epoch + 1}: no {lower} since epoch "
+                    f"{self.best_epoch} ({self._patience} epochs)")
 
     def _save_best(self, epoch: int) -> None:
         """Writes the best weights beside the backup, whole or not at all."""
@@ -185,4 +190,4 @@ class KeepBestEpoch(tf.keras.callbacks.Callback):
         best = self._best if self._role.leader and self._best is not None else current
         model.set_weights(from_leader(self._role, best, "kfdist_best_weights"))
         if self._role.leader and self.best_epoch is not None:
-            log(f"kept the weights of epoch {self.best_epoch}, the lowest validation loss")
+            log(f"kept the weights of epoch {self.best_epoch}, the best validation loss")

@@ -15,6 +15,7 @@ import argparse
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import traceback
 import uuid
@@ -57,7 +58,9 @@ def run_guarded(play: Callable[[], object]) -> int:
             log(f"replica {task.name} lost a peer ({type(e).__name__}: "
                 f"{str(e).splitlines()[0] if str(e) else ''}); exiting with {code} to be restarted")
         else:
-            traceback.print_exc()
+            # On stdout, the stream of the line after it: two streams reach a container's log
+            # in either order, and the launcher quotes the log's last lines.
+            traceback.print_exc(file=sys.stdout)
             log(f"replica {task.name} failed: {type(e).__name__}: {e}")
         return code
     return exit_codes.SUCCEEDED

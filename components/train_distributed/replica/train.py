@@ -124,7 +124,8 @@ def _fit_and_report(job: config.JobConfig, role: Role) -> ReplicaOutcome:
         log(f"training {training.model_name}: {training.epochs} epoch(s) x {steps} steps, "
             f"global batch {global_batch}{log_lr}")
         if fraction is not None:
-            log(f"early stopping: patience {training.early_stopping_patience} epoch(s) on a "
+            log(f"early stopping: patience {training.early_stopping_patience} epoch(s), "
+                f"min_delta {training.early_stopping_min_delta:g}, on a "
                 f"validation part of {validation_input.validation_examples(meta, fraction):,} "
                 f"train examples ({fraction:g} of the train split, not trained on)")
     start = time.perf_counter()
