@@ -23,12 +23,13 @@ h3{font-size:15px;margin:18px 0 8px;color:#334e68}
 .card{border:1px solid #d9e2ec;border-radius:6px;padding:10px 16px;min-width:130px}
 .card .v{font-size:22px;font-weight:600}.card .k{font-size:12px;color:#627d98}
 table{border-collapse:collapse;font-size:13px}
-td,th{border-bottom:1px solid #e4e7eb;padding:4px 12px;text-align:right}
+td,th{border-bottom:1px solid #e4e7eb;padding:4px 12px;text-align:right}td{white-space:nowrap}
 th{background:#f5f7fa}td:first-child,th:first-child{text-align:left}
 img{max-width:100%;height:auto}.muted{color:#829ab1}
 .warn{background:#fff3c4;color:#8d2b0b;border:1px solid #f0b429;padding:10px 14px;border-radius:6px}
 .note{background:#eef4fb;color:#243b53;border:1px solid #9fb3c8;padding:10px 14px;border-radius:6px}
-.row{display:flex;flex-wrap:wrap;gap:28px;align-items:flex-start}.row img{max-width:620px}
+.row{display:flex;flex-wrap:wrap;gap:28px;align-items:flex-start}
+.row img{max-width:min(620px,100%)}
 table.kv td:last-child{text-align:left}
 """
 

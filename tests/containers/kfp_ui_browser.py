@@ -164,9 +164,10 @@ class Browser:
         finally:
             self.driver.switch_to.default_content()
 
-    def frame_images(self, frame, heading: str) -> Dict[str, int]:
-        """Each image inside an iframe by its alt text, with the width it is drawn at (0: not
-        drawn, as a blocked or broken image is); the frame scrolled to its HEADING (an h2)."""
+    def frame_images(self, frame, heading: str) -> Dict[str, List[int]]:
+        """Each image inside an iframe by its alt text: its own width (0: not drawn, as a blocked
+        or broken image is) and the width it is shown at; the frame scrolled to its HEADING (an
+        h2)."""
         self.driver.switch_to.frame(frame)
         try:
             return self.driver.execute_script(
@@ -174,6 +175,6 @@ class Browser:
                 "  .find(e => e.textContent === arguments[0]);"
                 "if (h) h.scrollIntoView();"
                 "return Object.fromEntries([...document.images]"
-                "  .map(i => [i.alt, i.complete ? i.naturalWidth : 0]));", heading)
+                "  .map(i => [i.alt, [i.complete ? i.naturalWidth : 0, i.width]]));", heading)
         finally:
             self.driver.switch_to.default_content()

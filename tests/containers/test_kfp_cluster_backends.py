@@ -18,7 +18,7 @@ import re
 
 from cluster.fixture import wait_for
 from cluster.node_config import NODE_NAME
-from containers.kfp_bed_runs import REPO, RUN_TIMEOUT_S, _submit
+from containers.kfp_bed_runs import REPO, RUN_TIMEOUT_S, _object_store, _submit
 from containers.test_kfp_on_the_bed import _lineage, job_pods, step_log, step_pods
 from containers.test_kfp_on_the_bed import kubeflow_objects as _objects
 from kfdist.components.train_distributed.kubernetes.build.job_spec import RUN_ID_LABEL
