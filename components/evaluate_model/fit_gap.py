@@ -80,7 +80,8 @@ def _rise(history, kept: Optional[KeptEpoch]) -> Optional[FitAdvice]:
             return FitAdvice(f"{seen}; early stopping kept epoch {kept.epoch}{fares}, a "
                              "later one than the held-out loss would: a larger "
                              "validation_fraction (a steadier validation loss), a larger "
-                             "early_stopping_min_delta, a lower learning rate or fewer epochs would keep a better epoch",
+                             "early_stopping_min_delta, a lower learning rate or fewer epochs "
+                             "would keep a better epoch",
                              warning=True)
         return FitAdvice(f"{seen}; early stopping kept epoch {kept.epoch}{fares}. A lower "
                          "learning rate, a smaller model or more data would let it learn "

@@ -8,7 +8,8 @@ node: the graph shows kfdist's steps turning green, the training step's log grow
 chief trains, and the outputs show: the evaluation's metrics, the confusion matrix the UI draws
 from kfdist's ClassificationMetrics, the HTML report in the UI's viewer, the Markdown summary.
 The tabular run that was not blessed (`test_kfp_on_the_bed`'s second) shows its export step not
-run, and why, two clicks from the run's page.
+run, and why, two clicks from the run's page, and its report's per-slice figures drawn within the
+UI's side panel.
 
 Screenshots go to a temporary directory, or to $KFDIST_UI_SCREENSHOTS: `docs/screenshots.sh`
 regenerates the docs' images with these tests.

@@ -83,8 +83,8 @@ TRAIN_STEP_PARAMS: Tuple[Param, ...] = (
           "1: a call per step"),
     Param("early_stopping_patience", config.EARLY_STOPPING_PATIENCE, "epochs without a lower "
           "loss on the validation part (by more than early_stopping_min_delta) before training "
-          "stops; the last epoch that lowered it is the one kept and exported; 0: no early stopping (every epoch on the whole train split, "
-          "the last one kept)"),
+          "stops; the last epoch that lowered it is the one kept and exported; 0: no early "
+          "stopping (every epoch on the whole train split, the last one kept)"),
     Param("validation_fraction", config.VALIDATION_FRACTION, "share of the train split set "
           "aside (every n-th example, the same in every run) to score each epoch for early "
           "stopping; never the held-out eval split"),

@@ -56,8 +56,9 @@ class TrainingConfig:
         function; 1: a call per step, as Keras's default.
       early_stopping_patience: Epochs without a lower loss on the validation
         part (by more than `early_stopping_min_delta`) before training stops;
-        the last epoch that lowered it is kept (its weights restored). None: no early stopping and no validation part:
-        every epoch trains on the whole train split and the last is kept.
+        the last epoch that lowered it is kept (its weights restored). None: no
+        early stopping and no validation part: every epoch trains on the whole
+        train split and the last is kept.
       validation_fraction: Share of the train split set aside as the
         validation part (`job.validation_part`; never the eval split) when
         early stopping is on.
