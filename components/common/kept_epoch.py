@@ -68,6 +68,13 @@ def decide(losses: Sequence[Optional[float]], patience: int,
     return Decision(best, epochs > 0 and best == epochs, epochs - (best or 0) >= patience)
 
 
+def no_improvement(min_delta: float, than: str = "it") -> str:
+    """What the epochs after the best one lacked (`than`: the best, as the sentence names it)."""
+    if not min_delta:
+        return "no lower validation loss"
+    return f"no validation loss more than {min_delta:g} below {than}"
+
+
 @dataclasses.dataclass(frozen=True)
 class KeptEpoch:
     """The epoch whose weights a run saved.
@@ -95,12 +102,6 @@ class KeptEpoch:
         loss = "" if self.validation_loss is None else f", {self.validation_loss:.4f}"
         return f"the {'best' if self.min_delta else 'lowest'} validation loss{loss}"
 
-    def _none_after(self) -> str:
-        """What the epochs after the kept one lacked."""
-        if not self.min_delta:
-            return "no lower validation loss"
-        return f"no validation loss more than {self.min_delta:g} below it"
-
     def _epochs_after(self) -> str:
         """The epochs run after the kept one."""
         after = self.epochs_run - self.epoch
@@ -113,12 +114,12 @@ class KeptEpoch:
                     "stopping is off")
         if self.stopped_early:
             return (f"kept epoch {self.epoch} ({self._best()}); stopped after epoch "
-                    f"{self.epochs_run} of {self.epochs_planned}: {self._none_after()} in "
-                    f"{self._epochs_after()} (patience {self.patience})")
+                    f"{self.epochs_run} of {self.epochs_planned}: {no_improvement(self.min_delta)} "
+                    f"in {self._epochs_after()} (patience {self.patience})")
         if self.epoch == self.epochs_run:
             return f"kept the last epoch, {self.epoch} of {self.epochs_planned} ({self._best()})"
         return (f"kept epoch {self.epoch} of {self.epochs_run} ({self._best()}; "
-                f"{self._none_after()} in {self._epochs_after()})")
+                f"{no_improvement(self.min_delta)} in {self._epochs_after()})")
 
     def metric_values(self) -> Dict[str, float]:
         """The figures as the training step's metrics (numbers only, as KFP keeps them)."""

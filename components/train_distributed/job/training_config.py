@@ -35,6 +35,12 @@ def is_whole_number(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def is_finite_number(value: object) -> bool:
+    """Whether `value` is a finite int or float and not a bool."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
     """What every replica trains, and how.
@@ -97,8 +103,7 @@ class TrainingConfig:
                 f"epochs must be an integer >= 1, got {self.epochs!r}")
         require(is_whole_number(self.batch_size_per_replica) and self.batch_size_per_replica >= 1,
                 f"batch_size_per_replica must be an integer >= 1, got {self.batch_size_per_replica!r}")
-        require(isinstance(self.learning_rate, (int, float)) and not isinstance(self.learning_rate, bool)
-                and math.isfinite(self.learning_rate) and self.learning_rate > 0,
+        require(is_finite_number(self.learning_rate) and self.learning_rate > 0,
                 f"learning_rate must be a finite number > 0, got {self.learning_rate!r}")
         require(is_whole_number(self.seed) and self.seed >= 0,
                 f"seed must be an integer >= 0, got {self.seed!r}")
@@ -112,14 +117,11 @@ class TrainingConfig:
             is_whole_number(self.early_stopping_patience) and self.early_stopping_patience >= 1),
             f"early_stopping_patience must be an integer >= 1, or 0 for no early stopping, "
             f"got {self.early_stopping_patience!r}")
-        require(isinstance(self.validation_fraction, (int, float))
-                and not isinstance(self.validation_fraction, bool)
+        require(is_finite_number(self.validation_fraction)
                 and 0 < self.validation_fraction <= MAX_VALIDATION_FRACTION,
                 f"validation_fraction must be a number in (0, {MAX_VALIDATION_FRACTION}], "
                 f"got {self.validation_fraction!r}")
-        require(isinstance(self.early_stopping_min_delta, (int, float))
-                and not isinstance(self.early_stopping_min_delta, bool)
-                and math.isfinite(self.early_stopping_min_delta)
+        require(is_finite_number(self.early_stopping_min_delta)
                 and self.early_stopping_min_delta >= 0,
                 f"early_stopping_min_delta must be a finite number >= 0, "
                 f"got {self.early_stopping_min_delta!r}")

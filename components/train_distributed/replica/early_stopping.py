@@ -171,9 +171,8 @@ class KeepBestEpoch(tf.keras.callbacks.Callback):
         if self._agree_to_stop(decision, epoch + 1):
             self.model.stop_training = True
             if self._role.leader:
-                lower = (f"validation loss more than {self._min_delta:g} below epoch "
-                         f"{self.best_epoch}'s" if self._min_delta else "lower validation loss")
-                log(f"early stopping after epoch {epoch + 1}: no {lower} since epoch "
+                lacked = kept_epoch.no_improvement(self._min_delta, f"epoch {self.best_epoch}'s")
+                log(f"early stopping after epoch {epoch + 1}: {lacked} since epoch "
                     f"{self.best_epoch} ({self._patience} epochs)")
 
     def _save_best(self, epoch: int) -> None:
