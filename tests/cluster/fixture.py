@@ -162,16 +162,25 @@ def bed_gcs_emulator(kube_bed, monkeypatch):
         gcs_emulator.stop_server(server, log)
 
 
+#: The longest pause between two polls of `wait_for`: most predicates run kubectl, about 0.1
+#: CPU-seconds a call, and a test polling it back to back took most of a core from the replicas
+#: it waited on.
+POLL_AT_MOST_S = 1.0
+
+
 def wait_for(predicate, seconds: float = 20.0, what: str = "the condition",
              every: float = 0.05):
-    """Polls `predicate` every `every` seconds until it returns something true (returned),
-    failing after `seconds`."""
+    """Polls `predicate` until it returns something true (returned), failing after `seconds`:
+    first after `every` seconds, then half as long again each time, up to `POLL_AT_MOST_S` (or
+    `every`, when longer)."""
     deadline = time.monotonic() + seconds
+    pause = every
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(every)
+        time.sleep(pause)
+        pause = min(pause * 1.5, max(every, POLL_AT_MOST_S))
     raise AssertionError(f"{what} did not hold within {seconds} s")
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -258,39 +257,3 @@ def test_kueue_holds_the_trainjob_until_its_cluster_queue_admits_it(
     [admitted] = ns.get("workload")
     assert any(c["type"] == "Admitted" and c["status"] == "True"
                for c in admitted["status"]["conditions"])
-
-
-def test_deleting_the_steps_pod_takes_the_job_and_its_replicas_along(
-        kube_bed, bed_namespace, work_pvc, kfdist_images, tmp_path):
-    """The job is owned by the step's pod (KFP_POD_NAME/KFP_POD_UID): the garbage collector of
-    the real controller manager deletes the TFJob, and the operator's pods go with it."""
-    ns = bed_namespace
-    step_pod = json.loads(ns.kubectl("create", "-f", "-", "-o", "json", stdin=json.dumps({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "step"}, "spec": {
-            "containers": [{"name": "main", "image": "docker.io/library/debian:12.15-slim",
-                            "command": ["sleep", "600"]}]}})).stdout)
-    program = tmp_path / "program"
-    program.mkdir()
-    (program / "forever.py").write_text("import time\nprint('up', flush=True)\ntime.sleep(600)\n")
-    env = {**os.environ, "KFP_POD_NAME": "step", "KFP_POD_UID": step_pod["metadata"]["uid"],
-           "KFP_POD_NAMESPACE": ns.name}
-    launch = subprocess.Popen(
-        [sys.executable, "-m", "kfdist", "launch", "--framework", "tensorflow", "--workers", "2",
-         "--backend", "tfjob", "--name", "owned", "--namespace", ns.name, "--pvc-name", CLAIM,
-         "--pvc-mount-path", str(work_pvc), "--output", str(work_pvc / "owned"),
-         "--program-dir", str(program), "--timeout", "500", "--", "python", "forever.py"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        wait_for(lambda: len([p for p in ns.get("pod") if p["metadata"]["name"].startswith(
-            "owned-") and p["status"].get("phase") == "Running"]) == 2, seconds=300,
-            what="both replicas Running")
-        [job] = ns.get("tfjob")
-        assert [(o["kind"], o["name"]) for o in job["metadata"]["ownerReferences"]] == [
-            ("Pod", "step")]
-        ns.kubectl("delete", "pod", "step", "--wait=false")
-        wait_for(lambda: not ns.get("tfjob"), seconds=120, what="the TFJob to be collected")
-        wait_for(lambda: not [p for p in ns.get("pod") if p["metadata"]["name"].startswith(
-            "owned-")], seconds=120, what="the replicas to go")
-    finally:
-        launch.kill()
-        launch.communicate()
