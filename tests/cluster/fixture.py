@@ -174,13 +174,13 @@ def wait_for(predicate, seconds: float = 20.0, what: str = "the condition",
     first after `every` seconds, then half as long again each time, up to `POLL_AT_MOST_S` (or
     `every`, when longer)."""
     deadline = time.monotonic() + seconds
-    pause = every
+    pause, longest = every, max(every, POLL_AT_MOST_S)
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(pause)
-        pause = min(pause * 1.5, max(every, POLL_AT_MOST_S))
+        pause = min(pause * 1.5, longest)
     raise AssertionError(f"{what} did not hold within {seconds} s")
 
 

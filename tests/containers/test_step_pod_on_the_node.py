@@ -1,7 +1,7 @@
 """The training step in a pod, as a pipeline runs it, on the genuine node: kfdist's runtime image
 under the pipeline runner's ServiceAccount (manifests/base), its own pod's name and uid from the
 Downward API (the variables the pipeline sets), no kubeconfig and no namespace flag. It creates
-the TFJob through the in-cluster configuration, streams the replicas' log into its own, and when
+the TFJob through the in-cluster configuration, streams the chief's log into its own, and when
 the step's pod goes, the real garbage collector takes the job and its replicas along.
 """
 
