@@ -13,11 +13,20 @@ from kfdist.components.launch_program import program_step
 
 def test_a_program_that_saves_no_saved_model_fails_the_step_saying_where(digits_dataset,
                                                                          tmp_path):
+    # worker-0's exit decides the job (as the operator decides it) and ends worker-1: it waits
+    # until worker-1 has printed, so both lines are there however the two are scheduled.
+    printed = tmp_path / "worker-1-printed"
+    program = ("import json, os, pathlib, time\n"
+               "print(os.environ['KFDIST_DATA_DIR'], flush=True)\n"
+               f"printed = pathlib.Path({str(printed)!r})\n"
+               "if json.loads(os.environ['TF_CONFIG'])['task']['index'] == 1:\n"
+               "    printed.touch()\n"
+               "while not printed.exists():\n"
+               "    time.sleep(0.05)\n")
     lines = []
     with pytest.raises(TrainingFailedError, match="wrote no SavedModel into KFDIST_MODEL_DIR"):
         program_step.train_program(
-            digits_dataset, str(tmp_path / "model"),
-            [sys.executable, "-c", "import os; print(os.environ['KFDIST_DATA_DIR'])"],
+            digits_dataset, str(tmp_path / "model"), [sys.executable, "-c", program],
             framework="tensorflow", workers=2, log=lines.append)
     assert f"[worker-0] {digits_dataset}" in lines and f"[worker-1] {digits_dataset}" in lines
 
