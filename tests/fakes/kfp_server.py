@@ -2,7 +2,9 @@
 
 Kubeflow Pipelines' real API server runs on the genuine node's bed, where
 `kfdist submit` meets it (tests/containers/test_kfp_on_the_bed.py: a run that
-succeeds, fails or is terminated, a refused pipeline, an unreachable host).
+succeeds, fails or is terminated, a refused pipeline, an unreachable host;
+test_kfp_submit_on_the_bed.py: no --wait, --timeout, experiments, typed
+parameters).
 This fake serves the unit tests what that server cannot give on demand
 (transient 503s, a rejected token, a login page in front of the API,
 multi-user mode) and what they read from the requests themselves (the typed

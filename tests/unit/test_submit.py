@@ -1,10 +1,13 @@
-"""`kfdist submit` against a fake Kubeflow Pipelines API over real HTTP.
+"""`kfdist submit` against a fake Kubeflow Pipelines API over real HTTP, for what the real API
+server cannot give on demand (transient 503s, a rejected token, a login page, multi-user mode) and
+what is read from the requests as sent.
 
 The fake (tests/fakes/kfp_server.py) answers the v2beta1 REST calls kfp.Client makes; nothing in
-kfp is patched. The real API server runs kfdist's submits in
-tests/containers/test_kfp_on_the_bed.py: a run that succeeds, fails or is terminated, a pipeline it
-refuses and a host that does not answer. Bad input is refused before any request: those tests
-give an address where nothing listens.
+kfp is patched. The real API server runs kfdist's submits on the genuine node's bed:
+`tests/containers/test_kfp_on_the_bed.py` (a run that succeeds, fails or is terminated, a pipeline
+it refuses, a host that does not answer) and `test_kfp_submit_on_the_bed.py` (no `--wait`,
+`--timeout`, experiments created and reused, typed parameters). Bad input is refused before any
+request: those tests give an address where nothing listens.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ import pytest
 import yaml
 
 from kfdist import cli
-from kfdist.submit import (EXIT_TIMEOUT, SubmitResult, parse_param_value,
-                           submit_pipeline)
+from kfdist.submit import SubmitResult, parse_param_value, submit_pipeline
 from fakes.kfp_server import API
 
 MNIST_YAML = os.path.join(os.path.dirname(__file__), "..", "..", "pipelines", "mnist.yaml")
@@ -91,57 +93,12 @@ def test_run_that_does_not_succeed_exits_1(kfp_server, kfdist_main, capsys, outc
         assert "task 'train-distributed' failed" in err
 
 
-def test_timeout_exits_3_and_leaves_the_run(kfp_server, kfdist_main, capsys):
-    kfp_server.outcome = "RUNNING"  # never finishes
-    rc = kfdist_main(MNIST_YAML, "--host", kfp_server.url, *REQUIRED,
-                     "--wait", "--timeout", "0.3", "--poll-interval", "0.05")
-    result, err = _stdout_json(capsys)
-    assert rc == EXIT_TIMEOUT == 3
-    assert result["state"] == "RUNNING"
-    assert "timed out" in err
-    assert not kfp_server.requests_to("POST", f"{API}/runs/{result['run_id']}:terminate")
-
-
-def test_without_wait_returns_once_created(kfp_server, kfdist_main, capsys):
-    rc = kfdist_main(MNIST_YAML, "--host", kfp_server.url, *REQUIRED)
-    result, err = _stdout_json(capsys)
-    assert rc == 0
-    assert result["state"] == "PENDING" and result["run_id"] in kfp_server.runs
-    assert result["url"] in err  # the link is logged as soon as the run exists
-    assert kfp_server.run_gets() == []
-    (experiment,) = kfp_server.experiments.values()
-    assert experiment["display_name"] == "Default"  # kfp's default experiment
-
-
 def test_transient_errors_while_waiting_are_retried(kfp_server, kfdist_main, capsys):
     kfp_server.transient_errors = 2
     rc = kfdist_main(MNIST_YAML, "--host", kfp_server.url, *REQUIRED, "--wait", *FAST)
     result, err = _stdout_json(capsys)
     assert rc == 0 and result["state"] == "SUCCEEDED"
     assert "503" in err
-
-
-def test_experiment_created_when_missing_then_reused(kfp_server, kfdist_main, capsys):
-    for _ in range(2):
-        assert kfdist_main(MNIST_YAML, "--host", kfp_server.url, *REQUIRED,
-                           "--experiment", "nightly") == 0
-    capsys.readouterr()
-    assert len(kfp_server.requests_to("POST", f"{API}/experiments")) == 1
-    (experiment,) = kfp_server.experiments.values()
-    runs = kfp_server.requests_to("POST", f"{API}/runs")
-    assert [r.body["experiment_id"] for r in runs] == [experiment["experiment_id"]] * 2
-
-
-def test_existing_experiment_is_reused(kfp_server, kfdist_main, capsys):
-    existing = kfp_server.add_experiment("ci")
-    assert kfdist_main(MNIST_YAML, "--host", kfp_server.url, *REQUIRED, "--experiment", "ci") == 0
-    capsys.readouterr()
-    assert kfp_server.requests_to("POST", f"{API}/experiments") == []
-    (run,) = kfp_server.requests_to("POST", f"{API}/runs")
-    assert run.body["experiment_id"] == existing["experiment_id"]
-    (lookup,) = kfp_server.requests_to("GET", f"{API}/experiments")
-    predicate = json.loads(lookup.query["filter"])["predicates"][0]
-    assert predicate["key"] == "display_name" and predicate["stringValue"] == "ci"
 
 
 def test_namespace_scopes_the_experiment(kfp_server, kfdist_main, capsys):
