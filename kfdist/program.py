@@ -31,7 +31,7 @@ import shutil
 import tempfile
 from typing import Mapping, Optional, Tuple
 
-from kfdist.components.common import dataset_spec
+from kfdist.components.common import dataset_spec, local_copy, storage
 from kfdist.components.common.errors import InvalidInputError
 
 DATA_DIR_VAR = "KFDIST_DATA_DIR"
@@ -92,7 +92,7 @@ def metadata(directory: Optional[str] = None) -> dataset_spec.DatasetMetadata:
     Raises:
       InvalidInputError: If it is not a kfdist dataset.
     """
-    return dataset_spec.load_metadata(directory or data_dir())
+    return dataset_spec.load_metadata(_local(directory or data_dir()))
 
 
 def input_shape(directory: Optional[str] = None) -> Tuple[int, ...]:
@@ -126,7 +126,16 @@ def dataset(split: str = "train", batch_size: int = 64, directory: Optional[str]
     if split not in meta.splits:
         raise InvalidInputError(f"dataset {directory!r} has no split {split!r}; it has "
                                 f"{sorted(meta.splits)}")
-    return tf_features.split_batches(meta, directory, split, batch_size)
+    return tf_features.split_batches(meta, _local(directory), split, batch_size)
+
+
+def _local(directory: str) -> str:
+    """`directory`, or where it is an object store's URI (a cluster job's dataset, read in
+    place), a copy of it on this machine, downloaded once for the job's replicas there."""
+    if not storage.is_remote(directory):
+        return directory
+    return local_copy.machine_copy(directory, "kfdist-program-dataset",
+                                   key=os.environ.get(MODEL_DIR_VAR, ""))
 
 
 def save_model(model, directory: Optional[str] = None) -> str:
@@ -134,7 +143,9 @@ def save_model(model, directory: Optional[str] = None) -> str:
     (`model.export`) as under tf-keras (`model.save`).
 
     Every replica calls it: a multi-worker save is a collective. The leader writes into
-    `model_dir()`; another replica writes into a temporary directory, removed after.
+    `model_dir()` (an object store's URI, where a cluster job's work location is one: saved
+    locally, then uploaded there); another replica writes into a temporary directory, removed
+    after.
 
     Args:
       model: The trained Keras model.
@@ -144,17 +155,21 @@ def save_model(model, directory: Optional[str] = None) -> str:
       Where this replica wrote it (the leader's directory, or a removed temporary one).
     """
     leader = is_leader()
-    target = (directory or model_dir()) if leader else tempfile.mkdtemp(prefix="kfdist-model-")
+    wanted = directory or model_dir()
+    kept = leader and not storage.is_remote(wanted)
+    target = wanted if kept else tempfile.mkdtemp(prefix="kfdist-model-")
     try:
         if _is_keras3(model):
             model.export(target, verbose=False)
         else:
             model.save(target)
         _record_outputs(model, target)
+        if leader and not kept:
+            storage.upload_dir(target, wanted)
     finally:
-        if not leader:
+        if not kept:
             shutil.rmtree(target, ignore_errors=True)
-    return target
+    return wanted if leader else target
 
 
 def outputs_kind(model) -> Optional[str]:

@@ -9,7 +9,9 @@ folder beside the dataset there, with KFP's `mlpipeline-minio-artifact` keys. Ea
 SUCCEEDED; the job carries the run's id the real driver gave the step, its controller marked it
 done, its pods ran on the node, the step's log is the leader's, the model was blessed at the
 pipeline's threshold and exported to the store, and its TensorBoard curves are on the work
-location. The images pipeline trains the PNG digits as a TFJob too. A run terminated through
+location. With `backend=local` the replicas are processes of the step's own pod. The images
+pipeline trains the PNG digits as a TFJob too, and the program pipeline a user's own program
+(given inline) as a TFJob, its dataset read in place on the store. A run terminated through
 KFP's API while its TFJob trains leaves neither the TFJob nor its replicas.
 """
 
@@ -44,14 +46,8 @@ def check_trained(node_bed, run_id: str, backend: str, epochs: int, export_prefi
     """The run's job done, as its operator's own controller says, its two replicas on the node,
     the leader's lines (only) in the step's log, its TensorBoard curves on the work location,
     the model blessed at the pipeline's threshold and exported under EXPORT_PREFIX."""
-    kind, replica, done = JOBS[backend]
-    [job] = _objects(node_bed, kind, f"{RUN_ID_LABEL}={run_id}")
-    conditions = [(c["type"], c.get("reason")) for c in job["status"]["conditions"]
-                  if c["status"] == "True"]
-    assert done in conditions, conditions  # written by the operator's own controller
-    replicas = job_pods(node_bed, job, replica)
-    assert len(replicas) == 2 and {p["spec"]["nodeName"] for p in replicas} == {NODE_NAME}
-
+    kind, replica, _ = JOBS[backend]
+    job = _job_done(node_bed, backend, run_id)
     log = _step_log(node_bed, run_id, "train-distributed")
     assert f"{backend} backend: " in log, log[-3000:]
     # Only the leader's own lines are streamed into the step's log.
@@ -61,16 +57,96 @@ def check_trained(node_bed, run_id: str, backend: str, epochs: int, export_prefi
         assert "Progress 100%, about 0 s left" in log, log[-3000:]
     work = re.search(r"work location (minio://\S+)", log).group(1)
     bucket, prefix = work.removeprefix("minio://").split("/", 1)
-    store = _object_store(node_bed)
-    curves = store.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/model/tensorboard/train/")
+    curves = _object_store(node_bed).list_objects_v2(
+        Bucket=bucket, Prefix=f"{prefix}/model/tensorboard/train/")
     assert curves.get("KeyCount", 0) >= 1, work
+    _blessed_and_exported(node_bed, run_id, 0.9, export_prefix)
 
+
+def _job_done(node_bed, backend: str, run_id: str, kept: int = 2) -> dict:
+    """The run's one job of `backend`, marked done by its operator's own controller, `kept` of
+    its replicas' pods on the node (one still running when the leader's ended is deleted by the
+    operator: its clean-pod policy)."""
+    kind, replica, done = JOBS[backend]
+    [job] = _objects(node_bed, kind, f"{RUN_ID_LABEL}={run_id}")
+    conditions = [(c["type"], c.get("reason")) for c in job["status"]["conditions"]
+                  if c["status"] == "True"]
+    assert done in conditions, conditions  # written by the operator's own controller
+    replicas = job_pods(node_bed, job, replica)
+    assert len(replicas) >= kept and {p["spec"]["nodeName"] for p in replicas} == {NODE_NAME}
+    return job
+
+
+def _blessed_and_exported(node_bed, run_id: str, threshold: float, export_prefix: str) -> None:
+    """The run's evaluation reached `threshold`, and a SavedModel is under EXPORT_PREFIX in
+    KFP's bucket."""
     evaluated = [a["metadata"] for a in _lineage(node_bed, run_id)["artifacts"]
                  if a["type"] == "system.Metrics" and "eval_examples" in a["metadata"]]
-    assert [m["accuracy"] >= 0.9 for m in evaluated] == [True], evaluated
-    exported = store.list_objects_v2(Bucket="mlpipeline", Prefix=export_prefix)
+    assert [m["accuracy"] >= threshold for m in evaluated] == [True], evaluated
+    exported = _object_store(node_bed).list_objects_v2(Bucket="mlpipeline", Prefix=export_prefix)
     assert any(o["Key"].endswith("/saved_model.pb") for o in exported.get("Contents", ())), \
         exported
+
+
+def test_mnist_on_kfp_with_backend_local_trains_in_the_steps_own_pod(node_bed, kfp_host,
+                                                                     on_the_store):
+    """`local`: the two replicas are processes of the training step's pod; no job is made."""
+    submitted = _submit(kfp_host, REPO / "pipelines" / "mnist.yaml", "--wait",
+                        "--param", f"source_uri={on_the_store}",
+                        "--param", "export_base=minio://mlpipeline/serving-local",
+                        "--param", "backend=local", "--param", "epochs=3")
+    out, err = submitted.communicate(timeout=RUN_TIMEOUT_S)
+    assert submitted.returncode == 0, err
+    run_id = json.loads(out.splitlines()[-1])["run_id"]
+    for kind in ("tfjob", "trainjob", "mpijob", "pytorchjob"):
+        assert not _objects(node_bed, kind, f"{RUN_ID_LABEL}={run_id}"), kind
+    log = _step_log(node_bed, run_id, "train-distributed")
+    assert "started 2 local replica process(es)" in log, log[-3000:]
+    assert "[worker-0] epoch 3/3" in log and "[worker-1] " in log, log[-3000:]
+    _blessed_and_exported(node_bed, run_id, 0.9, "serving-local/mnist/")
+
+
+#: A user's training program, given inline (`python -c`) to the program pipeline's `command`:
+#: MultiWorkerMirrored Keras `fit` on the dataset `kfdist.program` reads, its SavedModel saved.
+PROGRAM = """
+import os
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import tensorflow as tf
+from kfdist import program
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([
+        tf.keras.Input(shape=program.input_shape()), tf.keras.layers.Flatten(),
+        tf.keras.layers.Dense(64, activation="relu"),
+        tf.keras.layers.Dense(program.num_classes(), activation="softmax")])
+    model.compile(optimizer=tf.keras.optimizers.Adam(0.003),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+model.fit(program.dataset("train", batch_size=64).repeat(), epochs=4, steps_per_epoch=20,
+          verbose=2)
+program.save_model(model)
+print("the program saved its model", flush=True)
+"""
+
+
+def test_a_users_program_pipeline_on_kfp_trains_as_a_tfjob_and_is_exported(
+        node_bed, kfp_host, on_the_store):
+    """The program pipeline, its `command` a user's program: each replica of the TFJob runs
+    it; the leader's SavedModel is evaluated, blessed and exported."""
+    submitted = _submit(kfp_host, REPO / "pipelines" / "program.yaml", "--wait",
+                        "--param", f"source_uri={on_the_store}",
+                        "--param", "export_base=minio://mlpipeline/serving-program",
+                        "--param", "backend=tfjob", "--param", "accuracy_threshold=0.8",
+                        "--param", f"command={json.dumps(['python', '-c', PROGRAM])}")
+    out, err = submitted.communicate(timeout=RUN_TIMEOUT_S)
+    assert submitted.returncode == 0, err
+    run_id = json.loads(out.splitlines()[-1])["run_id"]
+    job = _job_done(node_bed, "tfjob", run_id, kept=1)
+    assert job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 2
+    log = _step_log(node_bed, run_id, "train-program")
+    assert "[worker-0] Epoch 4/4" in log and "[worker-0] the program saved its model" in log, \
+        log[-3000:]
+    assert "train_program: copied the model from minio://" in log, log[-3000:]
+    _blessed_and_exported(node_bed, run_id, 0.8, "serving-program/")
 
 
 def test_the_images_pipeline_on_kfp_trains_png_digits_as_a_tfjob(node_bed, kfp_host,
@@ -91,19 +167,11 @@ def test_the_images_pipeline_on_kfp_trains_png_digits_as_a_tfjob(node_bed, kfp_h
     out, err = submitted.communicate(timeout=RUN_TIMEOUT_S)
     assert submitted.returncode == 0, err
     run_id = json.loads(out.splitlines()[-1])["run_id"]
-    [job] = _objects(node_bed, "tfjob", f"{RUN_ID_LABEL}={run_id}")
-    assert ("Succeeded", "TFJobSucceeded") in [(c["type"], c.get("reason")) for c in
-                                               job["status"]["conditions"] if c["status"] == "True"]
-    lineage = _lineage(node_bed, run_id)
-    evaluated = [a["metadata"] for a in lineage["artifacts"]
-                 if a["type"] == "system.Metrics" and "eval_examples" in a["metadata"]]
-    assert [m["accuracy"] >= 0.9 for m in evaluated] == [True], evaluated
-    kinds = [a["type"] for a in lineage["artifacts"]]
+    _job_done(node_bed, "tfjob", run_id)
+    kinds = [a["type"] for a in _lineage(node_bed, run_id)["artifacts"]]
     assert {"system.Dataset", "system.Model", "system.ClassificationMetrics"} <= set(kinds)
     assert kinds.count("system.HTML") == 2, kinds  # the data report and the evaluation's
-    exported = store.list_objects_v2(Bucket="mlpipeline", Prefix="serving-images/")
-    assert any(o["Key"].endswith("/saved_model.pb") for o in exported.get("Contents", ())), \
-        exported
+    _blessed_and_exported(node_bed, run_id, 0.9, "serving-images/")
 
 
 def _step_log(node_bed, run_id: str, task: str) -> str:

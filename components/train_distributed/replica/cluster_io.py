@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
-import shutil
-import tempfile
 import time
 from typing import Sequence
 
-from kfdist.components.common import storage
+from kfdist.components.common import local_copy, storage
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.train_distributed.job import config, jobset_cluster, strategy_rules, tf_config
 from kfdist.components.train_distributed.job import work_files
@@ -64,16 +61,7 @@ def shared_dataset_dir(dataset_uri: str, job_uri: str) -> str:
         if not os.path.isdir(dataset_uri):
             raise InvalidInputError(f"no such directory: {dataset_uri!r}")
         return dataset_uri
-    digest = hashlib.sha256(f"{job_uri}\n{dataset_uri}".encode()).hexdigest()[:16]
-    target = os.path.join(tempfile.gettempdir(), f"kfdist-dataset-{digest}")
-    if not os.path.isdir(target):
-        staging = tempfile.mkdtemp(prefix=f"kfdist-dataset-{digest}-")
-        storage.copy_dir_from(dataset_uri, staging)
-        try:
-            os.rename(staging, target)
-        except OSError:  # another replica on this machine moved its copy in first
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return local_copy.machine_copy(dataset_uri, "kfdist-dataset", key=job_uri)
 
 
 def install_jobset_tf_config(job: config.JobConfig) -> None:
