@@ -1,8 +1,8 @@
 """The Kubeflow Pipelines bed's shared fixtures (a pytest plugin: `tests/conftest.py`'s
-`pytest_plugins`): the API's address, a `kfp.Client`, the MNIST sample on KFP's store, and the
-tabular pipeline's two runs on wine that `test_kfp_on_the_bed` and the UI's tests both read, each
-made once in a session. A fixture a test
-module imported from another module would be a second fixture of that module, run again.
+`pytest_plugins`): the API's address, a `kfp.Client`, the MNIST sample on KFP's store, the
+Horovod image on the node, and the tabular pipeline's two runs on wine that
+`test_kfp_on_the_bed` and the UI's tests both read, each made once in a session. A fixture a
+test module imported from another module would be a second fixture of that module, run again.
 """
 
 from __future__ import annotations
@@ -106,6 +106,20 @@ def tabular_runs(node_bed, kfp_host, client, tmp_path_factory) -> TabularRuns:
     assert submitted.returncode == 0, err
     assert json.loads(out.splitlines()[-1])["state"] == "SUCCEEDED"
     return TabularRuns(blessed, json.loads(out.splitlines()[-1])["run_id"])
+
+
+@pytest.fixture(scope="session")
+def node_horovod_image(node_bed, kfdist_images) -> str:
+    """kfdist's Horovod image (the MPIJob's launcher and workers) in the genuine node's
+    containerd, imported once in a session; its reference."""
+    from cluster import node, node_config, node_images
+
+    layout = node_config.NodeLayout.from_json(
+        json.loads((node_bed.root / node.NODE_RECORD).read_text())["layout"])
+    reference = kfdist_images["horovod"]
+    node_images.import_images(node_bed.binaries["ctr"], layout.containerd_socket,
+                              layout.containerd_root, [reference])
+    return reference
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ from kfdist.components.train_distributed.kubernetes.build.job_spec import RUN_ID
 
 #: {backend: (the job's kind, its replicas' name, the condition its controller marks it done with)}
 JOBS = {"tfjob": ("tfjob", "worker", ("Succeeded", "TFJobSucceeded")),
+        "mpijob": ("mpijob", "launcher", ("Succeeded", "MPIJobSucceeded")),
         "trainjob": ("trainjob", "node", ("Complete", "AllJobsCompleted"))}
 
 
@@ -86,6 +87,27 @@ def _blessed_and_exported(node_bed, run_id: str, threshold: float, export_prefix
     exported = _object_store(node_bed).list_objects_v2(Bucket="mlpipeline", Prefix=export_prefix)
     assert any(o["Key"].endswith("/saved_model.pb") for o in exported.get("Contents", ())), \
         exported
+
+
+def test_mnist_on_kfp_trains_with_horovod_as_an_mpijob_and_is_exported(
+        node_bed, kfp_host, on_the_store, node_horovod_image):
+    """`mpijob`: Horovod under `mpirun` in kfdist's Horovod image, its launcher reaching the
+    workers over ssh through the node's cluster DNS, done as the MPI Operator's own controller
+    says."""
+    submitted = _submit(kfp_host, REPO / "pipelines" / "mnist.yaml", "--wait",
+                        "--param", f"source_uri={on_the_store}",
+                        "--param", "export_base=minio://mlpipeline/serving-mpijob",
+                        "--param", "backend=mpijob", "--param", "strategy=horovod",
+                        "--param", "epochs=3")
+    out, err = submitted.communicate(timeout=RUN_TIMEOUT_S)
+    assert submitted.returncode == 0, err
+    run_id = json.loads(out.splitlines()[-1])["run_id"]
+    job = _job_done(node_bed, "mpijob", run_id, kept=1)  # the workers' sshd were stopped
+    assert job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+        "image"] == node_horovod_image
+    log = _step_log(node_bed, run_id, "train-distributed")
+    assert "mpijob backend: " in log and "epoch 3/3" in log, log[-3000:]
+    _blessed_and_exported(node_bed, run_id, 0.9, "serving-mpijob/mnist/")
 
 
 def test_mnist_on_kfp_with_backend_local_trains_in_the_steps_own_pod(node_bed, kfp_host,
