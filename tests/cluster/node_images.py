@@ -8,7 +8,8 @@ containerd's `k8s.io` namespace (where the kubelet's CRI finds them).
   them the `sh`, `mkdir` and `rm` its scripts run.
 
 Each is built with podman once per binary (its tag is the binary's cache key), and imported into
-containerd only when podman's image differs from the one imported last (`IMPORTED` records which).
+containerd only when podman's image differs from the one imported last (`IMPORTED` records which),
+with only the layers containerd lacks (`image_import`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Dict, Mapping
 
-from cluster import node_config, processes
+from cluster import image_import, node_config, processes
 
 BUSYBOX = Path("/bin/busybox")
 #: In containerd's root: {image reference: podman's image id} of what was imported.
@@ -188,7 +189,8 @@ def podman_image_id(reference: str) -> str:
 
 def import_images(ctr: str, socket: Path, containerd_root: Path, references) -> list:
     """Imports each podman image into containerd's `k8s.io` namespace unless the same image was
-    imported before; returns the references imported now."""
+    imported before (only the layers containerd lacks: `image_import`); returns the references
+    imported now."""
     record_path = containerd_root / IMPORTED
     try:
         record = json.loads(record_path.read_text())
@@ -202,15 +204,14 @@ def import_images(ctr: str, socket: Path, containerd_root: Path, references) -> 
         image_id = podman_image_id(reference)
         if record.get(reference) == image_id and _containerd_name(reference) in present:
             continue
-        save = subprocess.Popen(["podman", "save", "--format", "docker-archive", reference],
-                                stdout=subprocess.PIPE)
-        result = subprocess.run([ctr, "--address", str(socket), "-n", "k8s.io", "images",
-                                 "import", "--no-unpack=false", "-"], stdin=save.stdout,
-                                capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-        save.stdout.close()
-        if save.wait() != 0 or result.returncode != 0:
-            raise processes.StartFailed(f"importing {reference} into containerd: "
-                                        f"{result.stderr.strip()}")
+        command = [ctr, "--address", str(socket), "-n", "k8s.io"]
+        name = _containerd_name(reference)
+        error = image_import.import_image(command, reference, name, BUILD_TIMEOUT_S)
+        if error:  # a layer it held went meanwhile: every layer, once more
+            error = image_import.import_image(command, reference, name, BUILD_TIMEOUT_S,
+                                              every_layer=True)
+        if error:
+            raise processes.StartFailed(f"importing {reference} into containerd: {error}")
         record[reference] = image_id
         record_path.write_text(json.dumps(record, indent=1))
         imported.append(reference)
@@ -218,8 +219,8 @@ def import_images(ctr: str, socket: Path, containerd_root: Path, references) -> 
 
 
 def _containerd_name(reference: str) -> str:
-    """The name containerd gives an image imported from a docker archive (a fully qualified
-    reference: `docker.io/` is added to a name without a registry)."""
+    """The name the kubelet asks containerd for (a fully qualified reference: `docker.io/` is
+    added to a name without a registry), which the import gives the image."""
     first = reference.split("/", 1)[0]
     if "/" not in reference or not ("." in first or ":" in first or first == "localhost"):
         return f"docker.io/{reference if '/' in reference else 'library/' + reference}"
