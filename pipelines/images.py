@@ -23,10 +23,10 @@ DEFINITION = PipelineDefinition(
                 "encoded images, when it reaches the accuracy threshold.",
     source_params=(
         ("source_uri", str, inspect.Parameter.empty,
-         "TFRecord file or directory (local or gs://) of tf.train.Example records, or a folder "
-         "of PNG/JPEG files in one sub-folder per class (the sub-folder's name is the class); "
-         "files or folders named `train*` and `eval*`/`test*`/`valid*` stay the train and eval "
-         "splits."),
+         "TFRecord file or directory (local, gs://, s3:// or minio://) of tf.train.Example "
+         "records, or a folder of PNG/JPEG files in one sub-folder per class (the sub-folder's "
+         "name is the class); files or folders named `train*` and `eval*`/`test*`/`valid*` stay "
+         "the train and eval splits."),
         ("label_column", str, "label", "TFRecord: the int64 feature holding the class id."),
         ("image_feature", str, "",
          "TFRecord: the bytes feature holding the image; empty: the examples' only bytes "

@@ -17,8 +17,9 @@ DEFINITION = PipelineDefinition(
                 "when it reaches the accuracy threshold.",
     source_params=(
         ("source_uri", str, inspect.Parameter.empty,
-         "Directory (local or gs://) of MNIST IDX files (`*-images-idx3-ubyte.gz` and "
-         "`*-labels-idx1-ubyte.gz`); `train-*` and `t10k-*` stay the train and eval splits."),
+         "Directory (local, gs://, s3:// or minio://) of MNIST IDX files "
+         "(`*-images-idx3-ubyte.gz` and `*-labels-idx1-ubyte.gz`); `train-*` and `t10k-*` stay "
+         "the train and eval splits."),
     ),
     shard_settings={"source_format": "mnist_idx"},
     default_model_name="mnist",

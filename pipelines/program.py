@@ -23,8 +23,9 @@ DEFINITION = PipelineDefinition(
                 "for TF Serving when it reaches the accuracy threshold.",
     source_params=(
         ("source_uri", str, inspect.Parameter.empty,
-         "CSV, TFRecord or MNIST IDX files (a file or directory, local or gs://); files or "
-         "folders named `train*` and `eval*`/`test*`/`valid*` stay the train and eval splits."),
+         "CSV, TFRecord or MNIST IDX files (a file or directory: local, gs://, s3:// or "
+         "minio://); files or folders named `train*` and `eval*`/`test*`/`valid*` stay the "
+         "train and eval splits."),
         ("source_format", str, "auto",
          "`csv`, `tfrecord`, `mnist_idx`, or `auto`: told by the files' names."),
         ("label_column", str, "label", "The column or feature holding the class."),

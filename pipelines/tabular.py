@@ -26,8 +26,9 @@ DEFINITION = PipelineDefinition(
                 "accuracy (or RMSE) threshold.",
     source_params=(
         ("source_uri", str, inspect.Parameter.empty,
-         "CSV file, or directory of CSV files with one header (local or gs://); files or "
-         "folders named `train*` and `eval*`/`test*`/`valid*` stay the train and eval splits."),
+         "CSV file, or directory of CSV files with one header (local, gs://, s3:// or "
+         "minio://); files or folders named `train*` and `eval*`/`test*`/`valid*` stay the "
+         "train and eval splits."),
         ("label_column", str, "label",
          "The column holding the class (integer ids, or names mapped to ids in sorted order) "
          "or, for a regression, the number to predict (see `task`)."),
