@@ -31,16 +31,22 @@ JOBS = {"tfjob": ("tfjob", "worker", ("Succeeded", "TFJobSucceeded")),
         "trainjob": ("trainjob", "node", ("Complete", "AllJobsCompleted"))}
 
 
-def test_mnist_on_kfp_trains_as_a_trainjob_and_is_exported(node_bed, kfp_host, on_the_store):
-    """(The TFJob's run is the UI's: `test_kfp_ui`.)"""
+def _mnist_run(kfp_host: str, on_the_store: str, backend: str, *params: str) -> str:
+    """Submits the mnist pipeline on the store's sample, 3 epochs on `backend`, exported under
+    `serving-BACKEND/`; returns the run's id once it SUCCEEDED."""
     submitted = _submit(kfp_host, REPO / "pipelines" / "mnist.yaml", "--wait",
                         "--param", f"source_uri={on_the_store}",
-                        "--param", "export_base=minio://mlpipeline/serving-trainjob",
-                        "--param", "backend=trainjob", "--param", "epochs=3")
+                        "--param", f"export_base=minio://mlpipeline/serving-{backend}",
+                        "--param", f"backend={backend}", "--param", "epochs=3", *params)
     out, err = submitted.communicate(timeout=RUN_TIMEOUT_S)
     assert submitted.returncode == 0, err
-    check_trained(node_bed, json.loads(out.splitlines()[-1])["run_id"], "trainjob", epochs=3,
-                  export_prefix="serving-trainjob/mnist/")
+    return json.loads(out.splitlines()[-1])["run_id"]
+
+
+def test_mnist_on_kfp_trains_as_a_trainjob_and_is_exported(node_bed, kfp_host, on_the_store):
+    """(The TFJob's run is the UI's: `test_kfp_ui`.)"""
+    check_trained(node_bed, _mnist_run(kfp_host, on_the_store, "trainjob"), "trainjob",
+                  epochs=3, export_prefix="serving-trainjob/mnist/")
 
 
 def check_trained(node_bed, run_id: str, backend: str, epochs: int, export_prefix: str) -> None:
@@ -94,14 +100,7 @@ def test_mnist_on_kfp_trains_with_horovod_as_an_mpijob_and_is_exported(
     """`mpijob`: Horovod under `mpirun` in kfdist's Horovod image, its launcher reaching the
     workers over ssh through the node's cluster DNS, done as the MPI Operator's own controller
     says."""
-    submitted = _submit(kfp_host, REPO / "pipelines" / "mnist.yaml", "--wait",
-                        "--param", f"source_uri={on_the_store}",
-                        "--param", "export_base=minio://mlpipeline/serving-mpijob",
-                        "--param", "backend=mpijob", "--param", "strategy=horovod",
-                        "--param", "epochs=3")
-    out, err = submitted.communicate(timeout=RUN_TIMEOUT_S)
-    assert submitted.returncode == 0, err
-    run_id = json.loads(out.splitlines()[-1])["run_id"]
+    run_id = _mnist_run(kfp_host, on_the_store, "mpijob", "--param", "strategy=horovod")
     job = _job_done(node_bed, "mpijob", run_id, kept=1)  # the workers' sshd were stopped
     assert job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
         "image"] == node_horovod_image
@@ -113,13 +112,7 @@ def test_mnist_on_kfp_trains_with_horovod_as_an_mpijob_and_is_exported(
 def test_mnist_on_kfp_with_backend_local_trains_in_the_steps_own_pod(node_bed, kfp_host,
                                                                      on_the_store):
     """`local`: the two replicas are processes of the training step's pod; no job is made."""
-    submitted = _submit(kfp_host, REPO / "pipelines" / "mnist.yaml", "--wait",
-                        "--param", f"source_uri={on_the_store}",
-                        "--param", "export_base=minio://mlpipeline/serving-local",
-                        "--param", "backend=local", "--param", "epochs=3")
-    out, err = submitted.communicate(timeout=RUN_TIMEOUT_S)
-    assert submitted.returncode == 0, err
-    run_id = json.loads(out.splitlines()[-1])["run_id"]
+    run_id = _mnist_run(kfp_host, on_the_store, "local")
     for kind in ("tfjob", "trainjob", "mpijob", "pytorchjob"):
         assert not _objects(node_bed, kind, f"{RUN_ID_LABEL}={run_id}"), kind
     log = _step_log(node_bed, run_id, "train-distributed")
