@@ -11,6 +11,18 @@ import pytest
 
 from kfdist.components.train_distributed.job import tf_config
 
+#: Ends a program only once every replica wrote its file into the directory of variable
+#: `WRITTEN_INTO`: the replica whose exit decides the job (as the operator decides it: worker 0,
+#: the master) would otherwise end it, and the replicas still running, before a slower one
+#: wrote, on a loaded machine.
+WAIT_FOR_PEERS = """
+import glob, time
+cluster = json.loads(os.environ.get("TF_CONFIG") or '{"cluster": {}}')["cluster"]
+peers = int(os.environ.get("PET_NNODES") or os.environ.get("OMPI_COMM_WORLD_SIZE") or
+            sum(len(tasks) for tasks in cluster.values()) or 1)
+while len(glob.glob(os.path.join(os.environ["WRITTEN_INTO"], "*.json"))) < peers:
+    time.sleep(0.05)
+"""
 # Writes the variables an operator or kfdist injects to <KFDIST_MODEL_DIR>/<rank or task>.json.
 DUMP = """
 import json, os
@@ -21,7 +33,8 @@ with open(os.path.join(os.environ["KFDIST_MODEL_DIR"], tag + ".json"), "w") as f
     json.dump({{k: os.environ[k] for k in keys}}, f)
 print("wrote", tag)
 """.format(names=repr({"TF_CONFIG", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
-                       "KFDIST_MODEL_DIR", "KFDIST_DATA_DIR", "KFDIST_CHECKPOINT_DIR"}))
+                       "KFDIST_MODEL_DIR", "KFDIST_DATA_DIR", "KFDIST_CHECKPOINT_DIR"})) + \
+    WAIT_FOR_PEERS.replace("WRITTEN_INTO", "KFDIST_MODEL_DIR")
 
 
 def _launch(*args, env=None):

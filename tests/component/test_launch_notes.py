@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from component.test_launch_local import WAIT_FOR_PEERS
 from kfdist.components.launch_program import program_failures
 
 # Writes the variables asked for to KFDIST_CHECKPOINT_DIR/<TF_CONFIG task or RANK>.json.
@@ -18,7 +19,7 @@ task = os.environ.get("TF_CONFIG") and json.loads(os.environ["TF_CONFIG"])["task
 tag = os.environ.get("RANK") or "{type}-{index}".format(**task)
 with open(os.path.join(os.environ["KFDIST_CHECKPOINT_DIR"], tag + ".json"), "w") as f:
     json.dump({k: os.environ.get(k) for k in ("SEED", "MODE", "TF_USE_LEGACY_KERAS")}, f)
-"""
+""" + WAIT_FOR_PEERS.replace("WRITTEN_INTO", "KFDIST_CHECKPOINT_DIR")
 EMPTY_NOTE = "the program wrote nothing into its model directory"
 
 

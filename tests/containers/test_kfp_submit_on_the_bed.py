@@ -2,7 +2,8 @@
 node's bed: without `--wait` it returns once the run exists (in KFP's `Default` experiment); an
 `--experiment` is created when missing and reused after, a user's existing one reused; the
 `--param` values reach the step typed as the pipeline declares them; `--timeout` exits 3 and
-leaves the run going. (Its outcomes, a refused pipeline and an unreachable host:
+leaves the run going; with `--registry` and `--tag` the run the server holds names that
+registry's image in every step. (Its outcomes, a refused pipeline and an unreachable host:
 `test_kfp_on_the_bed`.)
 """
 
@@ -11,7 +12,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from containers.kfp_bed_runs import RUN_TIMEOUT_S, _submit
+from containers.kfp_bed_runs import REPO, RUN_TIMEOUT_S, _submit
 from containers.test_kfp_on_the_bed import _poll, run_of, step_log, step_pods
 from kfdist.submit import EXIT_TIMEOUT
 
@@ -93,3 +94,19 @@ def test_submit_without_wait_timeout_experiments_and_typed_params_on_the_real_se
     finally:
         for run in runs:
             client.terminate_run(run)
+
+
+def test_submit_with_a_registry_runs_the_pipeline_retargeted_to_it(node_bed, client, kfp_host):
+    registry, tag = "registry.example.com:5000/ml-platform", "2.0.0-rc1"
+    code, result, err = _ended(_submit(
+        kfp_host, REPO / "pipelines" / "mnist.yaml", "--param",
+        "source_uri=minio://mlpipeline/data/none", "--param", "export_base=minio://mlpipeline/none",
+        "--registry", registry, "--tag", tag))
+    try:
+        assert code == 0, err
+        spec = client.get_run(result["run_id"]).pipeline_spec
+        spec = spec.get("pipeline_spec", spec)
+        assert {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()} \
+            == {f"{registry}/kfdist-runtime:{tag}"}
+    finally:
+        client.terminate_run(result["run_id"])

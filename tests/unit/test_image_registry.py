@@ -118,19 +118,6 @@ def test_render_uses_the_registry(backend, strategy, image):
         assert body["spec"]["sshAuthMountPath"] == kfdist.HOROVOD_IMAGE_SSH_DIR
 
 
-def test_submit_uploads_the_retargeted_pipeline(kfp_server, capsys):
-    rc = cli.main(["submit", str(REPO / "pipelines" / "mnist.yaml"), "--host", kfp_server.url,
-                   "--param", "source_uri=gs://data/mnist", "--param",
-                   "export_base=gs://models/serving", "--registry", REGISTRY, "--tag", TAG])
-    assert rc == 0, capsys.readouterr().err
-    (create,) = kfp_server.requests_to("POST", "/apis/v2beta1/runs")
-    spec = create.body["pipeline_spec"]
-    spec = spec.get("pipeline_spec", spec)
-    assert {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()} == {
-        f"{REGISTRY}/kfdist-runtime:{TAG}"}
-    assert spec["pipelineInfo"]["name"] == "kfdist-mnist-pipeline" or spec["pipelineInfo"]["name"]
-
-
 @pytest.mark.parametrize("registry,tag,bad", [
     ("Registry.Example.com/ml", None, "'Registry.Example.com/ml'"),
     ("registry example", None, "'registry example'"),
