@@ -137,7 +137,7 @@ def test_the_training_tasks_settings_reach_every_replica_of_its_tfjob(
 def test_a_retried_training_step_reattaches_to_its_running_tfjob(
         node_bed, client, kfp_host, kfdist_images, tmp_path):
     package = _compiled(_package(tmp_path, "own-retried-training"), kfdist_images["runtime"],
-                        gpu=False, epochs=150)
+                        gpu=False, epochs=90)
     submitted = _submit(kfp_host, package, "--wait")
     run_id = run_of(client, package)
 
@@ -170,4 +170,4 @@ def test_a_retried_training_step_reattaches_to_its_running_tfjob(
         p["metadata"]["uid"] for p in attempts]
     # Its replicas were started once: the job's pods are the ones the first attempt saw.
     assert {p["metadata"]["uid"] for p in job_pods(node_bed, job)} <= replicas
-    assert "[worker-0] epoch 150/150" in retry_log, retry_log[-3000:]
+    assert "[worker-0] epoch 90/90" in retry_log, retry_log[-3000:]
