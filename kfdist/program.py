@@ -155,7 +155,7 @@ def save_model(model, directory: Optional[str] = None) -> str:
       Where this replica wrote it (the leader's directory, or a removed temporary one).
     """
     leader = is_leader()
-    wanted = directory or model_dir()
+    wanted = (directory or model_dir()) if leader else None
     kept = leader and not storage.is_remote(wanted)
     target = wanted if kept else tempfile.mkdtemp(prefix="kfdist-model-")
     try:
