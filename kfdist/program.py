@@ -122,11 +122,12 @@ def dataset(split: str = "train", batch_size: int = 64, directory: Optional[str]
     from kfdist.components.common import tf_features
 
     directory = directory or data_dir()
-    meta = metadata(directory)
+    local = _local(directory)
+    meta = metadata(local)
     if split not in meta.splits:
         raise InvalidInputError(f"dataset {directory!r} has no split {split!r}; it has "
                                 f"{sorted(meta.splits)}")
-    return tf_features.split_batches(meta, _local(directory), split, batch_size)
+    return tf_features.split_batches(meta, local, split, batch_size)
 
 
 def _local(directory: str) -> str:

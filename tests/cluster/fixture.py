@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from cluster import bed as test_bed
-from cluster import control_plane, node, node_config, node_runtime, processes
+from cluster import control_plane, node, node_runtime, processes
 from cluster.node_agent.podspec import BED_LABEL
 from cluster.node_agent.runtime import network_name
 
@@ -85,8 +85,7 @@ def node_bed(tmp_path_factory, kfdist_images):
 
 def _stop_node_bed(root: Path) -> None:
     """Stops the genuine node's bed in `root` and checks that nothing of it is left."""
-    layout = node_config.NodeLayout.from_json(
-        json.loads((root / node.NODE_RECORD).read_text())["layout"])
+    layout = node.layout_of(root)
     forced = test_bed.stop(root)
     assert processes.running(root) == [], "test bed processes outlived down"
     assert not forced["killed"], f"did not stop on SIGTERM: {forced['killed']}"

@@ -53,8 +53,11 @@ def import_image(ctr: List[str], reference: str, name: str, timeout: float,
         load = subprocess.Popen([*ctr, "images", "import", "--no-unpack=false", "-"],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=errors, bufsize=CHUNK)
+        streamed = ""
         try:
             convert(save.stdout, load.stdin, present, name)
+        except (OSError, tarfile.TarError, ValueError) as err:  # either side ended early
+            streamed = f"streaming {reference}: {type(err).__name__}: {err}"
         finally:
             save.stdout.close()
             load.stdin.close()
@@ -63,7 +66,7 @@ def import_image(ctr: List[str], reference: str, name: str, timeout: float,
         error = errors.read().decode(errors="replace").strip()
     if saved != 0:
         return f"podman save {reference} failed"
-    return "" if loaded == 0 else error
+    return "" if loaded == 0 and not streamed else (error or streamed)
 
 
 def convert(docker_archive, oci_archive, present: Iterable[str], name: str) -> None:

@@ -270,10 +270,23 @@ def stop_pods(root: Path) -> None:
                 temporary.wait()
 
 
+def layout_of(root: Path) -> node_config.NodeLayout:
+    """The layout of the genuine node of the bed in `root`, as it recorded it."""
+    return node_config.NodeLayout.from_json(_record(root)["layout"])
+
+
+def import_images(bed, references) -> list:
+    """Imports podman's images `references` into the running node's containerd (those not
+    imported already); returns the references imported now."""
+    layout = layout_of(bed.root)
+    return node_images.import_images(bed.binaries["ctr"], layout.containerd_socket,
+                                     layout.containerd_root, references)
+
+
 def kill_container(bed, container_id: str) -> None:
     """SIGKILLs a container of the node's pods (`containerd://<id>`, as a pod's status names it)
     as a crash ends it: no signal handler of its process runs, and the kubelet sees it exit."""
-    layout = node_config.NodeLayout.from_json(_record(bed.root)["layout"])
+    layout = layout_of(bed.root)
     subprocess.run([bed.binaries["ctr"], "--address", str(layout.containerd_socket), "-n",
                     "k8s.io", "tasks", "kill", "--signal", "SIGKILL",
                     container_id.removeprefix("containerd://")],

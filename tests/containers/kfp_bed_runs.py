@@ -112,14 +112,10 @@ def tabular_runs(node_bed, kfp_host, client, tmp_path_factory) -> TabularRuns:
 def node_horovod_image(node_bed, kfdist_images) -> str:
     """kfdist's Horovod image (the MPIJob's launcher and workers) in the genuine node's
     containerd, imported once in a session; its reference."""
-    from cluster import node, node_config, node_images
+    from cluster import node
 
-    layout = node_config.NodeLayout.from_json(
-        json.loads((node_bed.root / node.NODE_RECORD).read_text())["layout"])
-    reference = kfdist_images["horovod"]
-    node_images.import_images(node_bed.binaries["ctr"], layout.containerd_socket,
-                              layout.containerd_root, [reference])
-    return reference
+    node.import_images(node_bed, [kfdist_images["horovod"]])
+    return kfdist_images["horovod"]
 
 
 @pytest.fixture(scope="session")

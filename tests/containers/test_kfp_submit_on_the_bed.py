@@ -62,8 +62,8 @@ def test_submit_without_wait_timeout_experiments_and_typed_params_on_the_real_se
     runs = []
     try:
         code, created, err = _ended(_submit(kfp_host, package, *params))
+        assert (code, created and created["state"]) == (0, "PENDING"), err
         runs.append(created["run_id"])
-        assert (code, created["state"]) == (0, "PENDING"), err
         assert f"run {created['run_id']} created (PENDING): {created['url']}" in err
         default = client.get_run(created["run_id"]).experiment_id
         assert client.get_experiment(experiment_id=default).display_name == "Default"
@@ -82,8 +82,8 @@ def test_submit_without_wait_timeout_experiments_and_typed_params_on_the_real_se
         waiting = _submit(kfp_host, package, *params, "--param", "rate=0.25", "--param",
                           "text=7", "--wait", "--timeout", "20")
         code, result, err = _ended(waiting)
-        runs.append(result["run_id"])
         assert code == EXIT_TIMEOUT == 3, err
+        runs.append(result["run_id"])
         assert "timed out after 20s waiting; it is" in err and "keeps going" in err, err
         assert client.get_run(result["run_id"]).state in ("PENDING", "RUNNING")  # left going
         pod = _poll(lambda: next(iter(step_pods(node_bed, result["run_id"], "typed")),
@@ -102,8 +102,8 @@ def test_submit_with_a_registry_runs_the_pipeline_retargeted_to_it(node_bed, cli
         kfp_host, REPO / "pipelines" / "mnist.yaml", "--param",
         "source_uri=minio://mlpipeline/data/none", "--param", "export_base=minio://mlpipeline/none",
         "--registry", registry, "--tag", tag))
+    assert code == 0, err
     try:
-        assert code == 0, err
         spec = client.get_run(result["run_id"]).pipeline_spec
         spec = spec.get("pipeline_spec", spec)
         assert {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()} \
