@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -16,6 +17,8 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
+from kfdist.components.train_distributed.local.ports import PortReservation
+
 RECORD = "processes.json"
 STOP_GRACE_S = 10.0
 
@@ -24,11 +27,38 @@ class StartFailed(RuntimeError):
     """A process of the test bed exited or never became ready; the message quotes its log."""
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10000
+_held: List[PortReservation] = []  # this process's ports, locked until it exits
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on now, kept for this process until it exits.
+
+    A server of the bed may bind its port a minute after the port was picked (the operators start
+    after the API server). So the port is picked below the kernel's ephemeral range, where no
+    outgoing connection is given it meanwhile, and locked as kfdist locks a local job's ports
+    (`PortReservation`), so that a bed another pytest worker starts at once never picks it too.
+    """
+    reservation = PortReservation(1, candidates=_unassigned_ports)
+    _held.append(reservation)
+    return reservation.ports[0]
+
+
+def _unassigned_ports(count: int) -> List[int]:
+    """`count` distinct ports below the ephemeral range that nothing is bound to now."""
+    highest = int(EPHEMERAL_RANGE.read_text().split()[0]) - 1
+    ports: List[int] = []
+    while len(ports) < count:
+        port = random.randint(LOWEST_PORT, highest)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

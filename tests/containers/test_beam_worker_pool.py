@@ -20,7 +20,7 @@ import uuid
 
 from kfdist.components.shard_dataset import runtime
 
-from fakes.gcs_emulator import free_port
+from cluster.processes import free_port
 from unit.test_beam_remote import SHARDS, assert_same_dataset, beam_locally, gs, mnist  # noqa: F401
 
 POOL_SECONDS = 60

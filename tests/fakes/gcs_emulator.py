@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,15 +24,10 @@ from typing import IO, List, Optional, Tuple
 
 import pytest
 
+from cluster.processes import free_port
+
 PROJECT = "kfdist"
 STARTUP_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until_serving(proc: subprocess.Popen, endpoint: str, log: IO[str]) -> None:

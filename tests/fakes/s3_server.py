@@ -24,7 +24,8 @@ from typing import IO, Dict, List, Optional
 
 import pytest
 
-from fakes.gcs_emulator import free_port, stop_server
+from cluster.processes import free_port
+from fakes.gcs_emulator import stop_server
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD_SCRIPT = os.path.join(REPO, "tests", "cluster", "build.sh")

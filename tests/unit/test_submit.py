@@ -37,7 +37,7 @@ def kfdist_main():
 def nowhere() -> str:
     """An address where nothing listens: a check that needed the API would fail with "cannot
     reach the KFP API" (exit 1), so a refusal (exit 2) was made before any request."""
-    from fakes.gcs_emulator import free_port
+    from cluster.processes import free_port
 
     return f"http://127.0.0.1:{free_port()}"
 
