@@ -1,9 +1,10 @@
 """The pytest fixtures of the real control plane: one test bed for the whole test session.
 
 `kube_bed` starts it (building what the cache lacks) and, at the end, stops it and checks that no
-process, container or network of it is left. `bed_namespace` gives a test a namespace of its own
-with kfdist's pipeline-runner ServiceAccount and Role (manifests/base) bound in it, and a
-kubeconfig with that ServiceAccount's token: what the training step runs with on a cluster.
+process, container or network of it is left; `node_bed`, the genuine node's, is shared by the
+run's pytest workers (`shared_bed`). `bed_namespace` and `node_namespace` give a test a namespace
+of its own (`namespaces`): kfdist's pipeline-runner ServiceAccount and Role bound in it, and a
+kubeconfig with that ServiceAccount's token, what the training step runs with on a cluster.
 Registered by tests/conftest.py, which stops each bed right after the last test that uses it
 (`stop_bed`): a bed does not idle on the worker's cores while that worker's other tests run.
 """
@@ -11,9 +12,7 @@ Registered by tests/conftest.py, which stops each bed right after the last test 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -21,13 +20,12 @@ from pathlib import Path
 import pytest
 
 from cluster import bed as test_bed
-from cluster import control_plane, node, node_runtime, processes
+from cluster.bed import REPO
+from cluster import node, node_runtime, processes, shared_bed
+from cluster.namespaces import runner_namespace
 from cluster.node_agent.podspec import BED_LABEL
 from cluster.node_agent.runtime import network_name
 
-REPO = Path(__file__).resolve().parents[2]
-RUNNER = "kfdist-pipeline-runner"
-_numbers = itertools.count(1)
 #: {bed fixture name: its stop-and-check}, while the bed runs.
 _stops: dict = {}
 
@@ -68,19 +66,26 @@ def bare_api(tmp_path_factory):
 def node_bed(tmp_path_factory, kfdist_images):
     """A bed on the genuine node (kubelet, containerd, kube-proxy, CoreDNS, the provisioner),
     the operators and Kubeflow Pipelines' backend (`DIR/kfp-host`), kfdist's runtime image in
-    its containerd. At the end, stopped and checked that nothing of it is left: no process,
-    shim, mount, bridge or kube-proxy rule."""
-    root = tmp_path_factory.mktemp("node-bed")
-    bed = test_bed.start(root, stack="node", pod_images=(kfdist_images["runtime"],), owned=True,
+    its containerd. One for the whole run, whichever workers use it (`shared_bed`); stopped by
+    the last of them and checked that nothing of it is left: no process, shim, mount, bridge or
+    kube-proxy rule."""
+    root = shared_bed.run_root(tmp_path_factory, "node-bed")
+    bed = shared_bed.enter(root, lambda where: _start_node_bed(where, kfdist_images["runtime"]))
+    _stops["node_bed"] = lambda: shared_bed.leave(root, _stop_node_bed)
+    yield bed
+    stop_bed("node_bed")
+
+
+def _start_node_bed(root: Path, runtime_image: str) -> test_bed.Bed:
+    """Starts the genuine node's bed in `root` with kfdist's runtimes installed."""
+    bed = test_bed.start(root, stack="node", pod_images=(runtime_image,), owned=True,
                          with_kfp=True, with_operators=True)
-    _stops["node_bed"] = lambda: _stop_node_bed(root)
     try:
         _install_runtimes(bed)
     except BaseException:
-        stop_bed("node_bed")
+        _stop_node_bed(root)
         raise
-    yield bed
-    stop_bed("node_bed")
+    return bed
 
 
 def _stop_node_bed(root: Path) -> None:
@@ -211,142 +216,6 @@ def read_until(process: subprocess.Popen, done, seconds: float) -> list:
         except queue.Empty:
             pass
     return seen
-
-
-#: The bed's PyTorch image (tests/cluster/images/pytorch.Dockerfile on the runtime image).
-PYTORCH_IMAGE = "localhost/kfdist-test/pytorch"
-
-
-def torch_requirement() -> str:
-    """The torch pin of pyproject.toml's `torch` extra (defined once, there)."""
-    import tomllib
-
-    with open(REPO / "pyproject.toml", "rb") as f:
-        [requirement] = tomllib.load(f)["project"]["optional-dependencies"]["torch"]
-    return requirement
-
-
-@pytest.fixture(scope="session")
-def pytorch_image(kfdist_images) -> str:
-    """kfdist's runtime image with PyTorch (built once; podman reuses its layers after: torch's
-    stays until the runtime's dependencies change), tagged with kfdist's and torch's versions (a
-    job's image is pinned)."""
-    import kfdist
-
-    reference = (f"{PYTORCH_IMAGE}:{kfdist.__version__}-torch"
-                 f"{torch_requirement().split('==')[-1]}")
-    certificate = os.environ.get("PIP_CERT", "")
-    secret = (["--secret", f"id=pip-cert,src={certificate}"]
-              if certificate and os.path.isfile(certificate) else [])
-    previous = _image_id(reference)
-    built = subprocess.run(
-        ["podman", "build", *secret, "--build-arg", f"RUNTIME_IMAGE={kfdist_images['runtime']}",
-         "--build-arg", f"DEPS_IMAGE={kfdist_images['runtime-deps']}",
-         "--build-arg", f"KFDIST_VERSION={kfdist.__version__}",
-         "--build-arg", f"TORCH_REQUIREMENT={torch_requirement()}", "-t", reference,
-         "-f", str(REPO / "tests" / "cluster" / "images" / "pytorch.Dockerfile"),
-         str(REPO / "tests" / "cluster" / "images")], capture_output=True, text=True, timeout=1800)
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    built_id = _image_id(reference)
-    assert built_id, f"{reference} is not there after its build"
-    if previous and previous != built_id:
-        # The rebuilt tag's old image (untagged now), as containers/build.sh does.
-        subprocess.run(["podman", "rmi", previous], capture_output=True, timeout=300)
-    return reference
-
-
-def _image_id(reference: str) -> str:
-    found = subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}", reference],
-                           capture_output=True, text=True, timeout=60)
-    return found.stdout.strip() if found.returncode == 0 else ""
-
-
-class Namespace:
-    """A test's namespace on the bed, with the pipeline runner's RBAC and token kubeconfig."""
-
-    def __init__(self, bed: test_bed.Bed, name: str, kubeconfig: Path):
-        self.bed, self.name, self.kubeconfig = bed, name, kubeconfig
-
-    @property
-    def on_genuine_node(self) -> bool:
-        return (self.bed.root / node.NODE_RECORD).is_file()
-
-    def claim_path(self, claim: str) -> Path:
-        """The host directory of a PersistentVolumeClaim in this namespace (the node's). On the
-        genuine node the claim is created too (its provisioner binds it to that directory when
-        the first pod uses it); the node agent runs any claim against its directory."""
-        path = self.bed.root / "volumes" / self.name / claim
-        if self.on_genuine_node:
-            self.kubectl("apply", "-f", "-", stdin=json.dumps({
-                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                "metadata": {"name": claim}, "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "resources": {"requests": {"storage": "1Gi"}}}}))
-        path.mkdir(parents=True, exist_ok=True)
-        path.chmod(0o777)
-        return path
-
-    def kubectl(self, *args: str, stdin: str | None = None,
-                check: bool = True) -> subprocess.CompletedProcess:
-        """kubectl as the administrator, in this namespace."""
-        return self.bed.kubectl_run(f"--namespace={self.name}", *args, stdin=stdin, check=check)
-
-    def get(self, kind: str, name: str = ""):
-        """An object (or, without `name`, the list's items) as JSON."""
-        found = json.loads(self.kubectl("get", kind, *([name] if name else []), "-o", "json").stdout)
-        return found if name else found["items"]
-
-    def api_calls(self, account: str = RUNNER) -> list:
-        """The API server's audit entries for requests by `account` of this namespace."""
-        return control_plane.audit_events(self.bed.layout,
-                                          f"system:serviceaccount:{self.name}:{account}")
-
-    def kill_containers(self, pod_matches) -> list:
-        """SIGKILLs the running containers of the pods `pod_matches` accepts, as the node would
-        see a crash; returns their names (none when no such container runs yet)."""
-        if self.on_genuine_node:
-            running = [(f"{pod['metadata']['name']}/{c['name']}", c["containerID"])
-                       for pod in self.get("pod") if pod_matches(pod)
-                       for c in pod["status"].get("containerStatuses", ())
-                       if "running" in c.get("state", {})]
-            for _, container_id in running:
-                node.kill_container(self.bed, container_id)
-            return [name for name, _ in running]
-        from cluster.node_agent.podspec import POD_LABEL
-
-        names = [name for pod in self.get("pod") if pod_matches(pod)
-                 for name in subprocess.run(
-                     ["podman", "ps", "--filter", f"label={POD_LABEL}={pod['metadata']['uid']}",
-                      "--format", "{{.Names}}"], capture_output=True, text=True).stdout.split()]
-        if names and subprocess.run(["podman", "kill", "--signal", "KILL", *names],
-                                    capture_output=True).returncode == 0:
-            return names
-        return []
-
-
-def make_namespace(bed: test_bed.Bed, name: str, root: Path) -> Namespace:
-    """Creates `name` with manifests/base's RBAC in it and a kubeconfig of its ServiceAccount."""
-    bed.kubectl_run("create", "namespace", name)
-    rendered = bed.kubectl_run("kustomize", str(REPO / "manifests" / "base")).stdout
-    bed.kubectl_run("apply", f"--namespace={name}", "-f", "-",
-                    stdin=rendered.replace("namespace: default", f"namespace: {name}"))
-    token = bed.kubectl_run("create", "token", RUNNER, f"--namespace={name}",
-                            "--duration=2h").stdout.strip()
-    kubeconfig = root / f"{name}.kubeconfig"
-    kubeconfig.write_text(control_plane.kubeconfig(
-        bed.layout.api_url, bed.layout.pki / "ca.crt", {"token": token}, RUNNER, name))
-    return Namespace(bed, name, kubeconfig)
-
-
-def runner_namespace(bed: test_bed.Bed, root: Path, monkeypatch) -> Namespace:
-    """A fresh namespace of `bed` (`make_namespace`), `KUBECONFIG` its pipeline runner's, none of
-    a pod's variables set."""
-    for variable in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KFP_POD_NAMESPACE",
-                     "KFP_POD_NAME", "KFP_POD_UID", "TF_CONFIG"):
-        monkeypatch.delenv(variable, raising=False)
-    namespace = make_namespace(bed, f"t{next(_numbers)}", root)
-    monkeypatch.setenv("KUBECONFIG", str(namespace.kubeconfig))
-    return namespace
 
 
 @pytest.fixture

@@ -27,7 +27,8 @@ from typing import Dict, List, Optional
 
 import yaml
 
-from cluster import certs, control_plane, node_addons, node_config, node_images, processes
+from cluster import (api_reads, certs, control_plane, node_addons, node_config, node_images,
+                     processes)
 
 NODE_DIR = "node"
 NODE_RECORD = "node.json"
@@ -158,19 +159,22 @@ def start_containerd(procs: processes.Processes, layout: node_config.NodeLayout,
 
 
 def _node_ready(bed) -> bool:
-    found = bed.kubectl_run("get", "node", node_config.NODE_NAME, "-o", "json", check=False)
-    if found.returncode != 0:
+    try:
+        found = api_reads.get(bed.layout, "node", None, node_config.NODE_NAME)
+    except api_reads.NotFound:
         return False
-    conditions = json.loads(found.stdout)["status"].get("conditions", [])
+    conditions = found["status"].get("conditions", [])
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _deployments_ready(bed) -> bool:
     for namespace, name in (("kube-system", "coredns"),
                             (node_addons.PROVISIONER_NAMESPACE, "local-path-provisioner")):
-        found = bed.kubectl_run("get", "deployment", name, "-n", namespace, "-o", "json",
-                                check=False)
-        if found.returncode != 0 or not json.loads(found.stdout)["status"].get("readyReplicas"):
+        try:
+            found = api_reads.get(bed.layout, "deployment", namespace, name)
+        except api_reads.NotFound:
+            return False
+        if not found["status"].get("readyReplicas"):
             return False
     return True
 

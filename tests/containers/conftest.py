@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,54 @@ def kfdist_images(podman, tmp_path_factory) -> dict:
     # The runtime image's dependency stage, which build.sh tags too (the PyTorch image's base).
     refs["runtime-deps"] = f"{kfdist.DEFAULT_REGISTRY}/kfdist-runtime-deps:{kfdist.__version__}"
     return refs
+
+
+#: The bed's PyTorch image (tests/cluster/images/pytorch.Dockerfile on the runtime image).
+PYTORCH_IMAGE = "localhost/kfdist-test/pytorch"
+
+
+def torch_requirement() -> str:
+    """The torch pin of pyproject.toml's `torch` extra (defined once, there)."""
+    import tomllib
+
+    with open(REPO / "pyproject.toml", "rb") as f:
+        [requirement] = tomllib.load(f)["project"]["optional-dependencies"]["torch"]
+    return requirement
+
+
+@pytest.fixture(scope="session")
+def pytorch_image(kfdist_images) -> str:
+    """kfdist's runtime image with PyTorch (built once; podman reuses its layers after: torch's
+    stays until the runtime's dependencies change), tagged with kfdist's and torch's versions (a
+    job's image is pinned)."""
+    import kfdist
+
+    reference = (f"{PYTORCH_IMAGE}:{kfdist.__version__}-torch"
+                 f"{torch_requirement().split('==')[-1]}")
+    certificate = os.environ.get("PIP_CERT", "")
+    secret = (["--secret", f"id=pip-cert,src={certificate}"]
+              if certificate and os.path.isfile(certificate) else [])
+    previous = _image_id(reference)
+    built = subprocess.run(
+        ["podman", "build", *secret, "--build-arg", f"RUNTIME_IMAGE={kfdist_images['runtime']}",
+         "--build-arg", f"DEPS_IMAGE={kfdist_images['runtime-deps']}",
+         "--build-arg", f"KFDIST_VERSION={kfdist.__version__}",
+         "--build-arg", f"TORCH_REQUIREMENT={torch_requirement()}", "-t", reference,
+         "-f", str(REPO / "tests" / "cluster" / "images" / "pytorch.Dockerfile"),
+         str(REPO / "tests" / "cluster" / "images")], capture_output=True, text=True, timeout=1800)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    built_id = _image_id(reference)
+    assert built_id, f"{reference} is not there after its build"
+    if previous and previous != built_id:
+        # The rebuilt tag's old image (untagged now), as containers/build.sh does.
+        subprocess.run(["podman", "rmi", previous], capture_output=True, timeout=300)
+    return reference
+
+
+def _image_id(reference: str) -> str:
+    found = subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}", reference],
+                           capture_output=True, text=True, timeout=60)
+    return found.stdout.strip() if found.returncode == 0 else ""
 
 
 def containers_labelled(podman: str, label: str) -> list:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.fixture import make_namespace, wait_for
+from cluster.fixture import wait_for
+from cluster.namespaces import make_namespace
 from containers.test_run_on_the_bed import _conditions, mounted
 from doc_shell_blocks import ROOT, blocks_run_by
 

@@ -13,7 +13,8 @@ import re
 import pytest
 
 from cluster import node
-from cluster.fixture import RUNNER, wait_for
+from cluster.fixture import wait_for
+from cluster.namespaces import RUNNER
 from kfdist.components.train_distributed.kubernetes.client.pod_identity import STEP_POD_FIELDS
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,8 @@ from typing import List
 import pytest
 
 from cluster import operators, trainer_v2_1
-from cluster.fixture import REPO, runner_namespace
+from cluster.fixture import REPO
+from cluster.namespaces import runner_namespace
 from containers.test_cluster_claims_on_the_bed import _step_options
 from containers.test_run_on_the_bed import CLAIM, mounted
 from kfdist.components.common.errors import InvalidInputError

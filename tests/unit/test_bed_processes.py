@@ -58,3 +58,20 @@ def test_a_bed_whose_owner_died_is_stopped_by_the_next_start_and_a_living_ones_i
     assert owners.orphans() == []
     owners.unregister(tmp_path / "mine")
     assert not (tmp_path / "registry").exists()
+
+
+def test_a_shared_bed_is_an_orphan_only_once_every_owner_has_ended(tmp_path, monkeypatch):
+    from cluster import owners
+
+    monkeypatch.setattr(owners, "REGISTRY", tmp_path / "registry")
+    starter = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        owners.register(tmp_path / "shared", owner_pid=starter.pid)
+        owners.join(tmp_path / "shared")
+        assert owners.orphans() == []
+    finally:
+        starter.kill()
+        starter.wait()
+    assert owners.orphans() == []  # this process still uses it
+    assert owners.leave(tmp_path / "shared") == 0
+    assert owners.orphans() == [(tmp_path / "shared").resolve()]
