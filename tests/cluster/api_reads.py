@@ -77,14 +77,18 @@ def _resource(layout, kind: str) -> Tuple[str, str, bool]:
 def get(layout, kind: str, namespace: Optional[str], name: str = "") -> dict:
     """The object `name` of `kind` (in `namespace` when the kind is namespaced), or without a
     name the list of them, as `kubectl get -o json` gives it (each item with its kind and
-    apiVersion). Raises `NotFound` when there is no such object or kind."""
+    apiVersion, no object with its managedFields). Raises `NotFound` when there is no such object
+    or kind."""
     base, plural, namespaced = _resource(layout, kind)
     path = f"{base}/namespaces/{namespace}/{plural}" if namespaced and namespace else \
         f"{base}/{plural}"
     found = _get(layout, f"{path}/{name}" if name else path)
-    if not name:
-        item_kind = found.get("kind", "").removesuffix("List")
-        for item in found.get("items", []):
-            item.setdefault("kind", item_kind)
-            item.setdefault("apiVersion", found.get("apiVersion"))
+    if name:
+        found.get("metadata", {}).pop("managedFields", None)  # kubectl leaves them out
+        return found
+    item_kind = found.get("kind", "").removesuffix("List")
+    for item in found.get("items", []):
+        item.setdefault("kind", item_kind)
+        item.setdefault("apiVersion", found.get("apiVersion"))
+        item.get("metadata", {}).pop("managedFields", None)
     return found

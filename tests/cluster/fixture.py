@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from cluster import bed as test_bed
-from cluster.bed import REPO
 from cluster import node, node_runtime, processes, shared_bed
+from cluster.bed import REPO
 from cluster.namespaces import runner_namespace
 from cluster.node_agent.podspec import BED_LABEL
 from cluster.node_agent.runtime import network_name
@@ -115,8 +115,17 @@ def _running_bed(root: Path, stack: str, fixture: str):
 
 
 def _install_runtimes(bed: test_bed.Bed) -> None:
-    """kfdist's runtimes, as the README installs them (through Trainer's validating webhook)."""
+    """kfdist's runtimes, as the README installs them (through Trainer's validating webhook);
+    returns once Trainer's webhook finds them (a TrainJob naming one passes a server-side dry
+    run: the controller's cache can lag the API server on a loaded machine)."""
     bed.kubectl_run("apply", "--server-side", "-k", str(REPO / "manifests" / "runtimes"))
+    for runtime in ("kfdist-tensorflow", "kfdist-horovod"):
+        probe = json.dumps({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                            "metadata": {"name": "probe", "namespace": "default"},
+                            "spec": {"runtimeRef": {"name": runtime}}})
+        wait_for(lambda: bed.kubectl_run("create", "--dry-run=server", "-f", "-", stdin=probe,
+                                         check=False).returncode == 0,
+                 60, f"Trainer's webhook to find the runtime {runtime}", every=0.5)
 
 
 def _stop_agent_bed(root: Path) -> None:

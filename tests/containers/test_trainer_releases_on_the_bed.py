@@ -69,6 +69,8 @@ def test_trainer_v2_0_is_refused_naming_the_upgrade(bare_api, bare_namespace):
     crd = (operators.module_source(trainer_v2_1.TRAINER.path, TRAINER_V2_0) / "manifests" /
            "base" / "crds" / "trainer.kubeflow.org_trainjobs.yaml")
     bare_api.kubectl_run("apply", "--server-side", f"--filename={crd}")
+    bare_api.kubectl_run("wait", "--for=condition=Established", "--timeout=60s",
+                         "crd/trainjobs.trainer.kubeflow.org")
     bare_api.kubectl_run("apply", "--server-side", "--filename=" + str(
         REPO / "manifests" / "runtimes" / "trainer-reader.yaml"))
     with pytest.raises(InvalidInputError, match=r"Trainer is v2.0 \(podSpecOverrides\): kfdist's "
