@@ -73,10 +73,13 @@ def test_the_cluster_guides_render_apply_and_example_jobs_run_as_written(
         assert container["image"] == kfdist_images["runtime"]
         assert "nvidia.com/gpu" not in container["resources"].get("limits", {})
 
-    wait_for(lambda: all(
-        ("Succeeded", "MPIJobSucceeded") in _conditions(job) for job in team_a.get("mpijob"))
-        and ("Succeeded", "TFJobSucceeded") in _conditions(team_a.get("tfjob", "kfdist-mnist-tfjob")),
-        seconds=600, what="the three jobs to succeed")
+    def all_succeeded() -> bool:
+        tfjob = team_a.get("tfjob", "kfdist-mnist-tfjob")
+        return (all(("Succeeded", "MPIJobSucceeded") in _conditions(job)
+                    for job in team_a.get("mpijob"))
+                and ("Succeeded", "TFJobSucceeded") in _conditions(tfjob))
+
+    wait_for(all_succeeded, seconds=600, what="the three jobs to succeed")
     claim = team_a.claim_path(CLAIM)
     for where in WORK_DIRS:
         assert (claim / where / "model" / "saved_model" / "saved_model.pb").is_file(), where

@@ -149,7 +149,8 @@ def stop_server(proc: subprocess.Popen, log: IO[str]) -> None:
 
 @pytest.fixture
 def gcs_emulator(request, monkeypatch) -> GcsEmulator:
-    """An in-memory GCS emulator (one per session), with `STORAGE_EMULATOR_HOST` set for this test."""
+    """An in-memory GCS emulator (one per session), with `STORAGE_EMULATOR_HOST` set for this
+    test."""
     endpoint = _EmulatorProcess.ensure_started(request.config)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PROJECT)
