@@ -45,6 +45,13 @@ def _pod(name: str, image: str, command, **spec) -> dict:
                      **spec}}
 
 
+def _with_volume(pod: dict, volume: dict, mount_path: str) -> dict:
+    pod["spec"]["volumes"] = [volume]
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": volume["name"],
+                                                     "mountPath": mount_path}]
+    return pod
+
+
 def _scheduling_verdict(namespace, name: str) -> dict:
     """The pod's PodScheduled condition, once the scheduler has set it."""
     return wait_for(lambda: next((c for c in namespace.get("pod", name)["status"].get(
@@ -130,9 +137,8 @@ def test_a_claim_is_provisioned_as_a_host_directory_and_a_missing_one_keeps_the_
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "work"},
         "spec": {"accessModes": ["ReadWriteOnce"],
                  "resources": {"requests": {"storage": "1Gi"}}}}))
-    volume = {"name": "work", "persistentVolumeClaim": {"claimName": "work"}}
-    writer = _pod("writer", image, ["sh", "-c", "echo written > /work/file"], volumes=[volume])
-    writer["spec"]["containers"][0]["volumeMounts"] = [{"name": "work", "mountPath": "/work"}]
+    writer = _with_volume(_pod("writer", image, ["sh", "-c", "echo written > /work/file"]),
+                          {"name": "work", "persistentVolumeClaim": {"claimName": "work"}}, "/work")
     node_namespace.kubectl("apply", "-f", "-", stdin=json.dumps(writer))
     wait_for(lambda: _phase(node_namespace, "writer") in ("Succeeded", "Failed"), 180,
              "the writer's end")
@@ -160,13 +166,6 @@ def test_a_pod_no_node_can_take_stays_pending_with_the_schedulers_reason(
     assert condition["status"] == "False" and condition["reason"] == "Unschedulable"
     assert "node affinity/selector" in condition["message"]
     assert "nodeName" not in node_namespace.get("pod", "picky")["spec"]
-
-
-def _with_volume(pod: dict, volume: dict, mount_path: str) -> dict:
-    pod["spec"]["volumes"] = [volume]
-    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": volume["name"],
-                                                     "mountPath": mount_path}]
-    return pod
 
 
 def test_a_pods_downward_api_env_exit_code_and_log_come_as_a_kubelet_gives_them(
