@@ -23,6 +23,10 @@ COMPLETE = "Complete"
 FAILED = "Failed"
 #: The container TFJob pods must use (TF_CONFIG is only injected there).
 TENSORFLOW_CONTAINER = "tensorflow"
+#: PodScheduled reasons of a pod the scheduler will place without help: its own error in a
+#: binding cycle (two pods binding one claim at once: "the object has been modified"), which it
+#: retries; its FailedScheduling event stays for a diagnosis should the pod never start.
+RETRIED_SCHEDULING_REASONS = frozenset({"SchedulerError"})
 #: Waiting reasons that mean a container will not start without help.
 STUCK_WAITING_REASONS = frozenset({
     "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CrashLoopBackOff",
@@ -148,15 +152,17 @@ def restart_count(pod: Mapping[str, Any], container: str) -> int:
 def pod_problems(pod: Mapping[str, Any]) -> List[str]:
     """Why a pod is not making progress or failed, one phrase per reason.
 
-    Covers Unschedulable (PodScheduled condition), stuck waiting containers
-    (ImagePullBackOff, CrashLoopBackOff, ...), terminated containers with a
-    non-zero exit (OOMKilled exit code 137, Error exit code 1) in the current
-    or last state, and pod-level reasons such as Evicted.
+    Covers Unschedulable (PodScheduled condition; not the scheduler's own errors,
+    which it retries), stuck waiting containers (ImagePullBackOff,
+    CrashLoopBackOff, ...), terminated containers with a non-zero exit (OOMKilled
+    exit code 137, Error exit code 1) in the current or last state, and
+    pod-level reasons such as Evicted.
     """
     status = pod.get("status") or {}
     problems = []
     for condition in status.get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+        if (condition.get("type") == "PodScheduled" and condition.get("status") == "False"
+                and condition.get("reason") not in RETRIED_SCHEDULING_REASONS):
             problems.append(f"{condition.get('reason') or 'Unschedulable'}: "
                             f"{condition.get('message') or 'no node fits'}")
     if status.get("reason"):
