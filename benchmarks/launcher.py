@@ -1,8 +1,9 @@
 """Launcher reaction: from a job's terminal condition to the step's return, watch against polling.
 
 Runs against the real control plane by default: the project's test bed (`tests/cluster`: a
-kube-apiserver, the Training Operator's own controller, and the node agent running the pods as
-containers of kfdist's runtime image), started here for the run; or any cluster a kubeconfig
+kube-apiserver, the Training Operator's own controller, and the genuine node, the kubelet on
+containerd, running the pods of kfdist's runtime image), started here for the run (`up.sh DIR
+--with-operators`); or any cluster a kubeconfig
 names (`--kubeconfig`, with the Training Operator installed, the runtime image pullable, and
 the namespace `default` free for the jobs). Each job is the TFJob the training step renders for
 two MultiWorkerMirrored workers, its replicas printing one line and exiting, so the operator
@@ -57,7 +58,7 @@ def api_server(kubeconfig: Optional[str]) -> Iterator[str]:
     if kubeconfig:
         yield kubeconfig
         return
-    with started_bed() as root:
+    with started_bed("--with-operators") as root:
         yield os.path.join(root, "kubeconfig")
 
 

@@ -16,37 +16,52 @@ pytest_plugins = ("fakes.gcs_emulator", "fakes.s3_server", "fakes.kfp_server", "
                   "fakes.model_fixture", "containers.kfp_bed_runs")
 
 #: The tests that need a cluster test bed or kfdist's images, grouped by the session fixture they
-#: share (the first that a test uses names its group): pytest-xdist's `--dist loadgroup` runs a
-#: group in order on one worker, so each bed starts once, and the other tests beside it. The beds
-#: whose pods run on the node agent are one group: their steps share the machine's /mnt/kfdist
-#: (`containers.test_run_on_the_bed.mounted`).
-BED_GROUPS = (("node_bed", "node-bed"), ("kube_bed", "agent-beds"),
-              ("trainer_v2_1_bed", "agent-beds"), ("bare_api", "api-server"),
-              ("kfdist_images", "images"))
+#: share (the first here that a test uses names its group): pytest-xdist's `--dist loadgroup` runs
+#: a group in order on one worker, so each bed starts once, and the other tests beside it. The
+#: tests whose training step runs on this host (kfp.local, `kfdist launch`) are one group: they
+#: share the machine's /mnt/kfdist (`host_mount`). Those whose steps run in the genuine node's
+#: pods (Kubeflow Pipelines') are another, on the same node (`cluster.shared_bed`). The Trainer
+#: v2.1 bed has a genuine node too, and so waits until that one stops: its group starts last
+#: (`LAST_GROUPS`), when no test of the other two is left (nor any other user of /mnt/kfdist).
+BED_GROUPS = (("trainer_v2_1_bed", "trainer-v2.1"), ("host_mount", "host-steps"),
+              ("bed_namespace", "host-steps"), ("node_bed", "node-bed"),
+              ("bare_api", "api-server"), ("kfdist_images", "images"))
 
 
-#: The fixtures of running beds: each is stopped right after the last test of the run that uses it
-#: (`cluster.fixture.stop_bed`), not at the end of its worker's session, so that it does not take
-#: the CPU from the tests that run after its group.
-BED_FIXTURES = tuple(fixture for fixture, _ in BED_GROUPS if fixture != "kfdist_images")
+#: The fixtures of running beds: each is stopped (or left, when shared: `cluster.shared_bed`)
+#: right after the last test of its group that uses it (`cluster.fixture.stop_bed`), not at the
+#: end of its worker's session, so that it does not take the CPU from the tests that run after
+#: its group. The groups of a shared bed start first (`GROUP_ORDER`), one on each worker; in one
+#: process (or on one worker) a bed is stopped after the run's last test that uses it.
+BED_FIXTURES = tuple(fixture for fixture, _ in BED_GROUPS
+                     if fixture not in ("kfdist_images", "host_mount", "bed_namespace"))
 _last_users: dict = {}
 
 
+def _stop_group(item) -> str:
+    """The group after whose last test a bed `item` uses stops: its xdist group when the run
+    has workers enough for each group of a shared bed, else the whole run's ("")."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) < 2:
+        return ""
+    return item.get_closest_marker("xdist_group").args[0]
+
+
 def pytest_collection_finish(session):
-    """Notes the last test (in the run's order, the deselected left out) that uses each bed."""
+    """Notes the last test (in the run's order, the deselected left out) that uses each bed, in
+    each group (`_stop_group`)."""
     for item in session.items:
         for fixture in BED_FIXTURES:
             if fixture in getattr(item, "fixturenames", ()):
-                _last_users[fixture] = item.nodeid
+                _last_users[fixture, _stop_group(item)] = item.nodeid
 
 
 @pytest.hookimpl(trylast=True)  # after the test's own fixtures (its namespace) are torn down
 def pytest_runtest_teardown(item, nextitem):
-    """Stops each bed whose last test this was."""
+    """Stops each bed whose last test (of its group) this was."""
     del nextitem
     from cluster.fixture import stop_bed
 
-    for fixture, nodeid in _last_users.items():
+    for (fixture, _), nodeid in _last_users.items():
         if nodeid == item.nodeid:
             stop_bed(fixture)
 
@@ -60,11 +75,18 @@ MODULE_GROUP_SEPARATOR = "::"
 #: The order the groups start in (pyproject's `--no-loadscope-reorder` keeps it), longest first, so
 #: that no long group starts late and ends alone: the beds' groups take 10 to 55 minutes, an
 #: end-to-end module a few, a unit module seconds. A group matches its first prefix here.
-GROUP_ORDER = ("agent-beds", "node-bed", "images", "api-server", "tests/e2e/", "tests/component/")
+GROUP_ORDER = ("host-steps", "node-bed", "images", "api-server", "tests/e2e/", "tests/component/")
+
+
+#: The groups that start after every other.
+LAST_GROUPS = ("trainer-v2.1",)
 
 
 def _start_rank(group: str) -> int:
-    """Where `group` starts in `GROUP_ORDER` (the groups it does not name after those)."""
+    """Where `group` starts in `GROUP_ORDER` (the groups it does not name after those, and
+    `LAST_GROUPS` last)."""
+    if group in LAST_GROUPS:
+        return len(GROUP_ORDER) + 1
     return next((i for i, prefix in enumerate(GROUP_ORDER) if group.startswith(prefix)),
                 len(GROUP_ORDER))
 
@@ -97,6 +119,12 @@ OTHER_TESTS_NICENESS = 5
 def pytest_runtest_setup(item):
     """Runs a bed group's test (and what it starts) at normal priority, the others below it."""
     grouped = item.get_closest_marker("bed_group") is not None
+    if grouped:
+        from cluster.fixture import stopped_beds
+
+        stopped = stopped_beds().intersection(getattr(item, "fixturenames", ()))
+        assert not stopped, (f"{item.nodeid} uses {stopped}, stopped after its group's last "
+                             "test: this worker ran two groups of a shared bed")
     try:
         os.setpriority(os.PRIO_PROCESS, 0, 0 if grouped else OTHER_TESTS_NICENESS)
     except PermissionError:  # not root: the priority stays lowered, as for any user's nice

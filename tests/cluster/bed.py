@@ -1,9 +1,11 @@
-"""Starts and stops one test bed in a directory: etcd, kube-apiserver, kube-controller-manager,
-the operators' own controllers and the node agent, on 127.0.0.1 (the pods on a podman network of
-their own, whose gateway address the node agent's name server answers on).
+"""Starts and stops one test bed in a directory: etcd, kube-apiserver and kube-controller-manager,
+and (unless it is the control plane alone) kube-scheduler and the genuine node (`node.py`: the
+kubelet on containerd, kube-proxy, CoreDNS, a volume provisioner), with the operators' own
+controllers and Kubeflow Pipelines when asked; the API server listens on the node's bridge
+address, which its pods reach.
 
-    bed = start(Path("DIR"))   # returns once the node is Ready and every operator answers
-    stop(Path("DIR"))          # from any process: ends every process, container and network
+    bed = start(Path("DIR"))   # returns once the node is Ready and every part answers
+    stop(Path("DIR"))          # from any process: ends every process, pod, mount and rule
 
 `DIR/kubeconfig` is the administrator's; `DIR/logs/` holds each process's log; `DIR/bed.json`
 records the ports and the binaries.
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from cluster import (certs, control_plane, kfp, kfp_ui, node, node_config, node_images,
-                     node_runtime, operators, owners, processes, trainer_v2_1)
+                     one_node, operators, owners, processes, trainer_v2_1)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -99,13 +101,14 @@ def _certificates(pki: Path, node_layout: Optional[node_config.NodeLayout]) -> N
 
 #: The datastores the bed can run on: etcd (the default, what clusters run) or kine.
 DATASTORES = ("etcd", "kine")
-#: What a bed runs: `all` (the control plane, the node agent and every operator);
-#: `control-plane` (etcd, the API server and the controller manager alone: a cluster where
-#: nothing of Kubeflow is installed, and no pod runs); `trainer-v2.1` (the control plane, the
-#: node agent, Trainer v2.1 and JobSet v0.10); `node` (the control plane, kube-scheduler and the
-#: genuine node: containerd, the kubelet, kube-proxy, CoreDNS and the volume provisioner; the
-#: operators too when asked, `with_operators`).
-STACKS = ("all", "control-plane", "trainer-v2.1", "node")
+#: What a bed runs: `node` (the control plane, kube-scheduler and the genuine node: containerd,
+#: the kubelet, kube-proxy, CoreDNS and the volume provisioner; the operators and Kubeflow
+#: Pipelines too when asked); `control-plane` (etcd, the API server and the controller manager
+#: alone: a cluster where nothing of Kubeflow is installed, and no pod runs); `trainer-v2.1` (the
+#: genuine node with Trainer v2.1 and JobSet v0.10 alone: a cluster still on Trainer v2.1).
+STACKS = ("node", "control-plane", "trainer-v2.1")
+#: The stacks with the genuine node (one per machine: `one_node`).
+NODE_STACKS = ("node", "trainer-v2.1")
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager")
 OPERATORS = ("training-operator", "mpi-operator", "jobset", "trainer-controller-manager", "kueue")
 GENUINE_NODE = ("kube-scheduler", "kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2",
@@ -119,15 +122,15 @@ KFP_BINARIES = ("kfp",)
 
 def _binaries_of(stack: str, datastore: str, with_kfp: bool = False,
                  with_operators: bool = False) -> tuple:
-    names = {"all": CONTROL_PLANE + OPERATORS, "control-plane": CONTROL_PLANE,
-             "trainer-v2.1": CONTROL_PLANE + trainer_v2_1.BINARIES,
+    names = {"control-plane": CONTROL_PLANE,
+             "trainer-v2.1": CONTROL_PLANE + GENUINE_NODE + trainer_v2_1.BINARIES,
              "node": CONTROL_PLANE + GENUINE_NODE}[stack]
     return tuple(datastore if name == "etcd" else name for name in names) + (
         KFP_BINARIES if with_kfp else ()) + (OPERATORS if with_operators else ())
 
 
 def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str = "etcd",
-          stack: str = "all", pod_images=(), owned: bool = False, with_kfp: bool = False,
+          stack: str = "node", pod_images=(), owned: bool = False, with_kfp: bool = False,
           with_operators: bool = False) -> Bed:
     """Starts a test bed in `root` (created; must hold no running bed) and waits until it is ready.
 
@@ -143,25 +146,25 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
         bed started on the machine stops this one (`owners`).
       with_kfp: Also run Kubeflow Pipelines' backend and UI (`kfp.py`; on the genuine node
         only); its API's address is written to `DIR/kfp-host`, its UI's to `DIR/kfp-ui`.
-      with_operators: On the genuine node, also run the operators (`all` always does): the
-        MPI Operator as its release's Deployment (`operator_pods`), the others as processes.
+      with_operators: With `node`, also run the operators: the MPI Operator as its release's
+        Deployment (`operator_pods`), the others as processes.
     """
     if datastore not in DATASTORES:
         raise processes.StartFailed(f"datastore {datastore!r}: expected one of {DATASTORES}")
     if stack not in STACKS:
         raise processes.StartFailed(f"stack {stack!r}: expected one of {STACKS}")
-    if with_kfp and stack != "node":
-        raise processes.StartFailed(f"Kubeflow Pipelines runs on the genuine node: --stack node, "
-                                    f"not {stack!r}")
+    if (with_kfp or with_operators) and stack != "node":
+        raise processes.StartFailed(f"Kubeflow Pipelines and the operators run with --stack "
+                                    f"node, not {stack!r}")
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     owners.stop_orphans(stop)
     if processes.running(root):
         raise processes.StartFailed(f"a test bed is already running in {root}: "
                                     f"bash tests/cluster/down.sh {root}")
-    _remove_node(root)  # what a bed that crashed here left
+    node.clean(root)  # what a bed that crashed here left
     binaries = binaries or build(_binaries_of(stack, datastore, with_kfp, with_operators))
-    node_layout = node.plan(root) if stack == "node" else None
+    node_layout = node.plan(root) if stack in NODE_STACKS else None
     layout = control_plane.Layout(root, processes.free_port(), processes.free_port(),
                                   processes.free_port(),
                                   node_layout.node_ip if node_layout else "127.0.0.1")
@@ -172,6 +175,7 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
         owners.register(root)
     try:
         if node_layout:
+            one_node.take(node.cache_dir(), root)
             node.create_bridge(node_layout)  # the API server listens on its address
         _start(bed, datastore, stack, node_layout, pod_images, with_kfp, with_operators)
     except BaseException:
@@ -217,24 +221,19 @@ def _start(bed: Bed, datastore: str, stack: str,
 
     if stack == "control-plane":
         return
-    if node_layout:
-        scheduler = node.write_kubeconfig(bed, "kube-scheduler", "kube-scheduler",
-                                          "system:kube-scheduler")
-        procs.start("kube-scheduler", node.scheduler_argv(binaries["kube-scheduler"], scheduler))
-        kfp_images = node_images.build_kfp_images(binaries) if with_kfp else {}
-        operator_images = (node_images.build_operator_image(
-            "mpi-operator", binaries["mpi-operator"]),) if with_operators else ()
-        node.start(bed, procs, node_layout, binaries,
-                   (*pod_images, *kfp_images.values(), *operator_images))
-        if with_operators:
-            operators.start_operators(bed, procs, *operator_images, host_ip=node_layout.node_ip)
-        if with_kfp:
-            kfp.start(bed, procs, node_layout.node_ip, binaries, kfp_images)
-        return
-    node_runtime.start_node_agent(bed, procs)
-    if stack == "all":
-        operators.start_operators(bed, procs)
-    else:
+    scheduler = node.write_kubeconfig(bed, "kube-scheduler", "kube-scheduler",
+                                      "system:kube-scheduler")
+    procs.start("kube-scheduler", node.scheduler_argv(binaries["kube-scheduler"], scheduler))
+    kfp_images = node_images.build_kfp_images(binaries) if with_kfp else {}
+    operator_images = (node_images.build_operator_image(
+        "mpi-operator", binaries["mpi-operator"]),) if with_operators else ()
+    node.start(bed, procs, node_layout, binaries,
+               (*pod_images, *kfp_images.values(), *operator_images))
+    if with_operators:
+        operators.start_operators(bed, procs, *operator_images, host_ip=node_layout.node_ip)
+    if with_kfp:
+        kfp.start(bed, procs, node_layout.node_ip, binaries, kfp_images)
+    if stack == "trainer-v2.1":
         trainer_v2_1.start(bed, procs)
 
 
@@ -246,26 +245,21 @@ def load(root: Path) -> Bed:
 
 
 def stop(root: Path) -> Dict[str, list]:
-    """Ends every process of the bed in `root`, then its pods' containers and network.
+    """Ends every process of the bed in `root`, then what its node leaves (pods, mounts, the
+    bridge, kube-proxy's rules).
 
     Returns:
-      {"killed": processes that ignored SIGTERM, "containers": the containers removed}.
+      {"killed": processes that ignored SIGTERM}.
     """
     root = Path(root).resolve()
     # containerd outlives the kubelet until the node's pods are gone (through its CRI).
     killed = processes.stop_all(root, keep=("containerd",))
     node.stop_pods(root)
     killed += processes.stop_all(root)
-    containers = _remove_node(root)
-    owners.unregister(root)
-    return {"killed": killed, "containers": containers}
-
-
-def _remove_node(root: Path) -> list:
-    """Removes what either node leaves once its processes have ended; returns the agent's
-    containers."""
     node.clean(root)
-    return node_runtime.remove_all(root)
+    one_node.give_back(node.cache_dir(), root)
+    owners.unregister(root)
+    return {"killed": killed}
 
 
 def runtime_image() -> str:
@@ -290,11 +284,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cluster.bed")
     parser.add_argument("command", choices=("up", "down"))
     parser.add_argument("root", type=Path, metavar="DIR")
-    parser.add_argument("--stack", choices=STACKS, default="all",
-                        help="what runs (up only; default: all)")
+    parser.add_argument("--stack", choices=STACKS, default="node",
+                        help="what runs (up only; default: node)")
     parser.add_argument("--with-operators", action="store_true",
-                        help="also run the operators (up only; with --stack node, which runs "
-                             "none by default; `all` runs them all)")
+                        help="also run the operators (up only; with --stack node)")
     parser.add_argument("--with-kfp", action="store_true",
                         help="also run Kubeflow Pipelines' backend and UI (up only; with --stack "
                              "node); DIR/kfp-host holds its API's address, DIR/kfp-ui its UI's")
@@ -310,7 +303,7 @@ def main(argv=None) -> int:
         return 0
     started = time.monotonic()
     try:
-        pod_images = (runtime_image(),) if args.stack == "node" else ()
+        pod_images = (runtime_image(),) if args.stack in NODE_STACKS else ()
         bed = start(root, stack=args.stack, with_kfp=args.with_kfp, pod_images=pod_images,
                     with_operators=args.with_operators)
     except processes.StartFailed as error:

@@ -1,6 +1,6 @@
 """The test bed's certificates: one CA, serving certificates for 127.0.0.1 and client certificates.
 
-The API server, the node agent's kubelet port and every operator's webhook server serve a
+The API server, the kubelet's port and every operator's webhook server serve a
 certificate of this CA; the control plane's clients present one (`O=system:masters` for the
 administrator). The service-account signing key is a separate RSA pair.
 

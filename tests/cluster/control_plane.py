@@ -13,14 +13,14 @@ import json
 from pathlib import Path
 from typing import Dict, List
 
-#: The range the API server hands Services' cluster IPs from (on the genuine node kube-proxy
-#: routes them; the node agent resolves Services to pod addresses itself).
+#: The range the API server hands Services' cluster IPs from (kube-proxy routes them).
 SERVICE_RANGE = "10.96.0.0/24"
 #: What the API server and the controller manager log (`-v`): warnings and start-up.
 VERBOSITY = "1"
 #: The API server's audit policy: every request of a ServiceAccount outside kube-system and
-#: Kubeflow Pipelines' namespace (the accounts the tests give kfdist; the operators, the node agent and the administrator use
-#: certificates, the controller manager's controllers kube-system's accounts), at the Metadata
+#: Kubeflow Pipelines' namespace (the accounts the tests give kfdist; the operators, the node and
+#: the administrator use certificates, the controller manager's controllers kube-system's
+#: accounts), at the Metadata
 #: level: who asked what of which resource, and the answer's code. A test reads from it that a
 #: refusal happened before any call.
 AUDIT_POLICY = {
@@ -117,7 +117,7 @@ def apiserver_argv(apiserver: str, layout: Layout) -> List[str]:
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             f"--service-cluster-ip-range={SERVICE_RANGE}",
-            # pods/log and exec: the API server reaches the node agent's kubelet port with this.
+            # pods/log and exec: the API server reaches the kubelet's port with this.
             f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
             f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
             f"--kubelet-certificate-authority={pki / 'ca.crt'}",

@@ -1,12 +1,12 @@
-"""The pytest fixtures of the real control plane: one test bed for the whole test session.
-
-`kube_bed` starts it (building what the cache lacks) and, at the end, stops it and checks that no
-process, container or network of it is left; `node_bed`, the genuine node's, is shared by the
-run's pytest workers (`shared_bed`). `bed_namespace` and `node_namespace` give a test a namespace
-of its own (`namespaces`): kfdist's pipeline-runner ServiceAccount and Role bound in it, and a
-kubeconfig with that ServiceAccount's token, what the training step runs with on a cluster.
-Registered by tests/conftest.py, which stops each bed right after the last test that uses it
-(`stop_bed`): a bed does not idle on the worker's cores while that worker's other tests run.
+"""The pytest fixtures of the test beds (`bed.py`): the genuine node's, shared by the run's
+pytest workers (`node_bed`, `shared_bed`); a cluster on Trainer v2.1 (`trainer_v2_1_bed`, after
+that one: one genuine node per machine); the control plane alone (`bare_api`). Each starts
+(building what the cache lacks) and, at the end, stops and is checked that nothing of it is left.
+`bed_namespace` and `node_namespace` give a test a namespace of its own (`namespaces`): kfdist's
+pipeline-runner ServiceAccount and Role bound in it, and a kubeconfig with that ServiceAccount's
+token, what the training step runs with on a cluster. Registered by tests/conftest.py, which
+stops each bed right after the last test that uses it (`stop_bed`): a bed does not idle on the
+worker's cores while that worker's other tests run.
 """
 
 from __future__ import annotations
@@ -20,14 +20,16 @@ from pathlib import Path
 import pytest
 
 from cluster import bed as test_bed
-from cluster import node, node_runtime, processes, shared_bed
+from cluster import node, one_node, operators, processes, shared_bed
 from cluster.bed import REPO
 from cluster.namespaces import runner_namespace
-from cluster.node_agent.podspec import BED_LABEL
-from cluster.node_agent.runtime import network_name
 
+#: How long `trainer_v2_1_bed` waits for the machine's node to be free.
+NODE_FREE_WAIT_S = 2400.0
 #: {bed fixture name: its stop-and-check}, while the bed runs.
 _stops: dict = {}
+#: The bed fixtures this process stopped (or left).
+_stopped: set = set()
 
 
 def stop_bed(fixture: str) -> None:
@@ -35,50 +37,65 @@ def stop_bed(fixture: str) -> None:
     running (never started, or stopped already) is left as it is."""
     stop = _stops.pop(fixture, None)
     if stop is not None:
+        _stopped.add(fixture)
         stop()
 
 
-@pytest.fixture(scope="session")
-def kube_bed(tmp_path_factory):
-    """The running test bed (`bed.Bed`)."""
-    with _running_bed(tmp_path_factory.mktemp("kube-bed"), "all", "kube_bed") as bed:
-        yield bed
+def stopped_beds() -> set:
+    """The bed fixtures stopped in this process: pytest keeps a session fixture's value, so a
+    later test given one would get a bed that is gone."""
+    return set(_stopped)
 
 
 @pytest.fixture(scope="session")
-def trainer_v2_1_bed(tmp_path_factory):
-    """A second bed, standing for a cluster on Trainer v2.1 (with JobSet v0.10, no other
-    operator), kfdist's runtimes installed through Trainer v2.1's own webhook."""
-    with _running_bed(tmp_path_factory.mktemp("trainer-v2.1-bed"), "trainer-v2.1",
-                      "trainer_v2_1_bed") as bed:
-        yield bed
+def trainer_v2_1_bed(tmp_path_factory, kfdist_images):
+    """A bed standing for a cluster on Trainer v2.1: the genuine node with JobSet v0.10 and
+    Trainer v2.1 alone, kfdist's runtimes installed through v2.1's own webhook. It waits until
+    the machine's node is free (`node_bed` stopped: tests/conftest.py runs its tests last)."""
+    root = tmp_path_factory.mktemp("trainer-v2.1-bed")
+    one_node.wait_until_free(node.cache_dir(), NODE_FREE_WAIT_S)
+    bed = test_bed.start(root, stack="trainer-v2.1", pod_images=(kfdist_images["runtime"],),
+                         owned=True)
+    _stops["trainer_v2_1_bed"] = lambda: _stop_node_bed(root)
+    try:
+        _install_runtimes(bed)
+    except BaseException:
+        stop_bed("trainer_v2_1_bed")
+        raise
+    yield bed
+    stop_bed("trainer_v2_1_bed")
 
 
 @pytest.fixture(scope="session")
 def bare_api(tmp_path_factory):
     """The control plane alone: a cluster where nothing of Kubeflow is installed (a test installs
     the CRDs it needs as the administrator, and removes them)."""
-    with _running_bed(tmp_path_factory.mktemp("bare-api"), "control-plane", "bare_api") as bed:
-        yield bed
+    root = tmp_path_factory.mktemp("bare-api")
+    bed = test_bed.start(root, stack="control-plane", owned=True)
+    _stops["bare_api"] = lambda: _check_stopped(root, test_bed.stop(root))
+    yield bed
+    stop_bed("bare_api")
 
 
 @pytest.fixture(scope="session")
 def node_bed(tmp_path_factory, kfdist_images):
     """A bed on the genuine node (kubelet, containerd, kube-proxy, CoreDNS, the provisioner),
-    the operators and Kubeflow Pipelines' backend (`DIR/kfp-host`), kfdist's runtime image in
-    its containerd. One for the whole run, whichever workers use it (`shared_bed`); stopped by
+    the operators and Kubeflow Pipelines' backend (`DIR/kfp-host`), kfdist's runtime and Horovod
+    images and the Debian base (test pods, the Training Operator's init container) in its
+    containerd. One for the whole run, whichever workers use it (`shared_bed`); stopped by
     the last of them and checked that nothing of it is left: no process, shim, mount, bridge or
     kube-proxy rule."""
     root = shared_bed.run_root(tmp_path_factory, "node-bed")
-    bed = shared_bed.enter(root, lambda where: _start_node_bed(where, kfdist_images["runtime"]))
+    images = (kfdist_images["runtime"], kfdist_images["horovod"], operators.INIT_IMAGE)
+    bed = shared_bed.enter(root, lambda where: _start_node_bed(where, images))
     _stops["node_bed"] = lambda: shared_bed.leave(root, _stop_node_bed)
     yield bed
     stop_bed("node_bed")
 
 
-def _start_node_bed(root: Path, runtime_image: str) -> test_bed.Bed:
+def _start_node_bed(root: Path, pod_images) -> test_bed.Bed:
     """Starts the genuine node's bed in `root` with kfdist's runtimes installed."""
-    bed = test_bed.start(root, stack="node", pod_images=(runtime_image,), owned=True,
+    bed = test_bed.start(root, stack="node", pod_images=pod_images, owned=True,
                          with_kfp=True, with_operators=True)
     try:
         _install_runtimes(bed)
@@ -91,27 +108,15 @@ def _start_node_bed(root: Path, runtime_image: str) -> test_bed.Bed:
 def _stop_node_bed(root: Path) -> None:
     """Stops the genuine node's bed in `root` and checks that nothing of it is left."""
     layout = node.layout_of(root)
-    forced = test_bed.stop(root)
-    assert processes.running(root) == [], "test bed processes outlived down"
-    assert not forced["killed"], f"did not stop on SIGTERM: {forced['killed']}"
+    _check_stopped(root, test_bed.stop(root))
     assert node.leftovers(root, layout) == {}, "the genuine node left these behind"
 
 
-@contextlib.contextmanager
-def _running_bed(root: Path, stack: str, fixture: str):
-    """A bed of `stack` in `root` (the bed of `fixture`), with kfdist's runtimes where Trainer
-    runs; at the end (or at `stop_bed`), stopped and checked that no process, container or
-    network of it is left."""
-    bed = test_bed.start(root, stack=stack, owned=True)
-    try:
-        if stack != "control-plane":
-            _install_runtimes(bed)
-    except BaseException:
-        test_bed.stop(root)
-        raise
-    _stops[fixture] = lambda: _stop_agent_bed(root)
-    yield bed
-    stop_bed(fixture)
+def _check_stopped(root: Path, forced: dict) -> None:
+    """Checks that the bed in `root` stopped on SIGTERM (`forced`: what `bed.stop` returned) and
+    that none of its processes is left."""
+    assert processes.running(root) == [], "test bed processes outlived down"
+    assert not forced["killed"], f"did not stop on SIGTERM: {forced['killed']}"
 
 
 def _install_runtimes(bed: test_bed.Bed) -> None:
@@ -128,51 +133,29 @@ def _install_runtimes(bed: test_bed.Bed) -> None:
                  60, f"Trainer's webhook to find the runtime {runtime}", every=0.5)
 
 
-def _stop_agent_bed(root: Path) -> None:
-    """Stops the bed in `root` (its pods on the node agent) and checks that no process,
-    container or network of it is left."""
-    forced = test_bed.stop(root)
-    assert processes.running(root) == [], "test bed processes outlived down"
-    assert not forced["killed"], f"did not stop on SIGTERM: {forced['killed']}"
-    left = subprocess.run(["podman", "ps", "-a", "--filter",
-                           f"label={BED_LABEL}={node_runtime.bed_id(root)}", "--format",
-                           "{{.Names}}"], capture_output=True, text=True).stdout.split()
-    assert left == [], f"containers left: {left}"
-    from cluster.node_agent.runtime import CONTAINERS_FILE
+#: Where a step run on this host finds its claim, as a pipeline step's pod has it mounted.
+MOUNT = Path("/mnt/kfdist")
 
-    assert node_runtime.kill_container_processes(root / CONTAINERS_FILE) == [], \
-        "processes of the bed's containers outlived down"
-    network = network_name(node_runtime.bed_id(root))
-    assert subprocess.run(["podman", "network", "exists", network]).returncode != 0, network
+
+@contextlib.contextmanager
+def _mounted(claim: Path):
+    """`claim` (a claim's directory on the node) at /mnt/kfdist here, as in a pod that mounts it."""
+    assert not MOUNT.exists() or MOUNT.is_symlink(), f"{MOUNT} is a real directory: not ours"
+    MOUNT.parent.mkdir(parents=True, exist_ok=True)
+    if MOUNT.is_symlink():
+        MOUNT.unlink()
+    MOUNT.symlink_to(claim)
+    try:
+        yield claim
+    finally:
+        MOUNT.unlink()
 
 
 @pytest.fixture
-def bed_gcs_emulator(kube_bed, monkeypatch):
-    """A GCS emulator the bed's pods reach (at their network's gateway, the host): every
-    container started during the test gets `STORAGE_EMULATOR_HOST` from the node, as a
-    cluster's pods reach their object store without the job naming it; this process reaches it
-    on 127.0.0.1."""
-    from cluster.node_agent.agent import NODE_ENV
-    from fakes import gcs_emulator
-
-    found = subprocess.run(["podman", "network", "inspect", network_name(
-        node_runtime.bed_id(kube_bed.root))], capture_output=True, text=True, check=True)
-    gateway = json.loads(found.stdout)[0]["subnets"][0]["gateway"]
-    port = gcs_emulator.free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    # On every address: the gateway's exists only while a pod is on the network.
-    server, log = gcs_emulator.start_server("0.0.0.0", port)
-    node_env = kube_bed.root / NODE_ENV
-    try:
-        gcs_emulator.wait_until_serving(server, endpoint, log)
-        node_env.write_text(json.dumps({"STORAGE_EMULATOR_HOST": f"http://{gateway}:{port}",
-                                        "GOOGLE_CLOUD_PROJECT": gcs_emulator.PROJECT}))
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)
-        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", gcs_emulator.PROJECT)
-        yield gcs_emulator.GcsEmulator(endpoint=endpoint)
-    finally:
-        node_env.unlink(missing_ok=True)
-        gcs_emulator.stop_server(server, log)
+def host_mount():
+    """Links a claim's directory at /mnt/kfdist for a while (`with host_mount(path):`). The
+    machine has one /mnt/kfdist: the tests using it are one xdist group (tests/conftest.py)."""
+    return _mounted
 
 
 #: The longest pause between two polls of `wait_for`: most predicates run kubectl, about 0.1
@@ -228,11 +211,13 @@ def read_until(process: subprocess.Popen, done, seconds: float) -> list:
 
 
 @pytest.fixture
-def bed_namespace(kube_bed, tmp_path, monkeypatch):
-    """A fresh namespace; `KUBECONFIG` is its pipeline runner's (deleted after the test)."""
-    namespace = runner_namespace(kube_bed, tmp_path, monkeypatch)
+def bed_namespace(node_bed, tmp_path, monkeypatch):
+    """`node_namespace`, for the tests of the xdist group that runs kfdist's training step on
+    this host against the genuine node with its claim at /mnt/kfdist (tests/conftest.py: one
+    /mnt/kfdist per machine); the other tests on the node are another group."""
+    namespace = runner_namespace(node_bed, tmp_path, monkeypatch)
     yield namespace
-    kube_bed.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
+    node_bed.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
 
 
 @pytest.fixture

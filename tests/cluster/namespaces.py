@@ -28,21 +28,16 @@ class Namespace:
     def __init__(self, bed: test_bed.Bed, name: str, kubeconfig: Path):
         self.bed, self.name, self.kubeconfig = bed, name, kubeconfig
 
-    @property
-    def on_genuine_node(self) -> bool:
-        return (self.bed.root / node.NODE_RECORD).is_file()
-
     def claim_path(self, claim: str) -> Path:
-        """The host directory of a PersistentVolumeClaim in this namespace (the node's). On the
-        genuine node the claim is created too (its provisioner binds it to that directory when
-        the first pod uses it); the node agent runs any claim against its directory."""
+        """Creates a PersistentVolumeClaim `claim` in this namespace and returns the node's
+        directory for it (its provisioner binds the claim to that directory when the first pod
+        uses it)."""
         path = self.bed.root / "volumes" / self.name / claim
-        if self.on_genuine_node:
-            self.kubectl("apply", "-f", "-", stdin=json.dumps({
-                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                "metadata": {"name": claim}, "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "resources": {"requests": {"storage": "1Gi"}}}}))
+        self.kubectl("apply", "-f", "-", stdin=json.dumps({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim}, "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}}))
         path.mkdir(parents=True, exist_ok=True)
         path.chmod(0o777)
         return path
@@ -66,24 +61,13 @@ class Namespace:
     def kill_containers(self, pod_matches) -> list:
         """SIGKILLs the running containers of the pods `pod_matches` accepts, as the node would
         see a crash; returns their names (none when no such container runs yet)."""
-        if self.on_genuine_node:
-            running = [(f"{pod['metadata']['name']}/{c['name']}", c["containerID"])
-                       for pod in self.get("pod") if pod_matches(pod)
-                       for c in pod["status"].get("containerStatuses", ())
-                       if "running" in c.get("state", {})]
-            for _, container_id in running:
-                node.kill_container(self.bed, container_id)
-            return [name for name, _ in running]
-        from cluster.node_agent.podspec import POD_LABEL
-
-        names = [name for pod in self.get("pod") if pod_matches(pod)
-                 for name in subprocess.run(
-                     ["podman", "ps", "--filter", f"label={POD_LABEL}={pod['metadata']['uid']}",
-                      "--format", "{{.Names}}"], capture_output=True, text=True).stdout.split()]
-        if names and subprocess.run(["podman", "kill", "--signal", "KILL", *names],
-                                    capture_output=True).returncode == 0:
-            return names
-        return []
+        running = [(f"{pod['metadata']['name']}/{c['name']}", c["containerID"])
+                   for pod in self.get("pod") if pod_matches(pod)
+                   for c in pod["status"].get("containerStatuses", ())
+                   if "running" in c.get("state", {})]
+        for _, container_id in running:
+            node.kill_container(self.bed, container_id)
+        return [name for name, _ in running]
 
 
 @functools.lru_cache(maxsize=None)

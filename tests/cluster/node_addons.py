@@ -19,6 +19,10 @@ from cluster.node_config import CLUSTER_DNS_IP, CLUSTER_DOMAIN
 CLAIM_PATH_PATTERN = "{{ .PVC.Namespace }}/{{ .PVC.Name }}"
 #: The StorageClass every claim without one gets (the provisioner's, made the default).
 STORAGE_CLASS = "local-path"
+#: The kind of PersistentVolume the provisioner makes: `local`, whose kubelet plugin gives a pod's
+#: `fsGroup` the volume (group ownership, group write, setgid directories) when it mounts it, as
+#: a cluster's block and file volumes do; the provisioner's default `hostPath` never does.
+VOLUME_TYPE = "local"
 PROVISIONER_NAMESPACE = "local-path-storage"
 
 COREFILE = """.:53 {
@@ -169,6 +173,7 @@ def provisioner_objects(provisioner_image: str, helper_image: str, volumes: Path
                                    "configMap": {"name": "local-path-config"}}]}}}},
         {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
          "metadata": {"name": STORAGE_CLASS, "annotations": {
-             "storageclass.kubernetes.io/is-default-class": "true"}},
+             "storageclass.kubernetes.io/is-default-class": "true",
+             "defaultVolumeType": VOLUME_TYPE}},
          "provisioner": "rancher.io/local-path", "volumeBindingMode": "WaitForFirstConsumer",
          "reclaimPolicy": "Delete", "parameters": {"pathPattern": CLAIM_PATH_PATTERN}}]

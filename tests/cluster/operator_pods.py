@@ -5,11 +5,10 @@ Its module's own `manifests/base` (ServiceAccount, ClusterRole and binding, Depl
 `kubeflow`; its CRD is installed with the other operators') is applied with the image
 `node_images.build_operator_image` makes of its static binary. Its health server listens on
 port 8080, fixed in its code (`cmd/mpi-operator/app/server.go`): in a pod that port is the
-pod's own, so the genuine node's MPI Operator and the node agent bed's (a host process) run at
-once.
+pod's own, not the host's.
 
 An operator that pods call (Trainer's status server, `operators.HOST_SERVICES`) runs on the
-host; on the genuine node its Service has no selector and an EndpointSlice with the host's
+host; its Service has no selector and an EndpointSlice with the host's
 address on the node's bridge, so pods reach it by its name through kube-proxy, as a cluster's
 pods reach the operator's pod.
 """

@@ -14,8 +14,9 @@ machine must: ports, kubeconfigs, certificates, and
 * Kueue runs with VisibilityOnDemand off (its aggregated API server needs in-cluster networking);
 * Trainer runs with its TrainJobStatus gate on: its status server finds the API server's token
   issuer from a ServiceAccount token at the in-pod path, which only Trainer's process sees (its own
-  mount namespace); the pods reach it at its Service's name (`HOST_SERVICES`), which the node agent
-  resolves to the host.
+  mount namespace); the pods reach it at its Service's name (`HOST_SERVICES`), a Service whose
+  endpoint is the host on the node's bridge (`operator_pods.host_service`);
+* the MPI Operator runs as its release's Deployment, a pod of the node (`operator_pods`).
 """
 
 from __future__ import annotations
@@ -229,18 +230,17 @@ def jobset_webhooks(module: Module, port: int, ca: bytes) -> List[dict]:
             {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}})
 
 
-def start_operators(bed, procs: processes.Processes, mpi_operator_image: Optional[str] = None,
-                    host_ip: Optional[str] = None) -> None:
+def start_operators(bed, procs: processes.Processes, mpi_operator_image: str,
+                    host_ip: str) -> None:
     """Installs the operators' CRDs, starts each operator, then installs their webhooks.
 
     Args:
       bed: The bed (`bed.Bed`).
       procs: Its processes.
-      mpi_operator_image: On the genuine node, the image the MPI Operator runs from as its
-        release's Deployment (`operator_pods`); None: a process on the host.
-      host_ip: On the genuine node, the host's address on the node's bridge: the Services of
-        `HOST_SERVICES` lead there (`operator_pods.host_service`); None: the node agent
-        resolves their names to the host.
+      mpi_operator_image: The image the MPI Operator runs from as its release's Deployment
+        (`operator_pods`).
+      host_ip: The host's address on the node's bridge: the Services of `HOST_SERVICES` lead
+        there (`operator_pods.host_service`).
     """
     root, pki, binaries = bed.root, bed.layout.pki, bed.binaries
     bed.kubectl_run("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(
@@ -279,10 +279,9 @@ def start_operators(bed, procs: processes.Processes, mpi_operator_image: Optiona
     ports = {name: (processes.free_port(), processes.free_port()) for name in
              ("training-operator", "trainer", "jobset", "kueue")}
     status_port = processes.free_port()
-    if host_ip is not None:
-        operator_pods.host_service(bed, TRAINER_SERVICE, status_port, host_ip)
+    operator_pods.host_service(bed, TRAINER_SERVICE, status_port, host_ip)
     dirs = OperatorDirs(root, pki)
-    base_env, cert_dir, own_tmp = dirs.base_env, dirs.cert_dir, dirs.own_tmp
+    cert_dir, own_tmp = dirs.cert_dir, dirs.own_tmp
 
     kubeconfig = str(bed.kubeconfig)
     webhook, health = ports["training-operator"]
@@ -296,11 +295,7 @@ def start_operators(bed, procs: processes.Processes, mpi_operator_image: Optiona
         f"--pytorch-init-container-image={INIT_IMAGE}",
         f"--pytorch-init-container-template-file={template}"],
         env={**own_tmp("training-operator"), "MY_POD_NAMESPACE": "kubeflow"})
-    if mpi_operator_image is None:
-        procs.start("mpi-operator", [binaries["mpi-operator"], f"--kubeConfig={kubeconfig}",
-                                     *operator_pods.ARGS], env=base_env)
-    else:
-        operator_pods.deploy_mpi_operator(bed, MPI_OPERATOR.source(), mpi_operator_image)
+    operator_pods.deploy_mpi_operator(bed, MPI_OPERATOR.source(), mpi_operator_image)
     start_jobset(procs, binaries["jobset"], kubeconfig, configs / "jobset.yaml", ports["jobset"],
                  dirs)
     webhook, health = ports["trainer"]
@@ -337,11 +332,7 @@ def start_operators(bed, procs: processes.Processes, mpi_operator_image: Optiona
         health = ports[name][1]
         procs.wait_until(name, lambda h=health: processes.http_ok(
             f"http://127.0.0.1:{h}/readyz"), READY_TIMEOUT_S)
-    if mpi_operator_image is None:
-        procs.wait_until("mpi-operator", lambda: "Started workers" in (
-            root / "logs" / "mpi-operator.log").read_text(errors="replace"), READY_TIMEOUT_S)
-    else:  # its pod started while the operators on the host did
-        operator_pods.wait_for_mpi_operator(bed)
+    operator_pods.wait_for_mpi_operator(bed)  # its pod started while the others did
 
     ca = (pki / "ca.crt").read_bytes()
     documents = _webhooks(ports, ca)

@@ -1,9 +1,9 @@
 """Kubeflow Trainer v2.1 with the JobSet release it requires (v0.10), for the bed that stands for
 a cluster still on Trainer v2.1, whose TrainJobs carry pod settings in `podTemplateOverrides`.
 
-Started the way `operators.py` starts Trainer v2.3 and JobSet v0.12, less what v2.1 does not have
-(no status server, no feature gates, no defaulting webhook), and nothing else: no Training
-Operator, MPI Operator or Kueue, so this bed binds no fixed port and can run beside the full one.
+Started on the genuine node the way `operators.py` starts Trainer v2.3 and JobSet v0.12, less what
+v2.1 does not have (no status server, no feature gates, no defaulting webhook), and nothing else:
+no Training Operator, MPI Operator or Kueue.
 """
 
 from __future__ import annotations

@@ -109,16 +109,6 @@ def tabular_runs(node_bed, kfp_host, client, tmp_path_factory) -> TabularRuns:
 
 
 @pytest.fixture(scope="session")
-def node_horovod_image(node_bed, kfdist_images) -> str:
-    """kfdist's Horovod image (the MPIJob's launcher and workers) in the genuine node's
-    containerd, imported once in a session; its reference."""
-    from cluster import node
-
-    node.import_images(node_bed, [kfdist_images["horovod"]])
-    return kfdist_images["horovod"]
-
-
-@pytest.fixture(scope="session")
 def on_the_store(node_bed, tmp_path_factory) -> str:
     """The MNIST sample on KFP's store, kfdist's RBAC and runtimes installed as a user does."""
     from kfdist.sample_data import write_mnist_sample

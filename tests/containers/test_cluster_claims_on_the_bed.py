@@ -234,6 +234,20 @@ def _written_program(tmp_path, files: dict):
     return folder
 
 
+#: Says which user runs the rank and its container's first process (the worker's sshd, which
+#: writes its state into its command line), then runs the allreduce program.
+WHOAMI_PROGRAM = """
+import os, runpy
+with open("/proc/1/cmdline", "rb") as f:
+    first = os.path.basename(f.read().split(b"\\0")[0].decode().split()[0]).rstrip(":")
+with open("/proc/1/status") as f:
+    owner = next(line.split()[1] for line in f if line.startswith("Uid:"))
+print(f"uid {os.getuid()} under {first} of uid {owner}", flush=True)
+runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "allreduce.py"),
+               run_name="__main__")
+"""
+
+
 def test_an_mpi_program_runs_as_an_mpijob(bed_namespace, kfdist_images, tmp_path):
     """`kfdist launch --mpi --backend mpijob`: the MPI Operator's launcher runs mpirun over the
     workers' sshd (kfdist's Horovod image, the default with --program-dir); its log carries
@@ -242,12 +256,15 @@ def test_an_mpi_program_runs_as_an_mpijob(bed_namespace, kfdist_images, tmp_path
 
     ns = bed_namespace
     pvc, flags = _cluster_flags(ns, "hvd", "mpijob")
-    program = _written_program(tmp_path, {"allreduce.py": HOROVOD_PROGRAM})
+    program = _written_program(tmp_path, {"allreduce.py": HOROVOD_PROGRAM,
+                                          "whoami.py": WHOAMI_PROGRAM})
     done = _launch("--framework", "tensorflow", "--mpi", "--workers", "2", "--output",
                    str(pvc / "hvd"), "--program-dir", str(program), *flags, "--", "python",
-                   "allreduce.py")
+                   "whoami.py")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "rank 1 of 2 sum 3.0" in done.stdout and "rank 0 of 2 sum 3.0" in done.stdout
+    # Each rank ran as the image's user under its worker's sshd, which is not root either.
+    assert done.stdout.count("uid 1000 under sshd of uid 1000") == 2, done.stdout[-3000:]
     assert (pvc / "hvd" / "model" / "sum.txt").read_text() == "3.0"
     job = ns.get("mpijob", "hvd")
     assert ("Succeeded", "MPIJobSucceeded") in _conditions(job)

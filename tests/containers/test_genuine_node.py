@@ -2,7 +2,7 @@
 runc, kube-scheduler binding, kube-proxy's ClusterIP Services, CoreDNS and a dynamic volume
 provisioner, as a cluster gives them, with kfdist's runtime image as a pod's.
 
-What the node agent played differently is what these tests pin down: a pod reaches the API
+What only a real node does is what these tests pin down: a pod reaches the API
 server at the `kubernetes` Service with its ServiceAccount token (kfdist's in-cluster
 configuration); `<host>.<subdomain>` resolves only once the headless Service exists; a pod whose
 claim does not exist, or that no node can take, stays Pending. And what any kubelet does: the

@@ -96,14 +96,14 @@ def _blessed_and_exported(node_bed, run_id: str, threshold: float, export_prefix
 
 
 def test_mnist_on_kfp_trains_with_horovod_as_an_mpijob_and_is_exported(
-        node_bed, kfp_host, on_the_store, node_horovod_image):
+        node_bed, kfp_host, on_the_store, kfdist_images):
     """`mpijob`: Horovod under `mpirun` in kfdist's Horovod image, its launcher reaching the
     workers over ssh through the node's cluster DNS, done as the MPI Operator's own controller
     says."""
     run_id = _mnist_run(kfp_host, on_the_store, "mpijob", "--param", "strategy=horovod")
     job = _job_done(node_bed, "mpijob", run_id, kept=(1,))  # the workers' sshd were stopped
     assert job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
-        "image"] == node_horovod_image
+        "image"] == kfdist_images["horovod"]
     log = _step_log(node_bed, run_id, "train-distributed")
     assert "mpijob backend: " in log and "epoch 3/3" in log, log[-3000:]
     _blessed_and_exported(node_bed, run_id, 0.9, "serving-mpijob/mnist/")

@@ -1,5 +1,5 @@
 """`kfdist launch` against the real control plane: the Training Operator's own controller turns
-the TFJob into pods and Services, the node agent runs them as containers of kfdist's runtime
+the TFJob into pods and Services, the genuine node runs them as containers of kfdist's runtime
 image, and `kfdist launch` runs with the pipeline runner's ServiceAccount token (manifests/base).
 
 The PVC `team-work` is the node's directory for that claim; `--pvc-mount-path` is that same
@@ -19,6 +19,7 @@ import time
 import pytest
 
 from component.test_launch_examples import _saved_model_predicts
+from cluster import node
 from cluster.fixture import wait_for
 
 pytestmark = pytest.mark.slow
@@ -62,12 +63,12 @@ def _program(tmp_path, example: str):
 
 
 @pytest.mark.parametrize("backend", ["tfjob", "trainjob"])
-def test_tf2_example_trains_on_the_operators_own_controllers(backend, bed_namespace,
+def test_tf2_example_trains_on_the_operators_own_controllers(backend, node_namespace,
                                                              kfdist_images, tmp_path):
     """TF_CONFIG from the Training Operator (TFJob), or derived by each replica from its JobSet
     name (TrainJob on kfdist-tensorflow: Trainer makes the JobSet, JobSet the Jobs, the Job
     controller the pods); the chief saves the SavedModel on the PVC."""
-    ns = bed_namespace
+    ns = node_namespace
     pvc, flags = _cluster_flags(ns, "tf2", backend)
     program = _program(tmp_path, "tf2_multi_worker_custom_loop.py")
     done = _launch("--framework", "tensorflow", "--workers", "2", "--output", str(pvc / "tf2"),
@@ -89,11 +90,11 @@ def test_tf2_example_trains_on_the_operators_own_controllers(backend, bed_namesp
 
 
 @pytest.mark.parametrize("backend", ["tfjob", "trainjob"])
-def test_sigterm_to_launch_deletes_the_job_and_its_pods(backend, bed_namespace, kfdist_images,
+def test_sigterm_to_launch_deletes_the_job_and_its_pods(backend, node_namespace, kfdist_images,
                                                         tmp_path):
     """SIGTERM once the leader runs: the job is deleted (a TrainJob's JobSet and Jobs with it,
     by the real garbage collector) and its pods go; `kfdist launch` exits 143."""
-    ns = bed_namespace
+    ns = node_namespace
     pvc, flags = _cluster_flags(ns, "forever", backend)
     program = _program_of(tmp_path, "forever.py",
                           "import time\nprint('up', flush=True)\ntime.sleep(600)\n")
@@ -119,11 +120,11 @@ def test_sigterm_to_launch_deletes_the_job_and_its_pods(backend, bed_namespace, 
              what="the job's JobSet and pods to go")
 
 
-def test_the_pipeline_runner_can_do_what_kfdist_needs_and_no_more(kube_bed, bed_namespace):
-    ns = bed_namespace
+def test_the_pipeline_runner_can_do_what_kfdist_needs_and_no_more(node_bed, node_namespace):
+    ns = node_namespace
 
     def can(verb: str, resource: str, namespace: str = ns.name) -> bool:
-        answer = kube_bed.kubectl_run("auth", "can-i", verb, resource, f"--namespace={namespace}",
+        answer = node_bed.kubectl_run("auth", "can-i", verb, resource, f"--namespace={namespace}",
                                       kubeconfig=ns.kubeconfig, check=False)
         return answer.stdout.strip() == "yes"
 
@@ -172,12 +173,12 @@ def _injected(env: dict) -> dict:
             and os.environ.get(k) != v}
 
 
-def test_a_program_sees_the_same_variables_locally_and_as_a_tfjob(bed_namespace, kfdist_images,
+def test_a_program_sees_the_same_variables_locally_and_as_a_tfjob(node_namespace, kfdist_images,
                                                                   tmp_path, monkeypatch):
     """The same program, `--backend local` and `--backend tfjob` on the real operator: the same
     kfdist and TensorFlow variables, variable by variable (addresses apart), and none of kfdist's
     own choices (TF_USE_LEGACY_KERAS, TF_CPP_MIN_LOG_LEVEL) in either."""
-    ns = bed_namespace
+    ns = node_namespace
     pvc, flags = _cluster_flags(ns, "envs", "tfjob")
     program = _program_of(tmp_path, "env_dump.py", ENV_PROGRAM)
     _without_kfdists_own_env(monkeypatch)
@@ -213,13 +214,14 @@ def test_a_program_sees_the_same_variables_locally_and_as_a_tfjob(bed_namespace,
 @pytest.mark.parametrize("backend,launcher", [
     ("pytorchjob", ["python"]), ("trainjob", ["python", "-m", "torch.distributed.run"])])
 def test_pytorch_ddp_example_trains_on_the_operators_own_controllers(
-        backend, launcher, bed_namespace, pytorch_image, tmp_path):
+        backend, launcher, node_namespace, pytorch_image, tmp_path):
     """A PyTorchJob of the Training Operator (MASTER_ADDR, RANK, WORLD_SIZE; its init container
     waits for the master's name), or a TrainJob on Trainer's own torch-distributed runtime (PET_*
     for torchrun): DDP over gloo between the replicas' containers."""
     import torch
 
-    ns = bed_namespace
+    ns = node_namespace
+    node.import_images(ns.bed, [pytorch_image])
     name = f"ddp-{backend}"
     pvc, flags = _cluster_flags(ns, name, backend)
     program = _program(tmp_path, "pytorch_ddp.py")
@@ -267,10 +269,10 @@ while os.environ["RANK"] == "0" and time.monotonic() < deadline and not all(
 
 
 def test_a_pytorch_program_sees_the_same_variables_locally_and_as_a_pytorchjob(
-        bed_namespace, kfdist_images, tmp_path, monkeypatch):
+        node_namespace, kfdist_images, tmp_path, monkeypatch):
     """The same program under `--backend local` and as a PyTorchJob of the real Training
     Operator sees the same variables; only the master's address and port differ."""
-    ns = bed_namespace
+    ns = node_namespace
     pvc, flags = _cluster_flags(ns, "envcheck", "pytorchjob")
     program = _program_of(tmp_path, "env_program.py", PYTORCH_ENV_PROGRAM)
     _without_kfdists_own_env(monkeypatch)
@@ -295,12 +297,12 @@ def test_a_pytorch_program_sees_the_same_variables_locally_and_as_a_pytorchjob(
 
 
 def test_auto_picks_trainers_torch_distributed_runtime_only_where_it_is_installed(
-        kube_bed, bed_namespace, tmp_path):
+        node_bed, node_namespace, tmp_path):
     """`--backend auto` for PyTorch: a TrainJob on Trainer's own `torch-distributed` runtime
     while the runner may read it, a PyTorchJob once it is gone (put back afterwards)."""
     from cluster import operators
 
-    ns = bed_namespace
+    ns = node_namespace
     _, flags = _cluster_flags(ns, "auto-pt", "auto")
 
     def dry_run() -> str:
@@ -316,25 +318,25 @@ def test_auto_picks_trainers_torch_distributed_runtime_only_where_it_is_installe
     assert "kind: TrainJob" in shown
     runtime = operators.TRAINER.source() / "manifests" / "base" / "runtimes" / \
         "torch_distributed.yaml"
-    kube_bed.kubectl_run("delete", "clustertrainingruntime", "torch-distributed")
+    node_bed.kubectl_run("delete", "clustertrainingruntime", "torch-distributed")
     try:
         shown = dry_run()
     finally:
-        kube_bed.kubectl_run("apply", "--server-side", f"--filename={runtime}")
+        node_bed.kubectl_run("apply", "--server-side", f"--filename={runtime}")
     assert "backend auto: pytorchjob (Kubeflow Trainer or its runtime torch-distributed is not" \
         in shown and "kind: PyTorchJob" in shown
     assert ns.get("pytorchjob") == [] and ns.get("trainjob") == []  # a dry run creates nothing
 
 
 def test_a_killed_keras_worker_pod_is_recreated_and_the_job_resumes_from_the_pvc(
-        bed_namespace, kfdist_images, digits_dataset, tmp_path):
+        node_namespace, kfdist_images, digits_dataset, tmp_path):
     """The Keras example reads its dataset on the PVC (`--dataset`); under ExitCode, worker 1's
     container SIGKILLed (137) gets a new pod from the real Training Operator, worker 0 loses its
     peer (138, retryable: a new pod too), and both resume from the BackupAndRestore backup in
     KFDIST_CHECKPOINT_DIR instead of epoch 1."""
     from component.test_launch_examples import _eval_accuracy
 
-    ns = bed_namespace
+    ns = node_namespace
     pvc, flags = _cluster_flags(ns, "keras-kill", "tfjob")
     shutil.copytree(digits_dataset, pvc / "data" / "digits")
     program = _program(tmp_path, "keras_fit_backup_restore.py")

@@ -5,7 +5,7 @@ own pod found from its host name, a TrainJob re-attached by a retried step, and,
 where no operator is installed, a job whose CRD is missing.
 
 The launcher runs here with a namespace's ServiceAccount token (`KUBECONFIG`); the Training
-Operator, Trainer and JobSet are the test bed's real ones, the pods the node agent's containers.
+Operator, Trainer and JobSet are the test bed's real ones, the pods the genuine node's.
 """
 
 from __future__ import annotations
@@ -101,9 +101,9 @@ def _account_without_logs(bed, ns, tmp_path) -> str:
 
 
 def test_a_refused_log_stream_stops_only_the_log_and_the_job_still_succeeds(
-        kube_bed, bed_namespace, work_pvc, kfdist_images, tmp_path, monkeypatch):
+        node_bed, bed_namespace, work_pvc, kfdist_images, tmp_path, monkeypatch):
     ns = bed_namespace
-    monkeypatch.setenv("KUBECONFIG", _account_without_logs(kube_bed, ns, tmp_path))
+    monkeypatch.setenv("KUBECONFIG", _account_without_logs(node_bed, ns, tmp_path))
     lines: List[str] = []
     outcome = _launch(_tfjob(ns, "unlogged", "print('trained', flush=True)"), lines)
     assert outcome.reason == "TFJobSucceeded"

@@ -188,14 +188,14 @@ def test_a_job_of_that_name_not_created_by_this_step_is_left_alone(bed_namespace
 
 
 @pytest.fixture
-def held_queue(kube_bed, bed_namespace):
+def held_queue(node_bed, bed_namespace):
     """LocalQueue `team-queue` of a ClusterQueue that holds every workload; `release()` lets
     Kueue admit them."""
-    name = run_on_the_bed.held_queue(kube_bed, bed_namespace)
-    release = lambda: kube_bed.kubectl_run("patch", "clusterqueue", name, "--type=merge", "-p",
+    name = run_on_the_bed.held_queue(node_bed, bed_namespace)
+    release = lambda: node_bed.kubectl_run("patch", "clusterqueue", name, "--type=merge", "-p",
                                            '{"spec":{"stopPolicy":"None"}}')
     yield release
-    kube_bed.kubectl_run("delete", "clusterqueue", name, "--wait=false", check=False)
+    node_bed.kubectl_run("delete", "clusterqueue", name, "--wait=false", check=False)
 
 
 #: Held this long before admission; the timeout is shorter, and longer than the job's run.
@@ -278,17 +278,17 @@ def test_a_trainjob_on_a_runtime_not_installed_is_refused_saying_how_to_install_
 
 
 def test_an_rbac_refusal_names_the_verb_the_resource_the_account_and_the_role(
-        kube_bed, bed_namespace, tmp_path, monkeypatch):
+        node_bed, bed_namespace, tmp_path, monkeypatch):
     """As the namespace's `default` service account, which no Role binds: the real API server
     refuses the create, and kfdist says which Role grants it."""
     from cluster import control_plane
 
     ns = bed_namespace
-    token = kube_bed.kubectl_run("create", "token", "default", f"--namespace={ns.name}",
+    token = node_bed.kubectl_run("create", "token", "default", f"--namespace={ns.name}",
                                  "--duration=10m").stdout.strip()
     kubeconfig = tmp_path / "default.kubeconfig"
     kubeconfig.write_text(control_plane.kubeconfig(
-        kube_bed.layout.api_url, kube_bed.layout.pki / "ca.crt", {"token": token}, "default",
+        node_bed.layout.api_url, node_bed.layout.pki / "ca.crt", {"token": token}, "default",
         ns.name))
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     with pytest.raises(PermissionDeniedError) as raised:

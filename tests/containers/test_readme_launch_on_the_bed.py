@@ -5,12 +5,13 @@ Training Operator and Trainer), changing that flag alone.
 The commands ship `examples/` with `--program-dir`, keep every directory on `gs://` and `--stage`
 them, so the same program writes its model to the same place whichever backend ran it. The
 `gs://` store is a GCS emulator the bed's pods reach, its address given to every container by
-the node (as a cluster gives its pods their object store); the `--image` the PyTorch command
+the cluster (as a platform gives its pods their object store); the `--image` the PyTorch command
 names is the bed's PyTorch image (the README's Dockerfile on kfdist's runtime image), tagged so.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -19,7 +20,10 @@ import sys
 
 import pytest
 
+from cluster import node, pod_env_policy
+from cluster.fixture import wait_for
 from component.test_launch_examples import _saved_model_predicts
+from fakes import gcs_emulator
 from kfdist.components.common import storage
 from kfdist.components.launch_program.program_cluster import CLUSTER_BACKENDS_OF
 
@@ -66,19 +70,58 @@ def test_the_readme_shows_one_command_per_framework_on_the_local_backend():
 
 
 @pytest.fixture
-def readme_image(pytorch_image):
-    """The image the README's PyTorch command names: the bed's PyTorch image, tagged so."""
+def readme_image(node_bed, pytorch_image):
+    """The image the README's PyTorch command names: the bed's PyTorch image, tagged so, in the
+    node's containerd (as a registry would serve it)."""
     [command] = [c for c in readme_commands() if _option(c, "--framework") == "pytorch"]
     name = _option(command, "--image")
     subprocess.run(["podman", "tag", pytorch_image, name], check=True, capture_output=True)
+    node.import_images(node_bed, [name])
     yield name
     subprocess.run(["podman", "untag", pytorch_image, name], capture_output=True)  # that name only
+
+
+@pytest.fixture
+def bed_gcs_emulator(node_bed, node_namespace, monkeypatch):
+    """A GCS emulator the node's pods reach at the node's address, which the namespace's pods
+    get as `STORAGE_EMULATOR_HOST` from the cluster (`pod_env_policy`), as a cluster gives its
+    pods their object store without the job naming it; this process reaches it on 127.0.0.1."""
+    port = gcs_emulator.free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    server, log = gcs_emulator.start_server("0.0.0.0", port)  # the node's bridge address too
+    env = {"STORAGE_EMULATOR_HOST": f"http://{node_bed.layout.api_host}:{port}",
+           "GOOGLE_CLOUD_PROJECT": gcs_emulator.PROJECT}
+    try:
+        gcs_emulator.wait_until_serving(server, endpoint, log)
+        node_bed.kubectl_run("apply", "--server-side", "-f", "-", stdin=json.dumps(
+            pod_env_policy.objects(node_namespace.name, env)))
+        wait_for(lambda: _pod_env(node_namespace) == env, 30, "the policy to set the pods' env",
+                 every=0.5)
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)
+        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", gcs_emulator.PROJECT)
+        yield gcs_emulator.GcsEmulator(endpoint=endpoint)
+    finally:
+        node_bed.kubectl_run("delete", *pod_env_policy.names(node_namespace.name), check=False)
+        gcs_emulator.stop_server(server, log)
+
+
+def _pod_env(ns) -> dict:
+    """The env a pod created in `ns` gets (a server-side dry run: admission runs, nothing
+    is stored)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "env-probe"},
+           "spec": {"containers": [{"name": "probe", "image": "probe:1"}]}}
+    done = ns.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",
+                      stdin=json.dumps(pod), check=False)
+    if done.returncode != 0:
+        return {}
+    [container] = json.loads(done.stdout)["spec"]["containers"]
+    return {e["name"]: e.get("value") for e in container.get("env", ())}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", ["tensorflow", "pytorch"])
 def test_the_readme_command_runs_on_every_backend_changing_only_the_backend(
-        framework, bed_namespace, bed_gcs_emulator, kfdist_images, readme_image, tmp_path):
+        framework, node_namespace, bed_gcs_emulator, kfdist_images, readme_image, tmp_path):
     command = next(c for c in readme_commands() if _option(c, "--framework") == framework)
     output = _option(command, "--output")
     bucket = storage.split_gcs(output)[0]

@@ -9,7 +9,6 @@ the node's directory for that claim, as a pipeline step's pod would have it moun
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import shlex
@@ -22,12 +21,11 @@ from pathlib import Path
 import pytest
 
 from doc_shell_blocks import blocks_run_by
-from cluster.fixture import wait_for
+from cluster.fixture import MOUNT, wait_for
 
 pytestmark = pytest.mark.slow
 #: docs/guide/pipelines.md's `kubectl get trainjob` with progress columns.
 [PROGRESS_BLOCK] = blocks_run_by(__file__)
-MOUNT = Path("/mnt/kfdist")
 #: The fault run: long enough that the kill lands mid-training.
 EPOCHS, KILL_AFTER_EPOCH = 20, 2
 CLAIM = "team-work"
@@ -36,24 +34,10 @@ REPLICAS = {"multi_worker_mirrored": {"worker": 2},
             "parameter_server": {"chief": 1, "worker": 2, "ps": 1}}
 
 
-@contextlib.contextmanager
-def mounted(claim: Path):
-    """`claim` (a claim's directory on the node) at /mnt/kfdist here, as in a pod that mounts it."""
-    assert not MOUNT.exists() or MOUNT.is_symlink(), f"{MOUNT} is a real directory: not ours"
-    MOUNT.parent.mkdir(parents=True, exist_ok=True)
-    if MOUNT.is_symlink():
-        MOUNT.unlink()
-    MOUNT.symlink_to(claim)
-    try:
-        yield claim
-    finally:
-        MOUNT.unlink()
-
-
 @pytest.fixture
-def work_pvc(bed_namespace):
+def work_pvc(bed_namespace, host_mount):
     """The claim's directory, linked at /mnt/kfdist for the step (removed after the test)."""
-    with mounted(bed_namespace.claim_path(CLAIM)) as claim:
+    with host_mount(bed_namespace.claim_path(CLAIM)) as claim:
         yield claim
 
 
@@ -124,6 +108,9 @@ def test_mnist_trains_on_the_real_operator(backend, strategy, kind, done, extra,
     # The leader's TensorBoard curves, on the work location as it trained.
     curves = work_pvc / f"{backend}-{strategy.replace('_', '-')}" / "model" / "tensorboard"
     assert list((curves / "train").glob("events.out.tfevents.*")), sorted(curves.parent.iterdir())
+    # Written by the replicas as the image's user, in directories the step made here as root:
+    # the kubelet gave the claim to the pods' fsGroup when it mounted it.
+    assert {p.stat().st_uid for p in curves.rglob("*")} == {1000}
     if kind == "trainjob" and strategy != "horovod":
         # Each TensorFlow replica derived, from its JobSet identity, the TF_CONFIG the Training
         # Operator would give that replica of the layout: the whole layout, each its own task
@@ -222,9 +209,9 @@ def test_a_killed_worker_container_is_re_created_by_the_operator_and_the_job_res
 
 
 def test_kueue_holds_the_trainjob_until_its_cluster_queue_admits_it(
-        kube_bed, bed_namespace, work_pvc, kfdist_images, tmp_path):
+        node_bed, bed_namespace, work_pvc, kfdist_images, tmp_path):
     ns = bed_namespace
-    queue = held_queue(kube_bed, ns)
+    queue = held_queue(node_bed, ns)
     run = _run(ns, tmp_path / "run", "trainjob", "multi_worker_mirrored", "--queue-name",
                "team-queue", "--cpu-per-worker", "1", "--memory-per-worker", "2Gi", popen=True)
     try:
@@ -234,14 +221,14 @@ def test_kueue_holds_the_trainjob_until_its_cluster_queue_admits_it(
         assert ns.get("trainjob", trainjob["metadata"]["name"])["spec"]["suspend"] is True
         assert ns.get("pod") == [] and run.poll() is None
         assert workload[0]["spec"]["queueName"] == "team-queue"
-        kube_bed.kubectl_run("patch", "clusterqueue", queue, "--type=merge", "-p",
+        node_bed.kubectl_run("patch", "clusterqueue", queue, "--type=merge", "-p",
                              '{"spec":{"stopPolicy":"None"}}')
         output, _ = run.communicate(timeout=600)
     finally:
         if run.poll() is None:
             run.kill()
             run.communicate()
-        kube_bed.kubectl_run("delete", "clusterqueue", queue, "--wait=false", check=False)
+        node_bed.kubectl_run("delete", "clusterqueue", queue, "--wait=false", check=False)
     assert run.returncode == 0, output[-4000:]
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["blessed"] is True
     step_log = (tmp_path / "run" / "logs" / "train.log").read_text()

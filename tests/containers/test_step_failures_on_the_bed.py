@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 
+from cluster import node
 from containers import test_run_on_the_bed as run_on_the_bed
 from containers.test_cluster_claims_on_the_bed import EXAMPLES, _step_options
 from kfdist.components.common.errors import InvalidInputError, TrainingFailedError
@@ -40,9 +41,10 @@ USER_IMAGE = "localhost/kfdist-test/user-models:1"
 
 
 @pytest.fixture(scope="module")
-def user_image(kfdist_images, tmp_path_factory) -> str:
+def user_image(node_bed, kfdist_images, tmp_path_factory) -> str:
     """The user's image: kfdist's runtime image with their model module on its PYTHONPATH, run
-    as root, as many images are (kfdist gives an image it did not build no user of its own)."""
+    as root, as many images are (kfdist gives an image it did not build no user of its own); in
+    the node's containerd, as a registry would give it."""
     context = tmp_path_factory.mktemp("user-image")
     (context / "kfdist_e2e_user_models.py").write_text(USER_MODELS)
     (context / "Containerfile").write_text(
@@ -51,6 +53,7 @@ def user_image(kfdist_images, tmp_path_factory) -> str:
     built = subprocess.run(["podman", "build", "-t", USER_IMAGE, str(context)],
                            capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    node.import_images(node_bed, [USER_IMAGE])
     return USER_IMAGE
 
 

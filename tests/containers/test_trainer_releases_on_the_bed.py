@@ -17,7 +17,7 @@ from cluster import operators, trainer_v2_1
 from cluster.fixture import REPO
 from cluster.namespaces import runner_namespace
 from containers.test_cluster_claims_on_the_bed import _step_options
-from containers.test_run_on_the_bed import CLAIM, mounted
+from containers.test_run_on_the_bed import CLAIM
 from kfdist.components.common.errors import InvalidInputError
 from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.kubernetes import backend as cluster_backend
@@ -41,12 +41,12 @@ def test_trainer_v2_3_gets_runtime_patches(bed_namespace):
 
 
 def test_a_trainer_v2_1_cluster_gets_pod_template_overrides_and_trains(
-        trainer_v2_1_bed, kfdist_images, digits_dataset, tmp_path, monkeypatch):
+        trainer_v2_1_bed, host_mount, kfdist_images, digits_dataset, tmp_path, monkeypatch):
     """The step reads v2.1's CRD, puts the pod settings in `podTemplateOverrides`, and Trainer
     v2.1's own controller applies them to the pods JobSet v0.10 makes; training goes through."""
     ns = runner_namespace(trainer_v2_1_bed, tmp_path, monkeypatch)
     log: List[str] = []
-    with mounted(ns.claim_path(CLAIM)):
+    with host_mount(ns.claim_path(CLAIM)):
         report = runtime.train(digits_dataset, str(tmp_path / "model"), log=log.append, epochs=2,
                                batch_size_per_replica=32, node_selector=ON_LINUX,
                                **_step_options(ns, "run-v21", backend="trainjob"))
