@@ -195,6 +195,10 @@ def _step_log(node_bed, run_id: str, task: str) -> str:
     return step_log(node_bed, pod)
 
 
+#: How long a terminated run's TFJob and replicas may take to go.
+TERMINATED_GONE_S = 120
+
+
 def test_a_run_terminated_through_the_api_deletes_its_tfjob_and_replicas(
         node_bed, client, kfp_host, on_the_store):
     waiting = _submit(kfp_host, REPO / "pipelines" / "mnist.yaml", "--wait",
@@ -209,10 +213,22 @@ def test_a_run_terminated_through_the_api_deletes_its_tfjob_and_replicas(
     out, err = waiting.communicate(timeout=RUN_TIMEOUT_S)
     assert waiting.returncode == 1 and f"run {run_id} was terminated" in err, err
     # Argo stops the step (SIGTERM; it keeps the stopped pod, which owns the job): the step
-    # deletes its TFJob, and the operator's replicas go with it.
+    # deletes its TFJob, and the operator's replicas go with it (each within its 30 s grace
+    # period: on a loaded node this took over 60 s once).
     name = job["metadata"]["name"]
-    wait_for(lambda: not _objects(node_bed, "tfjob", f"{RUN_ID_LABEL}={run_id}") and not
-             job_pods(node_bed, job), 60, f"TFJob {name} and its replicas gone", every=2.0)
+
+    def left() -> list:
+        jobs = [j["metadata"]["name"] for j in _objects(node_bed, "tfjob",
+                                                         f"{RUN_ID_LABEL}={run_id}")]
+        return jobs + [f"{p['metadata']['name']} ({p['status'].get('phase')}"
+                       f"{', deleting' if p['metadata'].get('deletionTimestamp') else ''})"
+                       for p in job_pods(node_bed, job)]
+
+    try:
+        wait_for(lambda: not left(), TERMINATED_GONE_S, "", every=2.0)
+    except AssertionError:
+        raise AssertionError(f"TFJob {name} and its replicas not gone within "
+                             f"{TERMINATED_GONE_S} s of the run's end: {left()}") from None
 
 
 def _training(node_bed, job: dict) -> bool:
