@@ -210,23 +210,26 @@ def read_until(process: subprocess.Popen, done, seconds: float) -> list:
     return seen
 
 
+def _fresh_namespace(bed: test_bed.Bed, tmp_path: Path, monkeypatch):
+    """A fresh namespace of `bed`; `KUBECONFIG` is its pipeline runner's (deleted after)."""
+    namespace = runner_namespace(bed, tmp_path, monkeypatch)
+    yield namespace
+    bed.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
+
+
 @pytest.fixture
 def bed_namespace(node_bed, tmp_path, monkeypatch):
     """`node_namespace`, for the tests of the xdist group that runs kfdist's training step on
     this host against the genuine node with its claim at /mnt/kfdist (tests/conftest.py: one
     /mnt/kfdist per machine); the other tests on the node are another group."""
-    namespace = runner_namespace(node_bed, tmp_path, monkeypatch)
-    yield namespace
-    node_bed.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
+    yield from _fresh_namespace(node_bed, tmp_path, monkeypatch)
 
 
 @pytest.fixture
 def node_namespace(node_bed, tmp_path, monkeypatch):
     """A fresh namespace of the genuine node's bed; `KUBECONFIG` is its pipeline runner's
     (deleted after the test)."""
-    namespace = runner_namespace(node_bed, tmp_path, monkeypatch)
-    yield namespace
-    node_bed.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
+    yield from _fresh_namespace(node_bed, tmp_path, monkeypatch)
 
 
 @pytest.fixture
@@ -234,9 +237,7 @@ def bare_namespace(bare_api, tmp_path, monkeypatch):
     """A namespace of `bare_api` with the pipeline runner's Role, `KUBECONFIG` its token's; after
     the test, the namespace goes and so does every cluster-wide object the test installed (CRDs,
     kfdist's reader ClusterRole)."""
-    namespace = runner_namespace(bare_api, tmp_path, monkeypatch)
-    yield namespace
-    bare_api.kubectl_run("delete", "namespace", namespace.name, "--wait=false", check=False)
+    yield from _fresh_namespace(bare_api, tmp_path, monkeypatch)
     remove_crds(bare_api)
     bare_api.kubectl_run("delete", "clusterrole,clusterrolebinding", "kfdist-trainer-reader",
                          "--ignore-not-found", check=False)

@@ -28,11 +28,16 @@ class Namespace:
     def __init__(self, bed: test_bed.Bed, name: str, kubeconfig: Path):
         self.bed, self.name, self.kubeconfig = bed, name, kubeconfig
 
+    def claim_dir(self, claim: str) -> Path:
+        """The node's directory for the claim `claim` of this namespace (the provisioner's
+        `volumes/<namespace>/<claim>`)."""
+        return node.layout_of(self.bed.root).volumes / self.name / claim
+
     def claim_path(self, claim: str) -> Path:
         """Creates a PersistentVolumeClaim `claim` in this namespace and returns the node's
         directory for it (its provisioner binds the claim to that directory when the first pod
         uses it)."""
-        path = self.bed.root / "volumes" / self.name / claim
+        path = self.claim_dir(claim)
         self.kubectl("apply", "-f", "-", stdin=json.dumps({
             "apiVersion": "v1", "kind": "PersistentVolumeClaim",
             "metadata": {"name": claim}, "spec": {

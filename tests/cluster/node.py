@@ -13,7 +13,6 @@ The configuration files are `node_config.py`'s; the images no registry gives are
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import ipaddress
 import json
@@ -44,8 +43,6 @@ SHIM_DIRS = (Path("/run/containerd/s"), Path("/run/containerd"))
 SUBNET_POOL = ipaddress.ip_network("10.240.0.0/16")
 READY_TIMEOUT_S = 180.0
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
-#: The lock of imports into the node's containerd, in its root.
-IMPORT_LOCK = "kfdist-import.lock"
 
 
 def cache_dir() -> Path:
@@ -287,8 +284,7 @@ def import_images(bed, references) -> list:
     imported already); returns the references imported now."""
     layout = layout_of(bed.root)
     # pytest's workers share the node: one imports at a time (the record of what is imported).
-    with open(layout.containerd_root / IMPORT_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with processes.locked(layout.containerd_root / node_images.IMPORTED):
         return node_images.import_images(bed.binaries["ctr"], layout.containerd_socket,
                                          layout.containerd_root, references)
 

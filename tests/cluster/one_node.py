@@ -6,11 +6,9 @@ it back. A record whose bed runs no process any more (it crashed) is taken over.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 from cluster import owners, processes
 
@@ -21,14 +19,6 @@ POLL_S = 5.0
 
 def _record(cache: Path) -> Path:
     return cache / RECORD
-
-
-@contextlib.contextmanager
-def _locked(cache: Path) -> Iterator[None]:
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / f"{RECORD}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def holder(cache: Path) -> Optional[Path]:
@@ -42,7 +32,7 @@ def holder(cache: Path) -> Optional[Path]:
 
 def take(cache: Path, root: Path) -> None:
     """Records the bed in `root` as the machine's node; fails naming the bed that has it."""
-    with _locked(cache):
+    with processes.locked(_record(cache)):
         other = holder(cache)
         if other is not None and other != root:
             raise processes.StartFailed(
@@ -53,7 +43,7 @@ def take(cache: Path, root: Path) -> None:
 
 def give_back(cache: Path, root: Path) -> None:
     """Forgets the record if it names the bed in `root` (stopped)."""
-    with _locked(cache):
+    with processes.locked(_record(cache)):
         try:
             if Path(_record(cache).read_text().strip()) == root:
                 _record(cache).unlink()

@@ -4,6 +4,8 @@ recorded in `DIR/processes.json` so that `stop` (another process, for `down.sh`)
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import random
@@ -15,7 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from kfdist.components.train_distributed.local.ports import PortReservation
 
@@ -30,6 +32,15 @@ class StartFailed(RuntimeError):
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST_PORT = 10000
 _held: List[PortReservation] = []  # this process's ports, locked until it exits
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Holds the exclusive lock of `path` (a file `<path>.lock` beside it), across processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f"{path.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def free_port() -> int:

@@ -9,11 +9,9 @@ that the bed is an orphan (stopped by the next bed's start) only once none of th
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from cluster import bed as test_bed
 from cluster import owners, processes
@@ -26,19 +24,10 @@ def run_root(tmp_path_factory, name: str) -> Path:
     return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
 
 
-@contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    """Holds the lock of the bed in `root` (one worker starts, joins or leaves it at a time)."""
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with open(root.parent / f"{root.name}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
 def enter(root: Path, start: Callable[[Path], test_bed.Bed]) -> test_bed.Bed:
     """The bed in `root`: joined when a living worker runs it, else started with `start(root)`
     (which registers this process as its owner, and stops a bed whose owners all died)."""
-    with _locked(root):
+    with processes.locked(root):  # one worker starts, joins or leaves it at a time
         if processes.running(root) and owners.owned(root):
             owners.join(root)
             return test_bed.load(root)
@@ -47,6 +36,6 @@ def enter(root: Path, start: Callable[[Path], test_bed.Bed]) -> test_bed.Bed:
 
 def leave(root: Path, stop: Callable[[Path], None]) -> None:
     """Leaves the bed in `root`, stopping it with `stop(root)` when no other worker uses it."""
-    with _locked(root):
+    with processes.locked(root):
         if owners.leave(root) == 0:
             stop(root)

@@ -55,7 +55,7 @@ def team_a(node_bed, host_mount, tmp_path, monkeypatch):
     for it, at /mnt/kfdist; KUBECONFIG the administrator's (a person applying example jobs)."""
     namespace = make_namespace(node_bed, NAMESPACE, tmp_path)
     monkeypatch.setenv("KUBECONFIG", str(node_bed.kubeconfig))
-    claim = node_bed.root / "volumes" / NAMESPACE / CLAIM
+    claim = namespace.claim_dir(CLAIM)
     claim.mkdir(parents=True)
     volume = f"{NAMESPACE}-{CLAIM}"
     node_bed.kubectl_run("create", "-f", "-", stdin=json.dumps(_shared_volume(volume, claim)))
@@ -115,6 +115,6 @@ def test_the_cluster_guides_render_apply_and_example_jobs_run_as_written(
                 and ("Succeeded", "TFJobSucceeded") in _conditions(tfjob))
 
     wait_for(all_succeeded, seconds=600, what="the three jobs to succeed")
-    claim = team_a.bed.root / "volumes" / NAMESPACE / CLAIM
+    claim = team_a.claim_dir(CLAIM)
     for where in WORK_DIRS:
         assert (claim / where / "model" / "saved_model" / "saved_model.pb").is_file(), where

@@ -146,7 +146,7 @@ def test_a_claim_is_provisioned_as_a_host_directory_and_a_missing_one_keeps_the_
     claim = node_namespace.get("persistentvolumeclaim", "work")
     assert claim["status"]["phase"] == "Bound"
     assert claim["spec"]["storageClassName"] == node_addons.STORAGE_CLASS
-    on_host = node_bed.root / "volumes" / node_namespace.name / "work" / "file"
+    on_host = node_namespace.claim_dir("work") / "file"
     assert on_host.read_text() == "written\n"
 
     orphan = _pod("orphan", image, ["true"], volumes=[
