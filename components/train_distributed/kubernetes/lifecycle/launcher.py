@@ -139,9 +139,9 @@ class _Launch:
                 delete_claimed(self.api, self.job, self.claim, self.log)
             raise JobTimeoutError(self._timeout_message(reached.last_seen, problems)) from None
         except BaseException:
-            with shielded():
-                follower.finish(0)
+            with shielded():  # the job first: a terminated KFP step has about a second
                 delete_claimed(self.api, self.job, self.claim, self.log)
+                follower.finish(0)
             raise
         follower.finish(log_drain_seconds)
         condition = js.terminal_condition(final)
@@ -238,9 +238,22 @@ class _Launch:
 
 
 def _serialized(log: Callable[[str], None]) -> Callable[[str], None]:
+    """`log` for several threads, one line at a time; lines are dropped once the reader is gone.
+
+    A KFP step's output is read by KFP's launcher, which the same SIGTERM ends at once
+    (Argo signals the step's whole process group): a line written after that breaks the
+    pipe, and must not stop the job's deletion.
+    """
     lock = threading.Lock()
+    reader_gone = False
 
     def serialized_log(line: str) -> None:
+        nonlocal reader_gone
         with lock:
-            log(line)
+            if reader_gone:
+                return
+            try:
+                log(line)
+            except BrokenPipeError:
+                reader_gone = True
     return serialized_log
