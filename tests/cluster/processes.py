@@ -4,6 +4,7 @@ recorded in `DIR/processes.json` so that `stop` (another process, for `down.sh`)
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -52,6 +53,8 @@ def free_port() -> int:
     (`PortReservation`), so that a bed another pytest worker starts at once never picks it too.
     """
     reservation = PortReservation(1, candidates=_unassigned_ports)
+    if not _held:
+        atexit.register(lambda: [held.release() for held in _held])  # no lock file is left
     _held.append(reservation)
     return reservation.ports[0]
 

@@ -5,6 +5,7 @@ Replicas here are tiny Python programs (no TensorFlow), run as real processes.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
 import time
@@ -17,7 +18,7 @@ from kfdist.components.train_distributed.job import strategy_rules
 from kfdist.components.train_distributed.local import local_backend
 from kfdist.components.train_distributed.job import tf_config
 from kfdist.components.train_distributed.local.local_backend import run_processes
-from kfdist.components.train_distributed.local.ports import PortReservation
+from kfdist.components.train_distributed.local.ports import PortReservation, port_lock_dir
 from fakes.process_state import is_running
 
 
@@ -166,6 +167,32 @@ def test_port_reservations_of_two_jobs_never_overlap():
     again = PortReservation(2, candidates=same)  # released ports can be taken again
     assert again.ports == [40123, 40124]
     again.release()
+    assert not any(os.path.exists(os.path.join(port_lock_dir(), f"{port}.lock"))
+                   for port in (40123, 40124, 40125, 40126))  # nothing left behind
+
+
+def test_a_lock_taken_on_a_removed_lock_file_is_not_a_reservation(monkeypatch):
+    """A job that opened a port's lock file just before its holder released and removed it
+    gets the lock of a file that is gone (another job may have created it afresh and hold
+    that): the port is not reserved, and the job moves on to another port."""
+    from kfdist.components.train_distributed.local import ports
+
+    real_flock = fcntl.flock
+
+    def released_meanwhile(f, operation):  # the holder removes the file; another creates it
+        if f.name.endswith("40141.lock"):
+            os.unlink(f.name)
+            open(f.name, "a").close()
+        real_flock(f, operation)
+
+    monkeypatch.setattr(ports.fcntl, "flock", released_meanwhile)
+    offered = iter([[40141], [40142]])
+    reservation = PortReservation(1, candidates=lambda n: next(offered))
+    try:
+        assert reservation.ports == [40142]
+    finally:
+        reservation.release()
+        os.unlink(os.path.join(port_lock_dir(), "40141.lock"))
 
 
 def test_local_cluster_has_every_replica_type_on_its_own_port():

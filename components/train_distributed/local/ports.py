@@ -35,7 +35,9 @@ class PortReservation:
     refuse shared ports), so a port cannot stay bound for them; instead each
     port is locked (`flock` on `<port_lock_dir>/<port>.lock`) for as long as
     the job runs, and every local job skips ports another job has locked. Two
-    jobs started at once on one machine therefore never share a port.
+    jobs started at once on one machine therefore never share a port. A lock
+    file is removed on release; a lock taken on a file that was removed (or
+    replaced) meanwhile does not count, so removal never lets two jobs hold a port.
     """
 
     def __init__(self, count: int, candidates: Optional[Callable[[int], List[int]]] = None):
@@ -49,9 +51,12 @@ class PortReservation:
                     self.ports.append(port)
 
     def _lock(self, port: int) -> bool:
-        f = open(os.path.join(port_lock_dir(), f"{port}.lock"), "a")
+        path = os.path.join(port_lock_dir(), f"{port}.lock")
+        f = open(path, "a")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(path).st_ino != os.fstat(f.fileno()).st_ino:
+                raise FileNotFoundError(path)  # released and removed since we opened it
         except OSError:
             f.close()
             return False
@@ -59,7 +64,11 @@ class PortReservation:
         return True
 
     def release(self) -> None:
-        """Unlocks the ports."""
+        """Unlocks the ports and removes their lock files."""
         for f in self._files:
+            try:
+                os.unlink(f.name)  # while still locked: see `_lock`
+            except FileNotFoundError:
+                pass
             f.close()
         self._files = []
