@@ -189,8 +189,8 @@ def podman_image_id(reference: str) -> str:
 
 def import_images(ctr: str, socket: Path, containerd_root: Path, references) -> list:
     """Imports each podman image into containerd's `k8s.io` namespace unless the same image was
-    imported before (only the layers containerd lacks: `image_import`); returns the references
-    imported now."""
+    imported before (only the layers containerd lacks: `image_import`); an image imported under
+    another name is only named anew there. Returns the references imported or named now."""
     record_path = containerd_root / IMPORTED
     try:
         record = json.loads(record_path.read_text())
@@ -200,22 +200,43 @@ def import_images(ctr: str, socket: Path, containerd_root: Path, references) -> 
         [ctr, "--address", str(socket), "-n", "k8s.io", "images", "ls", "-q"],
         capture_output=True, text=True, timeout=120, check=True).stdout.split())
     imported = []
+    command = [ctr, "--address", str(socket), "-n", "k8s.io"]
     for reference in references:
         image_id = podman_image_id(reference)
-        if record.get(reference) == image_id and _containerd_name(reference) in present:
-            continue
-        command = [ctr, "--address", str(socket), "-n", "k8s.io"]
         name = _containerd_name(reference)
-        error = image_import.import_image(command, reference, name, BUILD_TIMEOUT_S)
-        if error:  # a layer it held went meanwhile: every layer, once more
-            error = image_import.import_image(command, reference, name, BUILD_TIMEOUT_S,
-                                              every_layer=True)
-        if error:
-            raise processes.StartFailed(f"importing {reference} into containerd: {error}")
+        if record.get(reference) == image_id and name in present:
+            continue
+        twin = next((other for other, other_id in record.items() if other_id == image_id
+                     and _containerd_name(other) in present), None)
+        if twin is not None:  # the same image under another name: containerd's gets it too
+            _tag(command, _containerd_name(twin), name)
+        else:
+            _import(command, reference, name)
+        present.add(name)
         record[reference] = image_id
         record_path.write_text(json.dumps(record, indent=1))
         imported.append(reference)
     return imported
+
+
+def _import(command: list, reference: str, name: str) -> None:
+    """Imports podman's `reference` as `name` (only the layers containerd lacks)."""
+    error = image_import.import_image(command, reference, name, BUILD_TIMEOUT_S)
+    if error:  # a layer it held went meanwhile: every layer, once more
+        error = image_import.import_image(command, reference, name, BUILD_TIMEOUT_S,
+                                          every_layer=True)
+    if error:
+        raise processes.StartFailed(f"importing {reference} into containerd: {error}")
+
+
+def _tag(command: list, source: str, name: str) -> None:
+    """Names containerd's image `source` `name` as well (saving a podman image of several GB
+    again only to find every layer present costs a CPU-minute or more)."""
+    tagged = subprocess.run([*command, "images", "tag", "--force", source, name],
+                            capture_output=True, text=True, timeout=120)
+    if tagged.returncode != 0:
+        raise processes.StartFailed(f"naming containerd's {source} {name}: "
+                                    f"{tagged.stderr.strip()}")
 
 
 def _containerd_name(reference: str) -> str:
