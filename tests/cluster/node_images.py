@@ -9,7 +9,8 @@ containerd's `k8s.io` namespace (where the kubelet's CRI finds them).
 
 Each is built with podman once per binary (its tag is the binary's cache key), and imported into
 containerd only when podman's image differs from the one imported last (`IMPORTED` records which),
-with only the layers containerd lacks (`image_import`).
+with only the layers containerd lacks (`image_import`); an image containerd holds under another
+name is only given the new name there.
 """
 
 from __future__ import annotations
