@@ -28,6 +28,7 @@ from typing import Dict, Mapping
 import yaml
 
 from cluster import certs, kfp_config, kfp_ui, node, operators, processes
+from cluster import crds as bed_crds
 from cluster.kfp_config import KfpLayout
 
 HERE = Path(__file__).resolve().parent
@@ -106,8 +107,7 @@ def _install_objects(bed, layout: KfpLayout, kfp_source: Path) -> None:
     crds = kfp_config.read_manifests(sorted((argo / kfp_config.ARGO_CRDS).glob("argoproj.io_*.yaml"))
                                      + [source / kfp_config.KFP_MANIFESTS[0]])
     _apply(bed, crds)
-    bed.kubectl_run("wait", "--for=condition=Established", "--timeout=60s",
-                    *(f"crd/{crd['metadata']['name']}" for crd in crds))
+    bed_crds.wait_established(bed, [crd["metadata"]["name"] for crd in crds])
     rbac = kfp_config.read_manifests([source / path for path in kfp_config.KFP_MANIFESTS[1:]]
                                      + [argo / kfp_config.ARGO_ROLE])
     _apply(bed, kfp_config.namespaced(rbac) + kfp_config.identity_bindings()

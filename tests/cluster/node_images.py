@@ -197,11 +197,10 @@ def import_images(ctr: str, socket: Path, containerd_root: Path, references) -> 
         record = json.loads(record_path.read_text())
     except (OSError, ValueError):
         record = {}
-    present = set(subprocess.run(
-        [ctr, "--address", str(socket), "-n", "k8s.io", "images", "ls", "-q"],
-        capture_output=True, text=True, timeout=120, check=True).stdout.split())
-    imported = []
     command = [ctr, "--address", str(socket), "-n", "k8s.io"]
+    present = set(subprocess.run([*command, "images", "ls", "-q"], capture_output=True,
+                                 text=True, timeout=120, check=True).stdout.split())
+    imported = []
     for reference in references:
         image_id = podman_image_id(reference)
         name = _containerd_name(reference)

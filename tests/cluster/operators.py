@@ -34,6 +34,7 @@ from typing import Callable, Dict, List, Mapping, Optional
 
 import yaml
 
+from cluster import crds as bed_crds
 from cluster import operator_pods, processes
 
 HERE = Path(__file__).resolve().parent
@@ -246,11 +247,7 @@ def start_operators(bed, procs: processes.Processes, mpi_operator_image: str,
     bed.kubectl_run("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
          for namespace in NAMESPACES]))  # KFP's bed has made `kubeflow` already
-    files = crds()
-    bed.kubectl_run("apply", "--server-side", *[f"--filename={f}" for f in files])
-    names = [yaml.safe_load(f.read_text())["metadata"]["name"] for f in files]
-    bed.kubectl_run("wait", "--for=condition=Established", "--timeout=60s",
-                    *[f"crd/{n}" for n in names])
+    bed_crds.install(bed, crds())
 
     # The Training Operator's cert-controller takes the Secret as it is when it is valid.
     bed.kubectl_run("create", "secret", "generic", "training-operator-webhook-cert",

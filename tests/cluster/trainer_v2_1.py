@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import yaml
 
-from cluster import processes
+from cluster import crds, processes
 from cluster.operators import (READY_TIMEOUT_S, Module, OperatorDirs, _config,
                                jobset_webhooks, start_jobset, webhook_configurations)
 
@@ -30,9 +30,7 @@ def start(bed, procs: processes.Processes) -> None:
              "jobset.x-k8s.io_jobsets.yaml",
              *sorted((TRAINER.source() / "manifests" / "base" / "crds").glob(
                  "trainer.kubeflow.org_*.yaml"))]
-    bed.kubectl_run("apply", "--server-side", *[f"--filename={f}" for f in files])
-    bed.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", *[
-        f"crd/{yaml.safe_load(f.read_text())['metadata']['name']}" for f in files])
+    crds.install(bed, files)
 
     configs = root / "operators"
     configs.mkdir(exist_ok=True)

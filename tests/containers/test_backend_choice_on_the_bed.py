@@ -10,7 +10,7 @@ from typing import List
 
 import pytest
 
-from cluster import operators
+from cluster import crds, operators
 from cluster.fixture import REPO
 from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.kubernetes import backend as cluster_backend
@@ -35,11 +35,8 @@ def _install_trainer(bed, runtimes=("kfdist-tensorflow.yaml", "kfdist-horovod.ya
                      reader: bool = True) -> None:
     """Trainer v2.3's CRDs on the bare API server, and of kfdist's runtimes those named (and the
     ClusterRole that lets every ServiceAccount read them, unless `reader` is False)."""
-    crds = sorted((operators.TRAINER.source() / "manifests" / "base" / "crds").glob(
-        "trainer.kubeflow.org_*.yaml"))
-    bed.kubectl_run("apply", "--server-side", *[f"--filename={f}" for f in crds])
-    bed.kubectl_run("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/clustertrainingruntimes.trainer.kubeflow.org")
+    crds.install(bed, sorted((operators.TRAINER.source() / "manifests" / "base" / "crds").glob(
+        "trainer.kubeflow.org_*.yaml")))
     files = [*runtimes, *(["trainer-reader.yaml"] if reader else [])]
     if files:
         bed.kubectl_run("apply", "--server-side", *[f"--filename={RUNTIMES / f}" for f in files])

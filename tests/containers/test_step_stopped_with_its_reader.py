@@ -20,44 +20,35 @@ import threading
 
 import pytest
 
-from cluster import operators
-from cluster.fixture import wait_for
+from cluster import crds, operators
+from cluster.fixture import REPO
 
 pytestmark = pytest.mark.slow
 
+TESTS = REPO / "tests"
 #: How long Argo's executor may take to notice KFP's launcher has ended (it polls each second).
 EMISSARY_POLL_S = 1.0
 
 STEP = textwrap.dedent("""
     import sys
-    from kfdist.components.train_distributed.kubernetes.build.job_kinds import RenderedJob, TFJOB_V1
+    from fakes.kube_server.sample_jobs import sample_tfjob
     from kfdist.components.train_distributed.kubernetes.client.kube_api import KubeApi
     from kfdist.components.train_distributed.kubernetes.lifecycle.launcher import (
         cancel_on_sigterm, launch_and_wait)
 
-    name, namespace = sys.argv[1:]
-    replica = {"replicas": 1, "template": {"spec": {"containers": [
-        {"name": "tensorflow", "image": "kfdist-runtime", "command": ["sleep", "infinity"]}]}}}
-    body = {"apiVersion": TFJOB_V1.api_version, "kind": TFJOB_V1.kind,
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"tfReplicaSpecs": {"Worker": replica}}}
-    job = RenderedJob(TFJOB_V1, name, namespace, body,
-                      {"training.kubeflow.org/job-name": name})
     with cancel_on_sigterm():
-        launch_and_wait(job, KubeApi.from_environment(), timeout_seconds=None, log=print,
-                        owner=None)
+        launch_and_wait(sample_tfjob(*sys.argv[1:]), KubeApi.from_environment(),
+                        timeout_seconds=None, log=print, owner=None)
 """)
 
 
 def test_a_step_whose_log_reader_died_of_the_same_sigterm_still_deletes_its_job(
         bare_api, bare_namespace):
-    crd = operators.TRAINING_OPERATOR.source() / "manifests/base/crds/kubeflow.org_tfjobs.yaml"
-    bare_api.kubectl_run("apply", "--server-side", f"--filename={crd}")
-    wait_for(lambda: _established(bare_api, "tfjobs.kubeflow.org"), 60,
-             "the TFJob CRD established")
+    crds.install(bare_api, [operators.TRAINING_OPERATOR.source() / "manifests" / "base" / "crds" /
+                            "kubeflow.org_tfjobs.yaml"])
     step = subprocess.Popen([sys.executable, "-c", STEP, "stopped", bare_namespace.name],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(TESTS)})
     watchdog = threading.Timer(120, step.kill)  # a step that never creates its job
     watchdog.start()
     try:
@@ -82,9 +73,3 @@ def test_a_step_whose_log_reader_died_of_the_same_sigterm_still_deletes_its_job(
     assert "BrokenPipeError" not in errors, errors[-3000:]
 
 
-
-def _established(bed, crd: str) -> bool:
-    """Whether the API server serves the CRD `crd`."""
-    conditions = json.loads(bed.kubectl_run("get", f"crd/{crd}", "--output=json").stdout).get(
-        "status", {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)

@@ -55,9 +55,11 @@ class PortReservation:
         f = open(path, "a")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if os.stat(path).st_ino != os.fstat(f.fileno()).st_ino:
-                raise FileNotFoundError(path)  # released and removed since we opened it
+            # The file we locked may have been released and removed since we opened it.
+            ours = os.stat(path).st_ino == os.fstat(f.fileno()).st_ino
         except OSError:
+            ours = False
+        if not ours:
             f.close()
             return False
         self._files.append(f)
