@@ -131,23 +131,32 @@ def pytest_runtest_setup(item):
         pass
 
 
-#: When set, each test appends "start end worker seconds test-id" to this file: where a run's
-#: minutes went, per worker (`docs/contributing.md`).
+#: When set, each test appends "start end worker seconds cpu-seconds test-id" to this file:
+#: where a run's minutes went, per worker (`docs/contributing.md`). The CPU is the worker's own
+#: and that of the processes it started and waited for (a step's, a replica's), not a pod's.
 TIMELINE_ENV = "KFDIST_TEST_TIMELINE"
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time and that of its waited-for children, in seconds."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Appends the test's start, end and worker to the timeline file, when one is asked for."""
+    """Appends the test's start, end, worker and CPU to the timeline file, when one is asked
+    for."""
     del nextitem
-    start = time.time()
+    start, cpu = time.time(), _cpu_seconds()
     yield
     path = os.environ.get(TIMELINE_ENV)
     if path:
-        end = time.time()
+        end, cpu = time.time(), _cpu_seconds() - cpu
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         with open(path, "a", encoding="utf-8") as timeline:
-            timeline.write(f"{start:.0f} {end:.0f} {worker} {end - start:.1f} {item.nodeid}\n")
+            timeline.write(f"{start:.0f} {end:.0f} {worker} {end - start:.1f} {cpu:.1f} "
+                           f"{item.nodeid}\n")
 
 
 def _write_canonical_digits(root: str, num_shards: int = 2) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from cluster import (certs, control_plane, kfp, kfp_ui, node, node_config, node_images,
-                     one_node, operators, owners, processes, trainer_v2_1)
+                     node_teardown, one_node, operators, owners, processes, trainer_v2_1)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -162,7 +162,7 @@ def start(root: Path, binaries: Optional[Dict[str, str]] = None, datastore: str 
     if processes.running(root):
         raise processes.StartFailed(f"a test bed is already running in {root}: "
                                     f"bash tests/cluster/down.sh {root}")
-    node.clean(root)  # what a bed that crashed here left
+    node_teardown.clean(root)  # what a bed that crashed here left
     binaries = binaries or build(_binaries_of(stack, datastore, with_kfp, with_operators))
     node_layout = node.plan(root) if stack in NODE_STACKS else None
     layout = control_plane.Layout(root, processes.free_port(), processes.free_port(),
@@ -254,9 +254,9 @@ def stop(root: Path) -> Dict[str, list]:
     root = Path(root).resolve()
     # containerd outlives the kubelet until the node's pods are gone (through its CRI).
     killed = processes.stop_all(root, keep=("containerd",))
-    node.stop_pods(root)
+    node_teardown.stop_pods(root)
     killed += processes.stop_all(root)
-    node.clean(root)
+    node_teardown.clean(root)
     one_node.give_back(node.cache_dir(), root)
     owners.unregister(root)
     return {"killed": killed}

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cluster import bed as test_bed
-from cluster import node, one_node, operators, processes, shared_bed
+from cluster import node, node_teardown, one_node, operators, processes, shared_bed
 from cluster.bed import REPO
 from cluster.namespaces import runner_namespace
 
@@ -109,7 +109,7 @@ def _stop_node_bed(root: Path) -> None:
     """Stops the genuine node's bed in `root` and checks that nothing of it is left."""
     layout = node.layout_of(root)
     _check_stopped(root, test_bed.stop(root))
-    assert node.leftovers(root, layout) == {}, "the genuine node left these behind"
+    assert node_teardown.leftovers(root, layout) == {}, "the genuine node left these behind"
 
 
 def _check_stopped(root: Path, forced: dict) -> None:

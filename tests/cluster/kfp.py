@@ -27,7 +27,7 @@ from typing import Dict, Mapping
 
 import yaml
 
-from cluster import certs, kfp_config, kfp_ui, node, operators, processes
+from cluster import certs, kfp_config, kfp_ui, node, operator_sources, operators, processes
 from cluster import crds as bed_crds
 from cluster.kfp_config import KfpLayout
 
@@ -36,7 +36,7 @@ KFP_HOST_FILE = "kfp-host"
 RECORD = "kfp.json"
 #: The first start creates the database's schema (about a minute on a cold machine).
 READY_TIMEOUT_S = 240.0
-ARGO = operators.Module("argo-workflows", "github.com/argoproj/argo-workflows/v4")
+ARGO = operator_sources.Module("argo-workflows", "github.com/argoproj/argo-workflows/v4")
 #: Where the persistence agent reads its token (fixed in its source): given in a mount
 #: namespace of its own, on a tmpfs over /run (nothing of the host's /run is changed).
 AGENT_TOKEN = "/var/run/secrets/kubeflow/tokens/persistenceagent-sa-token"

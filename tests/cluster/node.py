@@ -1,14 +1,13 @@
 """The genuine node: containerd (with Debian's runc), the kubelet, kube-proxy and CNI's bridge on
 this machine, CoreDNS and local-path-provisioner as pods in the cluster, each with credentials of
-its own; and what `stop` removes after them (pods, mounts, the bridge, kube-proxy's rules).
+its own.
 
     layout = plan(root)                      # before the API server: it listens on the node's
     create_bridge(layout)                    # address, the bridge's
     start(bed, procs, layout, binaries)      # returns once the Node is Ready and DNS answers
-    stop_pods(root); clean(root)             # from any process (down.sh), after the kubelet
 
 The configuration files are `node_config.py`'s; the images no registry gives are
-`node_images.py`'s.
+`node_images.py`'s; what `stop` removes after the node, `node_teardown.py`'s.
 """
 
 from __future__ import annotations
@@ -17,11 +16,8 @@ import hashlib
 import ipaddress
 import json
 import os
-import shlex
-import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -33,12 +29,6 @@ from cluster import (api_reads, certs, control_plane, node_addons, node_config, 
 NODE_DIR = "node"
 NODE_RECORD = "node.json"
 RUNC = "/usr/sbin/runc"
-#: Where the kubelet links each container's log (fixed in its code).
-CONTAINER_LOG_LINKS = Path("/var/log/containers")
-#: Where libcni caches each attachment's result (its default; containerd sets no other).
-CNI_CACHE = Path("/var/lib/cni/results")
-#: Where containerd's shims put their sockets (fixed in its code), innermost first.
-SHIM_DIRS = (Path("/run/containerd/s"), Path("/run/containerd"))
 #: The subnets a node's pods may take: the first /24 here that no interface or route uses.
 SUBNET_POOL = ipaddress.ip_network("10.240.0.0/16")
 READY_TIMEOUT_S = 180.0
@@ -139,7 +129,7 @@ def _link_binaries(layout: node_config.NodeLayout, binaries: Dict[str, str]) -> 
     return bin_dir
 
 
-def _socket_answers(path: Path) -> bool:
+def socket_answers(path: Path) -> bool:
     with socket.socket(socket.AF_UNIX) as sock:
         sock.settimeout(1)
         return sock.connect_ex(str(path)) == 0
@@ -154,7 +144,7 @@ def start_containerd(procs: processes.Processes, layout: node_config.NodeLayout,
                     node_config.containerd_config(layout, RUNC, sandbox_image))
     procs.start("containerd", [binaries["containerd"], "--config", str(config)],
                 env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
-    procs.wait_until("containerd", lambda: _socket_answers(layout.containerd_socket),
+    procs.wait_until("containerd", lambda: socket_answers(layout.containerd_socket),
                      READY_TIMEOUT_S)
 
 
@@ -232,51 +222,17 @@ def start(bed, procs: processes.Processes, layout: node_config.NodeLayout,
     procs.wait_until("kubelet", lambda: _deployments_ready(bed), READY_TIMEOUT_S)
 
 
-def _record(root: Path) -> Optional[dict]:
+def record(root: Path) -> Optional[dict]:
+    """What the node in `root` recorded at its start (its layout, its binaries), or None."""
     try:
         return json.loads((Path(root) / NODE_RECORD).read_text())
     except (OSError, ValueError):
         return None
 
 
-def stop_pods(root: Path) -> None:
-    """Stops and removes every pod sandbox and container on the node (their network namespaces
-    and addresses released by CNI), through containerd's CRI; run after the kubelet has stopped
-    and before containerd does. A containerd that is no longer running is started for it."""
-    record = _record(root)
-    if record is None:
-        return
-    layout = node_config.NodeLayout.from_json(record["layout"])
-    if not layout.config("containerd.toml").exists():
-        return
-    temporary = None
-    if not _socket_answers(layout.containerd_socket):
-        temporary = subprocess.Popen(
-            [record["containerd"], "--config", str(layout.config("containerd.toml"))],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            env={**os.environ, "PATH": f"{layout.root / 'bin'}:{os.environ['PATH']}"})
-        deadline = time.monotonic() + 30
-        while not _socket_answers(layout.containerd_socket) and time.monotonic() < deadline:
-            time.sleep(0.1)
-    endpoint = f"unix://{layout.containerd_socket}"
-    try:
-        for argv in (["rmp", "--all", "--force"], ["rm", "--all", "--force"]):
-            subprocess.run([record["crictl"], "--runtime-endpoint", endpoint,
-                            "--image-endpoint", endpoint, "--timeout", "60s", *argv],
-                           capture_output=True, timeout=180)
-    finally:
-        if temporary is not None:
-            temporary.terminate()
-            try:
-                temporary.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                temporary.kill()
-                temporary.wait()
-
-
 def layout_of(root: Path) -> node_config.NodeLayout:
     """The layout of the genuine node of the bed in `root`, as it recorded it."""
-    return node_config.NodeLayout.from_json(_record(root)["layout"])
+    return node_config.NodeLayout.from_json(record(root)["layout"])
 
 
 def import_images(bed, references) -> list:
@@ -297,103 +253,3 @@ def kill_container(bed, container_id: str) -> None:
                     "k8s.io", "tasks", "kill", "--signal", "SIGKILL",
                     container_id.removeprefix("containerd://")],
                    check=True, capture_output=True, timeout=30)
-
-
-def _mounts_under(root: Path) -> List[str]:
-    prefix = str(Path(root).resolve()) + "/"
-    with open("/proc/self/mountinfo") as f:
-        points = [line.split()[4] for line in f]
-    return sorted({p for p in points if p.startswith(prefix)}, key=len, reverse=True)
-
-
-def _shim_pids(socket_path: Path) -> List[int]:
-    return processes.pids_whose_argv(lambda argv: argv[0].endswith(b"containerd-shim-runc-v2")
-                                     and str(socket_path).encode() in argv)
-
-
-def clean(root: Path) -> Dict[str, list]:
-    """Removes what the node leaves on the host once its processes have ended: shims still
-    running, mounts under the bed's directory, the bridge, kube-proxy's iptables rules, the
-    kubelet's log links and CNI's cached results. Returns what it found, by kind."""
-    record = _record(root)
-    if record is None:
-        return {}
-    layout = node_config.NodeLayout.from_json(record["layout"])
-    found: Dict[str, list] = {"shims": _shim_pids(layout.containerd_socket)}
-    for pid in found["shims"]:
-        try:
-            os.killpg(os.getpgid(pid), signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    found["mounts"] = _mounts_under(Path(root))
-    for point in found["mounts"]:
-        subprocess.run(["umount", "--lazy", point], capture_output=True)
-    gone = subprocess.run(["ip", "link", "del", layout.bridge], capture_output=True)
-    found["bridge"] = [layout.bridge] if gone.returncode == 0 else []
-    subprocess.run([record["kube-proxy"], "--cleanup"], capture_output=True, timeout=120)
-    found["chains"] = remove_kube_chains()
-    found["log links"] = []
-    if CONTAINER_LOG_LINKS.is_dir():
-        for link in CONTAINER_LOG_LINKS.iterdir():
-            if link.is_symlink() and os.readlink(link).startswith(str(layout.pod_logs)):
-                link.unlink()
-                found["log links"].append(link.name)
-    if CNI_CACHE.is_dir():
-        for cached in CNI_CACHE.glob(f"{node_config.CNI_NETWORK}-*"):
-            cached.unlink()
-    for directory in SHIM_DIRS:  # the shims' sockets' (fixed in containerd), once empty
-        try:
-            directory.rmdir()
-        except OSError:
-            pass
-    return found
-
-
-def _kube_chains(tool: str) -> List[tuple]:
-    """(table, chain) of every KUBE-* chain, and (table, rule) of every rule jumping to one
-    from a chain of another name, in `tool`'s (iptables or ip6tables) rules."""
-    chains, jumps, table = [], [], None
-    saved = subprocess.run([f"{tool}-save"], capture_output=True, text=True).stdout
-    for line in saved.splitlines():
-        if line.startswith("*"):
-            table = line[1:]
-        elif line.startswith(":KUBE-"):
-            chains.append((table, line[1:].split()[0]))
-        elif line.startswith("-A ") and " -j KUBE-" in line and not line.split()[1].startswith(
-                "KUBE-"):
-            jumps.append((table, line))
-    return [("chain", *c) for c in chains] + [("jump", *j) for j in jumps]
-
-
-def remove_kube_chains() -> List[str]:
-    """Removes every KUBE-* chain (kube-proxy's and the kubelet's) and the rules that jump to
-    them, in IPv4 and IPv6: one genuine node runs on a machine at a time, and nothing else
-    here makes such chains. Returns what it removed."""
-    removed = []
-    for tool in ("iptables", "ip6tables"):
-        found = _kube_chains(tool)
-        for _, table, rule in (f for f in found if f[0] == "jump"):
-            subprocess.run([tool, "-t", table, "-D", *shlex.split(rule)[1:]], capture_output=True)
-            removed.append(f"{tool} -t {table} {rule}")
-        for verb in ("-F", "-X"):
-            for _, table, chain in (f for f in found if f[0] == "chain"):
-                subprocess.run([tool, "-t", table, verb, chain], capture_output=True)
-        removed += [f"{tool} -t {table} {chain}" for kind, table, chain in found
-                    if kind == "chain"]
-    return removed
-
-
-def leftovers(root: Path, layout: node_config.NodeLayout) -> Dict[str, list]:
-    """What of the node in `root` is still on the host after `stop` (nothing, by kind, when
-    empty): shims, mounts under the bed, its bridge, kube-proxy's chains, log links."""
-    found = {"shims": _shim_pids(layout.containerd_socket),
-             "mounts": _mounts_under(Path(root)),
-             "bridge": [layout.bridge] if Path(f"/sys/class/net/{layout.bridge}").exists()
-             else [],
-             "iptables chains": [f"{tool} {entry}" for tool in ("iptables", "ip6tables")
-                                 for entry in _kube_chains(tool)],
-             "log links": [link.name for link in (CONTAINER_LOG_LINKS.iterdir()
-                                                  if CONTAINER_LOG_LINKS.is_dir() else ())
-                           if link.is_symlink()
-                           and os.readlink(link).startswith(str(layout.pod_logs))]}
-    return {kind: items for kind, items in found.items() if items}

@@ -59,9 +59,9 @@ def _podman_build(reference: str, containerfile: str, files: Mapping[str, Path])
 
 def pause_source() -> Path:
     """`pause.c` of the k8s.io/kubernetes module the bed's Kubernetes binaries come from."""
-    from cluster import operators
+    from cluster import operator_sources
 
-    module = operators.Module("kubernetes", "k8s.io/kubernetes")
+    module = operator_sources.Module("kubernetes", "k8s.io/kubernetes")
     return module.source() / "build" / "pause" / "linux" / "pause.c"
 
 

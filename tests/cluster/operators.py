@@ -1,7 +1,7 @@
 """The operators' own controllers as processes, with their own CRDs and webhook configurations.
 
-Each operator's CRDs and webhooks come from its Go module at the version `modules/` pins (the
-module cache holds them once `build.sh` built the binary). Webhook configurations point at
+Each operator's CRDs and webhooks come from its Go module at the version `modules/` pins
+(`operator_sources.py`). Webhook configurations point at
 `https://127.0.0.1:PORT/<path>` with the bed's CA (as envtest does); each operator serves the
 bed's certificate from a directory of its own (`TMPDIR`), and the Training Operator, whose
 cert-controller cannot be turned off, finds its Secret made in advance with the same certificate.
@@ -21,24 +21,19 @@ machine must: ports, kubeconfigs, certificates, and
 
 from __future__ import annotations
 
-import base64
-import functools
-import dataclasses
-import json
 import os
 import shlex
-import subprocess
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional
 
 import yaml
 
 from cluster import crds as bed_crds
 from cluster import operator_pods, processes
+from cluster import operator_sources as sources
 
 HERE = Path(__file__).resolve().parent
-MODULES = HERE / "modules"
 #: Where the Training Operator's cert-controller looks for a mounted certificate (fixed in its code).
 FIXED_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 #: Where Kueue loads its metrics certificate from whatever its configuration says (fixed).
@@ -65,98 +60,6 @@ def service_host(service) -> str:
     """A Service's name as pods resolve it (`<name>.<namespace>.svc`)."""
     namespace, name = service
     return f"{name}.{namespace}.svc"
-
-
-@dataclasses.dataclass(frozen=True)
-class Module:
-    """An operator's Go module, as `modules/<directory>/go.mod` pins it."""
-
-    directory: str
-    path: str
-
-    @property
-    def version(self) -> str:
-        for line in (MODULES / self.directory / "go.mod").read_text().splitlines():
-            words = line.split()
-            for word, following in zip(words, words[1:]):
-                if word == self.path and following.startswith("v"):
-                    return following
-        raise processes.StartFailed(f"{self.directory}/go.mod does not require {self.path}")
-
-    def source(self) -> Path:
-        """The module's files in the Go module cache (downloaded when missing; asked once)."""
-        return module_source(self.path, self.version)
-
-
-@functools.lru_cache(maxsize=None)
-def module_source(path: str, version: str) -> Path:
-    """The files of Go module `path` at `version`, from the module cache (downloaded when
-    missing; asked once)."""
-    found = subprocess.run(["go", "mod", "download", "-json", f"{path}@{version}"],
-                           cwd=MODULES, capture_output=True, text=True,
-                           env={**os.environ, "PATH": os.environ["PATH"] + ":/usr/local/go/bin"})
-    if found.returncode != 0:
-        raise processes.StartFailed(f"go mod download {path}@{version}: "
-                                    f"{found.stdout}{found.stderr}")
-    return Path(json.loads(found.stdout)["Dir"])
-
-
-TRAINING_OPERATOR = Module("training-operator", "github.com/kubeflow/training-operator")
-MPI_OPERATOR = Module("mpi-operator", "github.com/kubeflow/mpi-operator")
-TRAINER = Module("trainer", "github.com/kubeflow/trainer/v2")
-JOBSET = Module("jobset", "sigs.k8s.io/jobset")
-KUEUE = Module("kueue", "sigs.k8s.io/kueue")
-
-
-def _documents(path: Path) -> List[dict]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def crds() -> List[Path]:
-    """Every CRD file the bed installs (the MPIJob CRD is the MPI Operator's v2beta1 one)."""
-    training = TRAINING_OPERATOR.source() / "manifests" / "base" / "crds"
-    trainer = TRAINER.source() / "manifests" / "base" / "crds"
-    kueue = KUEUE.source() / "config" / "components" / "crd" / "bases"
-    return [training / "kubeflow.org_tfjobs.yaml", training / "kubeflow.org_pytorchjobs.yaml",
-            MPI_OPERATOR.source() / "manifests" / "base" / "kubeflow.org_mpijobs.yaml",
-            JOBSET.source() / "config" / "components" / "crd" / "bases" /
-            "jobset.x-k8s.io_jobsets.yaml",
-            *sorted(trainer.glob("trainer.kubeflow.org_*.yaml")),
-            *sorted(kueue.glob("kueue.x-k8s.io_*.yaml"))]
-
-
-def webhook_configurations(source: Path, port: int, ca_pem: bytes, names: Dict[str, str],
-                           keep: Callable[[str], bool],
-                           object_selectors: Optional[Dict[str, dict]] = None) -> List[dict]:
-    """An operator's webhook configurations, pointed at 127.0.0.1:`port`.
-
-    Args:
-      source: Its `manifests.yaml` (kustomize base: service references, placeholder names).
-      port: Its webhook server's port.
-      ca_pem: The CA that signed its serving certificate.
-      names: The configurations' names as its release names them, by kind.
-      keep: Which webhooks to keep, by path (those of the job kinds the bed runs).
-      object_selectors: An objectSelector its release adds, by path fragment.
-    """
-    bundle = base64.b64encode(ca_pem).decode()
-    configurations = []
-    for document in _documents(source):
-        kind = document["kind"]
-        webhooks = []
-        for webhook in document.get("webhooks", []):
-            path = webhook["clientConfig"]["service"]["path"]
-            if not keep(path):
-                continue
-            webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
-            for fragment, selector in (object_selectors or {}).items():
-                if fragment in path:
-                    webhook["objectSelector"] = selector
-            webhooks.append(webhook)
-        if webhooks:
-            document["metadata"] = {"name": names[kind]}
-            document["webhooks"] = webhooks
-            configurations.append(document)
-    return configurations
 
 
 def _write_certs(directory: Path, pki: Path) -> Path:
@@ -220,17 +123,6 @@ def start_jobset(procs: processes.Processes, binary: str, kubeconfig: str, confi
             "internalCertManagement": {"enable": False}}))], env=dirs.own_tmp("jobset"))
 
 
-def jobset_webhooks(module: Module, port: int, ca: bytes) -> List[dict]:
-    """JobSet's webhook configurations as its release names and scopes them."""
-    return webhook_configurations(
-        module.source() / "config" / "components" / "webhook" / "manifests.yaml", port, ca,
-        {"MutatingWebhookConfiguration": "jobset-mutating-webhook-configuration",
-         "ValidatingWebhookConfiguration": "jobset-validating-webhook-configuration"},
-        keep=lambda path: True,
-        object_selectors={"-v1-pod": {"matchExpressions": [
-            {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}})
-
-
 def start_operators(bed, procs: processes.Processes, mpi_operator_image: str,
                     host_ip: str) -> None:
     """Installs the operators' CRDs, starts each operator, then installs their webhooks.
@@ -247,7 +139,7 @@ def start_operators(bed, procs: processes.Processes, mpi_operator_image: str,
     bed.kubectl_run("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
          for namespace in NAMESPACES]))  # KFP's bed has made `kubeflow` already
-    bed_crds.install(bed, crds())
+    bed_crds.install(bed, sources.crds())
 
     # The Training Operator's cert-controller takes the Secret as it is when it is valid.
     bed.kubectl_run("create", "secret", "generic", "training-operator-webhook-cert",
@@ -283,7 +175,7 @@ def start_operators(bed, procs: processes.Processes, mpi_operator_image: str,
     kubeconfig = str(bed.kubeconfig)
     webhook, health = ports["training-operator"]
     template = configs / "pytorch-init-container.yaml"
-    template.write_text(_pytorch_init_template(TRAINING_OPERATOR.source()))
+    template.write_text(_pytorch_init_template(sources.TRAINING_OPERATOR.source()))
     procs.start("training-operator", [
         *in_own_mounts(None, binds=fixed_certs), binaries["training-operator"],
         f"--kubeconfig={kubeconfig}", "--enable-scheme=tfjob",
@@ -292,7 +184,7 @@ def start_operators(bed, procs: processes.Processes, mpi_operator_image: str,
         f"--pytorch-init-container-image={INIT_IMAGE}",
         f"--pytorch-init-container-template-file={template}"],
         env={**own_tmp("training-operator"), "MY_POD_NAMESPACE": "kubeflow"})
-    operator_pods.deploy_mpi_operator(bed, MPI_OPERATOR.source(), mpi_operator_image)
+    operator_pods.deploy_mpi_operator(bed, sources.MPI_OPERATOR.source(), mpi_operator_image)
     start_jobset(procs, binaries["jobset"], kubeconfig, configs / "jobset.yaml", ports["jobset"],
                  dirs)
     webhook, health = ports["trainer"]
@@ -332,39 +224,13 @@ def start_operators(bed, procs: processes.Processes, mpi_operator_image: str,
     operator_pods.wait_for_mpi_operator(bed)  # its pod started while the others did
 
     ca = (pki / "ca.crt").read_bytes()
-    documents = _webhooks(ports, ca)
+    documents = sources.webhooks(ports, ca)
     webhook_file = configs / "webhooks.yaml"
     webhook_file.write_text(yaml.safe_dump_all(documents, sort_keys=False))
     bed.kubectl_run("apply", "--server-side", f"--filename={webhook_file}")
     # Trainer's own runtime for PyTorch (`torch-distributed`), through its validating webhook.
     bed.kubectl_run("apply", "--server-side", "--filename=" + str(
-        TRAINER.source() / "manifests" / "base" / "runtimes" / "torch_distributed.yaml"))
-
-
-def _webhooks(ports: Dict[str, tuple], ca: bytes) -> List[dict]:
-    """Every operator's webhook configurations, as their releases name and scope them."""
-    kueue_kinds = ("job", "jobset", "mpijob", "tfjob", "pytorchjob", "trainjob", "clusterqueue",
-                   "resourceflavor", "workload", "cohort", "localqueue")
-    return [
-        *webhook_configurations(
-            TRAINING_OPERATOR.source() / "manifests" / "base" / "webhook" / "manifests.yaml",
-            ports["training-operator"][0], ca,
-            {"ValidatingWebhookConfiguration": "validator.training-operator.kubeflow.org"},
-            keep=lambda path: path.endswith(("-tfjob", "-pytorchjob"))),
-        *jobset_webhooks(JOBSET, ports["jobset"][0], ca),
-        *webhook_configurations(
-            TRAINER.source() / "manifests" / "base" / "webhook" / "manifests.yaml",
-            ports["trainer"][0], ca,
-            {"MutatingWebhookConfiguration": "defaulter.trainer.kubeflow.org",
-             "ValidatingWebhookConfiguration": "validator.trainer.kubeflow.org"},
-            keep=lambda path: True),
-        *webhook_configurations(
-            KUEUE.source() / "config" / "components" / "webhook" / "manifests.yaml",
-            ports["kueue"][0], ca,
-            {"MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
-             "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration"},
-            keep=lambda path: path.rsplit("-", 1)[-1] in kueue_kinds),
-    ]
+        sources.TRAINER.source() / "manifests" / "base" / "runtimes" / "torch_distributed.yaml"))
 
 
 def _pytorch_init_template(source: Path) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import yaml
 
 from cluster import crds, processes
-from cluster.operators import (READY_TIMEOUT_S, Module, OperatorDirs, _config,
-                               jobset_webhooks, start_jobset, webhook_configurations)
+from cluster.operator_sources import Module, jobset_webhooks, webhook_configurations
+from cluster.operators import READY_TIMEOUT_S, OperatorDirs, _config, start_jobset
 
 TRAINER = Module("trainer-v2.1", "github.com/kubeflow/trainer/v2")
 JOBSET = Module("jobset-v0.10", "sigs.k8s.io/jobset")

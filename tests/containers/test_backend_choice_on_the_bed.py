@@ -10,7 +10,7 @@ from typing import List
 
 import pytest
 
-from cluster import crds, operators
+from cluster import crds, operator_sources
 from cluster.fixture import REPO
 from kfdist.components.train_distributed import runtime
 from kfdist.components.train_distributed.kubernetes import backend as cluster_backend
@@ -35,8 +35,8 @@ def _install_trainer(bed, runtimes=("kfdist-tensorflow.yaml", "kfdist-horovod.ya
                      reader: bool = True) -> None:
     """Trainer v2.3's CRDs on the bare API server, and of kfdist's runtimes those named (and the
     ClusterRole that lets every ServiceAccount read them, unless `reader` is False)."""
-    crds.install(bed, sorted((operators.TRAINER.source() / "manifests" / "base" / "crds").glob(
-        "trainer.kubeflow.org_*.yaml")))
+    trainer_crds = operator_sources.TRAINER.source() / "manifests" / "base" / "crds"
+    crds.install(bed, sorted(trainer_crds.glob("trainer.kubeflow.org_*.yaml")))
     files = [*runtimes, *(["trainer-reader.yaml"] if reader else [])]
     if files:
         bed.kubectl_run("apply", "--server-side", *[f"--filename={RUNTIMES / f}" for f in files])

@@ -300,7 +300,7 @@ def test_auto_picks_trainers_torch_distributed_runtime_only_where_it_is_installe
         node_bed, node_namespace, tmp_path):
     """`--backend auto` for PyTorch: a TrainJob on Trainer's own `torch-distributed` runtime
     while the runner may read it, a PyTorchJob once it is gone (put back afterwards)."""
-    from cluster import operators
+    from cluster import operator_sources
 
     ns = node_namespace
     _, flags = _cluster_flags(ns, "auto-pt", "auto")
@@ -316,7 +316,7 @@ def test_auto_picks_trainers_torch_distributed_runtime_only_where_it_is_installe
     shown = dry_run()
     assert "backend auto: trainjob (Kubeflow Trainer and its torch-distributed runtime" in shown
     assert "kind: TrainJob" in shown
-    runtime = operators.TRAINER.source() / "manifests" / "base" / "runtimes" / \
+    runtime = operator_sources.TRAINER.source() / "manifests" / "base" / "runtimes" / \
         "torch_distributed.yaml"
     node_bed.kubectl_run("delete", "clustertrainingruntime", "torch-distributed")
     try:

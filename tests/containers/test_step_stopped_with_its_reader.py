@@ -20,7 +20,7 @@ import threading
 
 import pytest
 
-from cluster import crds, operators
+from cluster import crds, operator_sources
 from cluster.fixture import REPO
 
 pytestmark = pytest.mark.slow
@@ -44,8 +44,8 @@ STEP = textwrap.dedent("""
 
 def test_a_step_whose_log_reader_died_of_the_same_sigterm_still_deletes_its_job(
         bare_api, bare_namespace):
-    crds.install(bare_api, [operators.TRAINING_OPERATOR.source() / "manifests" / "base" / "crds" /
-                            "kubeflow.org_tfjobs.yaml"])
+    training_crds = operator_sources.TRAINING_OPERATOR.source() / "manifests" / "base" / "crds"
+    crds.install(bare_api, [training_crds / "kubeflow.org_tfjobs.yaml"])
     step = subprocess.Popen([sys.executable, "-c", STEP, "stopped", bare_namespace.name],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(TESTS)})

@@ -13,7 +13,7 @@ from typing import List
 
 import pytest
 
-from cluster import crds, operators, trainer_v2_1
+from cluster import crds, operator_sources, trainer_v2_1
 from cluster.fixture import REPO
 from cluster.namespaces import runner_namespace
 from containers.test_cluster_claims_on_the_bed import _step_options
@@ -66,7 +66,7 @@ def test_a_trainer_v2_1_cluster_gets_pod_template_overrides_and_trains(
 
 
 def test_trainer_v2_0_is_refused_naming_the_upgrade(bare_api, bare_namespace):
-    crd = (operators.module_source(trainer_v2_1.TRAINER.path, TRAINER_V2_0) / "manifests" /
+    crd = (operator_sources.module_source(trainer_v2_1.TRAINER.path, TRAINER_V2_0) / "manifests" /
            "base" / "crds" / "trainer.kubeflow.org_trainjobs.yaml")
     crds.install(bare_api, [crd])
     bare_api.kubectl_run("apply", "--server-side", "--filename=" + str(
