@@ -1,5 +1,6 @@
 """Reads of a bed's objects straight from its API server, as the administrator: what
-`kubectl get KIND [NAME] -o json` prints, without starting kubectl.
+`kubectl get KIND [NAME] [-l SELECTOR] -o json` and `kubectl logs` print, without starting
+kubectl.
 
 The tests poll objects often (a job's conditions, a pod's phase), and each kubectl start took
 about 0.1 CPU-second (its discovery of every group the operators and Kubeflow Pipelines serve):
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import ssl
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Dict, Optional, Tuple
@@ -28,7 +30,7 @@ class NotFound(LookupError):
     """The API server has no such object (404), or no such kind."""
 
 
-def _get(layout, path: str) -> dict:
+def _read(layout, path: str) -> bytes:
     context = _contexts.get(layout.root)
     if context is None:
         context = _contexts[layout.root] = ssl.create_default_context(
@@ -36,11 +38,15 @@ def _get(layout, path: str) -> dict:
         context.load_cert_chain(str(layout.pki / "admin.crt"), str(layout.pki / "admin.key"))
     try:
         with urllib.request.urlopen(layout.api_url + path, context=context, timeout=30) as answer:
-            return json.load(answer)
+            return answer.read()
     except urllib.error.HTTPError as error:
         if error.code == 404:
             raise NotFound(path) from None
         raise
+
+
+def _get(layout, path: str) -> dict:
+    return json.loads(_read(layout, path))
 
 
 def _discover(layout) -> Dict[str, Tuple[str, str, bool]]:
@@ -74,15 +80,19 @@ def _resource(layout, kind: str) -> Tuple[str, str, bool]:
     return known[kind]
 
 
-def get(layout, kind: str, namespace: Optional[str], name: str = "") -> dict:
+def get(layout, kind: str, namespace: Optional[str], name: str = "", selector: str = "") -> dict:
     """The object `name` of `kind` (in `namespace` when the kind is namespaced), or without a
-    name the list of them, as `kubectl get -o json` gives it (each item with its kind and
-    apiVersion, no object with its managedFields). Raises `NotFound` when there is no such object
-    or kind."""
+    name the list of them (those whose labels match `selector`, `kubectl get -l`'s syntax, when
+    given), as `kubectl get -o json` gives it (each item with its kind and apiVersion, no object
+    with its managedFields). Raises `NotFound` when there is no such object or kind."""
     base, plural, namespaced = _resource(layout, kind)
     path = f"{base}/namespaces/{namespace}/{plural}" if namespaced and namespace else \
         f"{base}/{plural}"
-    found = _get(layout, f"{path}/{name}" if name else path)
+    if name:
+        path = f"{path}/{name}"
+    elif selector:
+        path = f"{path}?{urllib.parse.urlencode({'labelSelector': selector})}"
+    found = _get(layout, path)
     if name:
         found.get("metadata", {}).pop("managedFields", None)  # kubectl leaves them out
         return found
@@ -92,3 +102,14 @@ def get(layout, kind: str, namespace: Optional[str], name: str = "") -> dict:
         item.setdefault("apiVersion", found.get("apiVersion"))
         item.get("metadata", {}).pop("managedFields", None)
     return found
+
+
+def log(layout, namespace: str, pod: str, container: str) -> str:
+    """The log of `container` of `pod`, as `kubectl logs` prints it; empty when the pod or its
+    container's log is not there (yet)."""
+    path = (f"/api/v1/namespaces/{namespace}/pods/{pod}/log?"
+            f"{urllib.parse.urlencode({'container': container})}")
+    try:
+        return _read(layout, path).decode(errors="replace")
+    except (NotFound, urllib.error.HTTPError):  # 400 while the container is waiting to start
+        return ""

@@ -18,6 +18,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from cluster import api_reads
 from cluster import kfp as bed_kfp
 from cluster.fixture import wait_for
 from containers.kfp_bed_runs import HERE, RUN_TIMEOUT_S, _object_store, _submit
@@ -135,10 +136,9 @@ def test_kfdist_submit_follows_real_runs_to_their_end_and_names_each_outcome(
 
 
 def kubeflow_objects(node_bed, kind: str, selector: str = "") -> list:
-    """The `kind` objects of namespace kubeflow (where KFP's steps run), by label `selector`."""
-    return json.loads(node_bed.kubectl_run(
-        "get", kind, "-n", "kubeflow", *(["-l", selector] if selector else []), "-o",
-        "json").stdout)["items"]
+    """The `kind` objects of namespace kubeflow (where KFP's steps run), by label `selector`:
+    read from the API server (the tests poll them; `cluster.api_reads`)."""
+    return api_reads.get(node_bed.layout, kind, "kubeflow", selector=selector)["items"]
 
 
 def step_pods(node_bed, run_id: str, task: str) -> list:
@@ -160,8 +160,7 @@ def job_pods(node_bed, job: dict, replica: str = "") -> list:
 
 def step_log(node_bed, pod: dict) -> str:
     """The log of a step's pod's `main` container (the component, under KFP's launcher)."""
-    return node_bed.kubectl_run("logs", "-n", "kubeflow", pod["metadata"]["name"], "-c", "main",
-                                check=False).stdout
+    return api_reads.log(node_bed.layout, "kubeflow", pod["metadata"]["name"], "main")
 
 
 def run_of(client, package: Path) -> str:
@@ -180,8 +179,7 @@ def _running_step_pod(node_bed, run_id: str, task: str):
 
 def _stopped(node_bed, pod: str) -> bool:
     """Whether every container of `pod` has ended (Argo leaves a stopped step's pod in place)."""
-    status = json.loads(node_bed.kubectl_run("get", "pod", "-n", "kubeflow", pod, "-o",
-                                             "json").stdout)["status"]
+    status = api_reads.get(node_bed.layout, "pod", "kubeflow", pod)["status"]
     return status.get("phase") in ("Succeeded", "Failed") and all(
         "terminated" in c.get("state", {}) for c in status.get("containerStatuses", ()))
 
