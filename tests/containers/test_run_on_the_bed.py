@@ -81,6 +81,11 @@ def _conditions(job) -> list:
             if c["status"] == "True"]
 
 
+#: Epochs a strategy trains to be sure of the 0.90 bar (3 for the others): parameter_server's
+#: asynchronous updates once reached 0.8997 (323 of 359) after 3.
+EPOCHS_TO_THE_BAR = {"parameter_server": 5}
+
+
 @pytest.mark.parametrize("backend,strategy,kind,done,extra", [
     # A TFJob under multi_worker_mirrored: tests/containers/test_kfp_cluster_backends.py, its
     # step run by Kubeflow Pipelines itself.
@@ -93,7 +98,8 @@ def _conditions(job) -> list:
 ])
 def test_mnist_trains_on_the_real_operator(backend, strategy, kind, done, extra, bed_namespace,
                                            work_pvc, kfdist_images, tmp_path):
-    summary = _run(bed_namespace, tmp_path / "run", backend, strategy, *extra)
+    planned = EPOCHS_TO_THE_BAR.get(strategy, 3)
+    summary = _run(bed_namespace, tmp_path / "run", backend, strategy, *extra, epochs=planned)
     assert summary["blessed"] is True and summary["eval"]["accuracy"] >= 0.90
     [job] = bed_namespace.get(kind)
     assert done in _conditions(job)  # written by the operator's own controller
@@ -103,7 +109,7 @@ def test_mnist_trains_on_the_real_operator(backend, strategy, kind, done, extra,
     if strategy == "multi_worker_mirrored":
         # Only the leader's own log is streamed into the step's (a TrainJob's pods are nodes).
         replica = "node" if kind == "trainjob" else "worker"
-        assert f"[{replica}-0] epoch 3/3" in step_log, step_log[-3000:]
+        assert f"[{replica}-0] epoch {planned}/{planned}" in step_log, step_log[-3000:]
         assert f"[{replica}-1]" not in step_log, step_log[-3000:]
     # The leader's TensorBoard curves, on the work location as it trained.
     curves = work_pvc / f"{backend}-{strategy.replace('_', '-')}" / "model" / "tensorboard"
@@ -154,7 +160,8 @@ def test_mnist_trains_on_the_real_operator(backend, strategy, kind, done, extra,
         published = sorted(work_pvc.rglob("evaluations.json"))
         assert published, sorted(work_pvc.rglob("*"))[:50]
         epochs = [e.get("epoch") for e in json.loads(published[0].read_text())]
-        assert epochs and set(epochs) <= {1, 2, 3} and len(epochs) <= 3, epochs
+        assert epochs and set(epochs) <= set(range(1, planned + 1)), epochs
+        assert len(epochs) <= planned, epochs
 
 
 @pytest.mark.parametrize("pipeline,backend,kind,epochs,bar", [
