@@ -165,12 +165,16 @@ def _epochs_backed_up(work: Path) -> int:
     return done
 
 
+#: How `_kill_after_epoch` reports a kill that raised (not a command that failed).
+KILL_FAILED = "kill failed: "
+
+
 def _kill_after_epoch(log: Path, leader: str, work: Path, kill, run) -> list:
     """Calls `kill` until it reports what it killed, once epoch KILL_AFTER_EPOCH is done: the
     step's log shows `leader`'s, or the replicas' backup in `work` holds it (whichever is seen
     first). Returns what it reported (empty if nothing was killed); a kill that failed other
     than as a command (`CalledProcessError`: the replica not there yet, tried again) is
-    reported as `kill failed: ...`, so that the test's assertion names it."""
+    reported after `KILL_FAILED`, so that the test's assertion names it."""
     done = []
 
     def epoch_done() -> bool:
@@ -187,7 +191,7 @@ def _kill_after_epoch(log: Path, leader: str, work: Path, kill, run) -> list:
                 except subprocess.CalledProcessError:
                     what = ""
                 except Exception as error:  # noqa: BLE001 (the watcher's thread would die silently)
-                    what = f"kill failed: {error!r}"
+                    what = f"{KILL_FAILED}{error!r}"
                 if what:
                     done.append(what)
             time.sleep(0.05)
@@ -220,7 +224,7 @@ def test_a_killed_replica_is_replaced_by_the_real_controllers_and_the_job_resume
                                work_pvc / f"{backend}-{strategy.replace('_', '-')}",
                                lambda: kill(bed_namespace), run)
     output, _ = run.communicate(timeout=1200)
-    assert killed and not killed[0].startswith("kill failed: "), (killed, output[-3000:])
+    assert killed and not killed[0].startswith(KILL_FAILED), (killed, output[-3000:])
     assert run.returncode == 0, output[-4000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["blessed"] is True

@@ -28,6 +28,8 @@ pytestmark = pytest.mark.slow
 [PROGRESS_BLOCK] = blocks_run_by(__file__)
 #: The fault run: long enough that the kill lands mid-training.
 EPOCHS, KILL_AFTER_EPOCH = 20, 2
+#: The epochs of a run that is only to train to the bar (`_run`'s default).
+RUN_EPOCHS = 3
 CLAIM = "team-work"
 #: The replicas the training step gives each TensorFlow strategy by default.
 REPLICAS = {"multi_worker_mirrored": {"worker": 2},
@@ -41,7 +43,7 @@ def work_pvc(bed_namespace, host_mount):
         yield claim
 
 
-def _run(ns, out: Path, backend: str, strategy: str, *extra: str, epochs: int = 3,
+def _run(ns, out: Path, backend: str, strategy: str, *extra: str, epochs: int = RUN_EPOCHS,
          popen: bool = False, pipeline: str = "mnist"):
     argv = [sys.executable, "-m", "kfdist", "run", pipeline, "--backend", backend, "--strategy",
             strategy, "--namespace", ns.name, "--pvc-name", CLAIM, "--work-uri",
@@ -81,8 +83,8 @@ def _conditions(job) -> list:
             if c["status"] == "True"]
 
 
-#: Epochs a strategy trains to be sure of the 0.90 bar (3 for the others): parameter_server's
-#: asynchronous updates once reached 0.8997 (323 of 359) after 3.
+#: Epochs a strategy trains to be sure of the 0.90 bar (`RUN_EPOCHS` for the others):
+#: parameter_server's asynchronous updates once reached 0.8997 (323 of 359) after 3.
 EPOCHS_TO_THE_BAR = {"parameter_server": 5}
 
 
@@ -98,7 +100,7 @@ EPOCHS_TO_THE_BAR = {"parameter_server": 5}
 ])
 def test_mnist_trains_on_the_real_operator(backend, strategy, kind, done, extra, bed_namespace,
                                            work_pvc, kfdist_images, tmp_path):
-    planned = EPOCHS_TO_THE_BAR.get(strategy, 3)
+    planned = EPOCHS_TO_THE_BAR.get(strategy, RUN_EPOCHS)
     summary = _run(bed_namespace, tmp_path / "run", backend, strategy, *extra, epochs=planned)
     assert summary["blessed"] is True and summary["eval"]["accuracy"] >= 0.90
     [job] = bed_namespace.get(kind)

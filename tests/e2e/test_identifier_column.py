@@ -10,7 +10,7 @@ lets the model memorise the train rows, and every eval row falls into its
 it. Left out, the held-out accuracy is that of the table without the id
 (within `TOLERANCE`), and the shard log, the dataset's metadata and the
 evaluation report say the column was left out. These two runs train in one
-process (`mirrored`): what leaving the id out does does not depend on the
+process (`mirrored`): the effect of leaving the id out does not depend on the
 strategy. The run that keeps the id trains with the default strategy, whose
 held-out loss turns up as the rows are memorised.
 """
