@@ -11,9 +11,12 @@ import pytest
 from kfdist.components.common import legacy_keras  # noqa: F401  (tf-keras for every test)
 
 #: Fixtures of the test doubles (the GCS emulator, the KFP server, a model), of a real S3 server
-#: (MinIO), of the cluster test bed and of the Kubeflow Pipelines runs its tests share.
+#: (MinIO), of the cluster test bed and of the Kubeflow Pipelines runs its tests share; the plugin
+#: that names a failed test the moment it fails (`failures_at_once`), and pytest's own for running
+#: pytest inside a test (pytester).
 pytest_plugins = ("fakes.gcs_emulator", "fakes.s3_server", "fakes.kfp_server", "cluster.fixture",
-                  "fakes.model_fixture", "containers.kfp_bed_runs")
+                  "fakes.model_fixture", "containers.kfp_bed_runs", "failures_at_once",
+                  "pytester")
 
 #: The tests that need a cluster test bed or kfdist's images, grouped by the session fixture they
 #: share (the first here that a test uses names its group): pytest-xdist's `--dist loadgroup` runs
