@@ -24,12 +24,6 @@ from kfdist.components.train_distributed.local.ports import PortReservation
 
 RECORD = "processes.json"
 STOP_GRACE_S = 10.0
-#: The niceness of the bed's own processes (control plane, kubelet, containerd, operators, KFP's
-#: backend), ahead of the pods and tests: a cluster gives them machines or reserved CPU of their
-#: own. Here, beside a dozen TensorFlow processes on two cores, an API server that waited its turn
-#: timed out TLS handshakes, and controllers lost their leases and restarted. Each process is a
-#: session, which autogroup scheduling weighs by the group's niceness (`/proc/PID/autogroup`).
-SERVICE_NICENESS = -5
 
 
 class StartFailed(RuntimeError):
@@ -119,7 +113,6 @@ class Processes:
                                        env=dict(env) if env is not None else None,
                                        cwd=str(cwd) if cwd else None)
         self.started[name] = process
-        _ahead_of_the_pods(process.pid)
         record = _read_record(self.root)
         record.append({"name": name, "pid": process.pid, "start_time": start_time(process.pid),
                        "second_sigterm_after_s": second_sigterm_after_s,
@@ -143,14 +136,6 @@ class Processes:
             time.sleep(0.1)
         raise StartFailed(f"{name} was not ready within {seconds:.0f} s:\n"
                           f"{log_tail(self.logs / f'{name}.log')}")
-
-
-def _ahead_of_the_pods(pid: int) -> None:
-    """Gives `pid`'s session `SERVICE_NICENESS` (not without autogroup or the right to)."""
-    try:
-        Path(f"/proc/{pid}/autogroup").write_text(str(SERVICE_NICENESS))
-    except OSError:
-        pass
 
 
 def _read_record(root: Path) -> List[dict]:

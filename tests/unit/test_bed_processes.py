@@ -75,18 +75,3 @@ def test_a_shared_bed_is_an_orphan_only_once_every_owner_has_ended(tmp_path, mon
     assert owners.orphans() == []  # this process still uses it
     assert owners.leave(tmp_path / "shared") == 0
     assert owners.orphans() == [(tmp_path / "shared").resolve()]
-
-
-def test_the_beds_processes_are_scheduled_ahead_of_the_pods_and_the_tests(tmp_path):
-    procs = processes.Processes(tmp_path)
-    service = procs.start("kube-apiserver", [sys.executable, "-c", "import time; time.sleep(60)"])
-    pod = _sleeper()  # a session of its own, as a container's is
-    try:
-        group = open(f"/proc/{service.pid}/autogroup").read().split()
-        assert group[-2:] == ["nice", str(processes.SERVICE_NICENESS)], group
-        assert open(f"/proc/{pod.pid}/autogroup").read().split()[-2:] == ["nice", "0"]
-        assert processes.SERVICE_NICENESS < 0
-    finally:
-        pod.kill()
-        pod.wait()
-        processes.stop_all(tmp_path)
