@@ -23,7 +23,9 @@ STORAGE_CLASS = "local-path"
 #: `fsGroup` the volume (group ownership, group write, setgid directories) when it mounts it, as
 #: a cluster's block and file volumes do; the provisioner's default `hostPath` never does.
 VOLUME_TYPE = "local"
-PROVISIONER_NAMESPACE = "local-path-storage"
+#: Where the provisioner runs: kube-system, with CoreDNS, as a cluster's own add-ons do (k3s runs
+#: the same provisioner there), not its upstream manifest's namespace of its own.
+PROVISIONER_NAMESPACE = "kube-system"
 
 COREFILE = """.:53 {
     errors
@@ -108,8 +110,8 @@ rm -rf "$VOL_DIR"
 
 def provisioner_objects(provisioner_image: str, helper_image: str, volumes: Path) -> List[Dict]:
     """local-path-provisioner as its upstream deploy manifest (local-path-storage.yaml) installs
-    it: namespace, ServiceAccount, RBAC, its configuration, a Deployment, and the default
-    StorageClass; a claim's directory is `volumes/<namespace>/<claim>`."""
+    it, in `PROVISIONER_NAMESPACE`: ServiceAccount, RBAC, its configuration, a Deployment, and
+    the default StorageClass; a claim's directory is `volumes/<namespace>/<claim>`."""
     namespace, account = PROVISIONER_NAMESPACE, "local-path-provisioner-service-account"
     labels = {"app": "local-path-provisioner"}
     config = {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
@@ -130,7 +132,6 @@ def provisioner_objects(provisioner_image: str, helper_image: str, volumes: Path
         {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"],
          "verbs": ["get", "list", "watch"]}]
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": {"name": account, "namespace": namespace}},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
