@@ -11,33 +11,27 @@ from __future__ import annotations
 
 import pytest
 
-#: The main process's terminal reporter, kept by `pytest_configure` (none in a worker, whose
-#: output nobody sees, nor in a verbose run).
-_reporters: list = []
+
+class _Namer:
+    """Writes each failed test's id and seconds through the main process's terminal reporter."""
+
+    def __init__(self, reporter):
+        self.reporter = reporter
+
+    @pytest.hookimpl(trylast=True)  # after the reporter's own `F` or `E`
+    def pytest_runtest_logreport(self, report):
+        if not report.failed:
+            return
+        if not self.reporter.currentfspath:  # xdist's progress line, which `write_line` leaves
+            self.reporter.write("\n")
+        kind = "FAILED" if report.when == "call" else f"ERROR at {report.when}"
+        self.reporter.write_line(f"{kind} {report.nodeid} ({report.duration:.0f} s)")
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
 def pytest_configure(config):
-    """Keeps the terminal reporter of a quiet run's main process."""
+    """Registers a `_Namer` in a quiet run's main process (not in a worker, whose output nobody
+    sees, nor in a verbose run)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not hasattr(config, "workerinput") and config.option.verbose <= 0:
-        _reporters.append(reporter)
-
-
-def pytest_unconfigure(config):
-    """Forgets the reporter of a run that ends (a pytest run inside a test has its own)."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter in _reporters:
-        _reporters.remove(reporter)
-
-
-@pytest.hookimpl(trylast=True)  # after the reporter's own `F` or `E`
-def pytest_runtest_logreport(report):
-    """Writes a failed test's id and seconds on a line of its own."""
-    if not (report.failed and _reporters):
-        return
-    reporter = _reporters[-1]
-    if not reporter.currentfspath:  # xdist's progress line, which `write_line` does not end
-        reporter.write("\n")
-    kind = "FAILED" if report.when == "call" else f"ERROR at {report.when}"
-    reporter.write_line(f"{kind} {report.nodeid} ({report.duration:.0f} s)")
+        config.pluginmanager.register(_Namer(reporter))
