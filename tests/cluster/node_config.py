@@ -209,7 +209,9 @@ def kubelet_config(layout: NodeLayout, pki: Path) -> Dict:
         # its canaries) would only outlive the bed.
         "makeIPTablesUtilChains": False,
         "registerNode": True, "maxPods": 110,
-        "syncFrequency": "10s", "fileCheckFrequency": "10s", "nodeStatusReportFrequency": "10s",
+        # syncFrequency (1 minute), nodeStatusReportFrequency (5 minutes, or at once on a change)
+        # stay at their defaults: at 10 s each, the idle bed's services (the kubelet, the API
+        # server, etcd) took 15 % more CPU, and no test waits on either period.
         "shutdownGracePeriod": "0s",
         "logging": {"verbosity": 1}}
 
