@@ -210,8 +210,9 @@ def kubelet_config(layout: NodeLayout, pki: Path) -> Dict:
         "makeIPTablesUtilChains": False,
         "registerNode": True, "maxPods": 110,
         # syncFrequency (1 minute), nodeStatusReportFrequency (5 minutes, or at once on a change)
-        # stay at their defaults: at 10 s each, the idle bed's services (the kubelet, the API
-        # server, etcd) took 15 % more CPU, and no test waits on either period.
+        # and fileCheckFrequency (no static pods here) stay at their defaults: at 10 s each, the
+        # idle bed's services (the kubelet, the API server, etcd) took about 15 % more CPU, and
+        # no test waits on any of them.
         "shutdownGracePeriod": "0s",
         "logging": {"verbosity": 1}}
 
