@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from typing import Tuple
 
@@ -52,15 +53,40 @@ def step_images(pipeline) -> Tuple[str, ...]:
 
 
 @contextlib.contextmanager
+def steps_temp_dir():
+    """Gives the steps started in this block a TMPDIR of their own, removed after the block with
+    whatever they left there: kfp.local's lightweight steps each write their code to a `mktemp
+    -d` directory and never remove it, and a stopped step leaves its scratch. The port locks of
+    local jobs stay machine-wide (`ports.LOCK_DIR_ENV`)."""
+    from kfdist.components.train_distributed.local import ports
+
+    folder = tempfile.mkdtemp(prefix="kfdist-steps-")
+    changed = {ports.LOCK_DIR_ENV: ports.port_lock_dir(), "TMPDIR": folder}
+    saved = {name: os.environ.get(name) for name in changed}
+    os.environ.update(changed)
+    try:
+        yield folder
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def step_runner(opts, output_dir: str, source_uri: str, export_base: str, pipeline):
-    """The kfp.local runner of `opts.runner` (`opts`: `local_run.RunOptions`); a docker one
-    sees the run's directories and has the images of `pipeline`'s steps."""
+    """The kfp.local runner of `opts.runner` (`opts`: `local_run.RunOptions`): a subprocess one
+    gives the steps a temporary directory of the run's own (`steps_temp_dir`); a docker one sees
+    the run's directories and has the images of `pipeline`'s steps."""
     from kfp import local
 
     from kfdist.components.common import storage
 
     if opts.runner != "docker":
-        yield local.SubprocessRunner(use_venv=False)
+        with steps_temp_dir():
+            yield local.SubprocessRunner(use_venv=False)
         return
     from kfdist import docker_run
 

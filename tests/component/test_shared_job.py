@@ -42,7 +42,7 @@ def test_two_replicas_train_from_and_upload_to_gs(gcs_emulator, digits_dataset, 
     cluster = tf_config.worker_cluster([f"localhost:{p}" for p in free_ports(2)])
     procs = []
     for _task, cfg in tf_config.tf_configs(cluster):
-        env = local_backend.replica_env(cfg)
+        env = local_backend.replica_env(cfg, str(tmp_path))
         env["STORAGE_EMULATOR_HOST"] = gcs_emulator.endpoint
         procs.append(subprocess.Popen([sys.executable, *replica_command(layout.work_uri)[1:]],
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

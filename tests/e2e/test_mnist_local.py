@@ -42,15 +42,29 @@ def test_the_readme_main_command_is_the_one_run_here():
 
 
 @pytest.fixture(scope="module")
-def mnist_run(tmp_path_factory):
+def temp_dir(tmp_path_factory):
+    """The run's TMPDIR."""
+    return tmp_path_factory.mktemp("tmp")
+
+
+@pytest.fixture(scope="module")
+def mnist_run(tmp_path_factory, temp_dir):
     out = str(tmp_path_factory.mktemp("run"))
     args = _readme_main_command()
     args[args.index("--output") + 1] = out
-    proc = subprocess.run([sys.executable, "-m", "kfdist", *args],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([sys.executable, "-m", "kfdist", *args], env=dict(
+        os.environ, TMPDIR=str(temp_dir)), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     with open(os.path.join(out, "summary.json")) as f:
         return out, json.load(f), proc.stdout + proc.stderr
+
+
+def test_the_run_leaves_nothing_in_the_temporary_directory(mnist_run, temp_dir):
+    """Not the steps' code (kfp.local writes each to a directory of its own there) nor the
+    replicas' AutoGraph modules; only the machine-wide port lock directory, empty."""
+    left = {p.name: sorted(c.name for c in p.iterdir()) if p.is_dir() else None
+            for p in temp_dir.iterdir()}
+    assert left in ({}, {"kfdist-ports": []}), left
 
 
 def test_summary_reports_distributed_training_and_accuracy(mnist_run):

@@ -1,7 +1,9 @@
-"""Stopping `kfdist train` / `kfdist run` (SIGTERM, Ctrl-C, a killed launcher) leaves no process.
+"""Stopping `kfdist train` / `kfdist run` (SIGTERM, Ctrl-C, a killed launcher) leaves no process,
+and a stop the command sees (SIGTERM, Ctrl-C) no temporary file either.
 
 Every process a test starts carries an environment marker, so the descendants
-still alive afterwards (re-parented to init or not) are found by it.
+still alive afterwards (re-parented to init or not) are found by it; its TMPDIR is a directory
+of its own.
 """
 
 from __future__ import annotations
@@ -56,7 +58,9 @@ class _Command:
     def __init__(self, args, tmp_path):
         self.marker = uuid.uuid4().hex
         self.log_path = tmp_path / "output.log"
-        env = dict(os.environ, **{MARKER: self.marker})
+        self.temp_dir = tmp_path / "tmp"
+        self.temp_dir.mkdir()
+        env = dict(os.environ, **{MARKER: self.marker}, TMPDIR=str(self.temp_dir))
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kfdist", *args], stdout=self._log, stderr=subprocess.STDOUT,
@@ -126,6 +130,10 @@ def _assert_stopped(cmd: _Command, code: int, sig: int) -> None:
     last = text.strip().splitlines()[-1]
     assert last.startswith("kfdist: stopped by " + signal.Signals(sig).name), text
     assert cmd.left_over() == [], f"processes left after {signal.Signals(sig).name}:\n{text}"
+    # (Bar the machine-wide directory of local jobs' port locks, empty once no job holds one.)
+    left = sorted(p.name for p in cmd.temp_dir.iterdir()
+                  if p.name != "kfdist-ports" or any(p.iterdir()))
+    assert left == [], f"temporary files left after {signal.Signals(sig).name}: {left[:20]}"
 
 
 #: (moment, signal) pairs: each moment once and each signal once per command (the two signals

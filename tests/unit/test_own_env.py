@@ -48,4 +48,4 @@ def test_importing_kfdist_and_its_program_helpers_changes_no_variable():
 
 def test_kfdists_own_replicas_choose_tf_keras_whatever_the_user_exported(monkeypatch):
     monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")
-    assert local_backend.replica_env(None)["TF_USE_LEGACY_KERAS"] == "1"
+    assert local_backend.replica_env(None, "/jobs/tmp")["TF_USE_LEGACY_KERAS"] == "1"

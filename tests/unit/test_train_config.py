@@ -69,12 +69,12 @@ def test_unknown_replica_type_and_foreign_task_are_rejected():
 def test_replica_env(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", '{"stale": true}')
     monkeypatch.syspath_prepend("/some/user/dir")
-    single = local_backend.replica_env(None)
-    assert "TF_CONFIG" not in single
+    single = local_backend.replica_env(None, "/jobs/tmp")
+    assert "TF_CONFIG" not in single and single["TMPDIR"] == "/jobs/tmp"
     assert single["TF_USE_LEGACY_KERAS"] == "1"
     assert "/some/user/dir" in single["PYTHONPATH"].split(os.pathsep)
     value = tf_config.tf_config_for(_workers(2), Task("worker", 1))
-    assert json.loads(local_backend.replica_env(value)["TF_CONFIG"]) == value
+    assert json.loads(local_backend.replica_env(value, "/jobs/tmp")["TF_CONFIG"]) == value
 
 
 def test_free_ports_are_distinct():

@@ -11,13 +11,18 @@ Every output line of a replica goes to `log` as it arrives, prefixed with
 `TrainingFailedError` names the replica, its exit code and its last lines.
 Whatever happens (failure, an exception in `log`, SIGTERM, Ctrl-C), no
 replica outlives `run_job`; the kernel also ends a replica whose launcher is
-killed (see `supervisor`).
+killed (see `supervisor`). Nor do their temporary files: the replicas' TMPDIR
+is a directory of the job's own, removed after it (TensorFlow's AutoGraph
+leaves the modules it generates in the temporary directory of a replica that
+is stopped).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from kfdist.components.common import own_env
@@ -36,15 +41,15 @@ def replica_pythonpath() -> str:
     return os.pathsep.join(dict.fromkeys(entries))
 
 
-def replica_env(tf_config_value: Optional[dict]) -> Dict[str, str]:
-    """The environment of one replica process."""
+def replica_env(tf_config_value: Optional[dict], temp_dir: str) -> Dict[str, str]:
+    """The environment of one replica process, its temporary files in `temp_dir`."""
     env = dict(os.environ)
     env.pop(tf_config.TF_CONFIG_ENV, None)
     if tf_config_value is not None:
         env[tf_config.TF_CONFIG_ENV] = tf_config.to_env_value(tf_config_value)
     own_env.use_own_env(env)  # kfdist's own replica; its models need tf-keras whatever was set
     env.update({own_env.LEGACY_KERAS_ENV: own_env.OWN_ENV[own_env.LEGACY_KERAS_ENV],
-                "PYTHONUNBUFFERED": "1",
+                "PYTHONUNBUFFERED": "1", "TMPDIR": temp_dir,
                 "PYTHONPATH": replica_pythonpath(), work_files.LAUNCHER_PID_ENV: str(os.getpid())})
     return env
 
@@ -83,21 +88,24 @@ def run_job(job: config.JobConfig, config_path: str, log: Callable[[str], None])
     spec, strategy = job.job, job.training.strategy
     argv = [sys.executable, "-u", "-m", REPLICA_MODULE, "--config", config_path]
     reservation = None
-    if strategy == strategy_rules.HOROVOD:
-        from kfdist.components.train_distributed.local import local_mpi
-
-        launcher_argv, launcher_env = local_mpi.launcher(spec, argv, job.work_dir,
-                                                         replica_env(None))
-        replicas = [(tf_config.Task(LAUNCHER, 0), launcher_argv, launcher_env)]
-    else:
-        reservation = PortReservation(sum(spec.replica_counts(strategy).values()))
-        cluster = local_cluster(spec, strategy, reservation.ports)
-        replicas = [(task, argv, replica_env(value)) for task, value in tf_config.tf_configs(cluster)]
+    temp_dir = tempfile.mkdtemp(prefix="kfdist-replicas-")
     try:
+        if strategy == strategy_rules.HOROVOD:
+            from kfdist.components.train_distributed.local import local_mpi
+
+            launcher_argv, launcher_env = local_mpi.launcher(spec, argv, job.work_dir,
+                                                             replica_env(None, temp_dir))
+            replicas = [(tf_config.Task(LAUNCHER, 0), launcher_argv, launcher_env)]
+        else:
+            reservation = PortReservation(sum(spec.replica_counts(strategy).values()))
+            cluster = local_cluster(spec, strategy, reservation.ports)
+            replicas = [(task, argv, replica_env(value, temp_dir))
+                        for task, value in tf_config.tf_configs(cluster)]
         return run_processes(replicas, spec, strategy, log)
     finally:
         if reservation is not None:
             reservation.release()
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def run_processes(replicas: Sequence[Tuple[tf_config.Task, Sequence[str], Dict[str, str]]],

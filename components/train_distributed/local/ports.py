@@ -23,9 +23,14 @@ def free_ports(count: int) -> List[int]:
             s.close()
 
 
+#: Names the port lock directory for a process whose TMPDIR is not the machine's (`kfdist run`'s
+#: steps have a TMPDIR of the run's own).
+LOCK_DIR_ENV = "KFDIST_PORT_LOCK_DIR"
+
+
 def port_lock_dir() -> str:
     """Machine-wide directory of the port locks local jobs hold while they run."""
-    return os.path.join(tempfile.gettempdir(), "kfdist-ports")
+    return os.environ.get(LOCK_DIR_ENV) or os.path.join(tempfile.gettempdir(), "kfdist-ports")
 
 
 class PortReservation:
