@@ -1,5 +1,5 @@
-"""The training step's remaining cluster claims on the real control plane: one replica, `auto`,
-the `program` pipeline's step, a missing image, and replicas killed mid-training (a TrainJob node,
+"""The training step's remaining cluster claims on the real control plane: one replica, the
+`program` pipeline's step, a missing image, and replicas killed mid-training (a TrainJob node,
 a Horovod worker). (A retried step re-attaching to its TFJob, and the task's own settings reaching
 the replicas: test_kfp_own_pipeline.py, from Kubeflow Pipelines' own driver and Argo's retry.)
 
@@ -44,31 +44,17 @@ def _step_options(ns, run_id: str, **overrides) -> dict:
                    timeout_seconds=600), **overrides}
 
 
-@pytest.mark.parametrize("backend,strategy,kind,replicas", [
-    ("tfjob", "mirrored", "tfjob", 1),
-    ("auto", "multi_worker_mirrored", "trainjob", 2),
-])
-def test_mnist_trains_on_one_replica_and_where_auto_points(backend, strategy, kind, replicas,
-                                                           bed_namespace, work_pvc, kfdist_images,
-                                                           tmp_path):
-    """`mirrored` is one TFJob replica; `auto` picks the TrainJob where Trainer and kfdist's
-    runtime are installed (the bed installs both) and the pipeline runner may read them."""
-    summary = _run(bed_namespace, tmp_path / "run", backend, strategy)
+def test_mnist_trains_on_one_replica(bed_namespace, work_pvc, kfdist_images, tmp_path):
+    """`mirrored` is one TFJob replica. (Where `auto` points: test_run_on_the_bed.py's TrainJob
+    under multi_worker_mirrored.)"""
+    summary = _run(bed_namespace, tmp_path / "run", "tfjob", "mirrored")
     assert summary["blessed"] is True and summary["eval"]["accuracy"] >= 0.90
-    [job] = bed_namespace.get(kind)
-    for other in {"tfjob", "trainjob", "mpijob"} - {kind}:
-        assert bed_namespace.get(other) == []
+    [job] = bed_namespace.get("tfjob")
+    assert bed_namespace.get("trainjob") == [] and bed_namespace.get("mpijob") == []
     pods = bed_namespace.get("pod")
-    assert len(pods) == replicas, [p["metadata"]["name"] for p in pods]
-    if kind == "tfjob":
-        assert list(job["spec"]["tfReplicaSpecs"]) == ["Worker"]
-        assert ("Succeeded", "TFJobSucceeded") in _conditions(job)
-    else:
-        assert job["spec"]["runtimeRef"]["name"] == "kfdist-tensorflow"
-        assert ("Complete", "AllJobsCompleted") in _conditions(job)
-        step_log = (tmp_path / "run" / "logs" / "train.log").read_text()
-        assert ("backend auto: trainjob (Kubeflow Trainer and kfdist's runtime kfdist-tensorflow "
-                "are installed)") in step_log, step_log[:3000]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    assert list(job["spec"]["tfReplicaSpecs"]) == ["Worker"]
+    assert ("Succeeded", "TFJobSucceeded") in _conditions(job)
 
 
 @pytest.mark.parametrize("backend, done", [("tfjob", ("Succeeded", "TFJobSucceeded")),

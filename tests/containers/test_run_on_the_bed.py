@@ -94,7 +94,9 @@ EPOCHS_TO_THE_BAR = {"parameter_server": 5}
     ("tfjob", "parameter_server", "tfjob", ("Succeeded", "TFJobSucceeded"), ("--evaluator",)),
     # An MPIJob's Horovod run: test_a_killed_replica_is_replaced_by_the_real_controllers_and_the_
     # job_resumes[mpijob-...] trains it to a blessed model (and through a killed rank).
-    ("trainjob", "multi_worker_mirrored", "trainjob", ("Complete", "AllJobsCompleted"), ()),
+    # `auto`: the TrainJob, where Trainer and kfdist's runtime are installed (the bed installs
+    # both) and the pipeline runner may read them.
+    ("auto", "multi_worker_mirrored", "trainjob", ("Complete", "AllJobsCompleted"), ()),
     ("trainjob", "parameter_server", "trainjob", ("Complete", "AllJobsCompleted"), ()),
     ("trainjob", "horovod", "trainjob", ("Complete", "AllJobsCompleted"), ()),
 ])
@@ -105,9 +107,14 @@ def test_mnist_trains_on_the_real_operator(backend, strategy, kind, done, extra,
     assert summary["blessed"] is True and summary["eval"]["accuracy"] >= 0.90
     [job] = bed_namespace.get(kind)
     assert done in _conditions(job)  # written by the operator's own controller
+    for other in {"tfjob", "trainjob", "mpijob"} - {kind}:
+        assert bed_namespace.get(other) == []
     pods = bed_namespace.get("pod")
     assert pods and all(p["spec"]["nodeName"] for p in pods)
     step_log = (tmp_path / "run" / "logs" / "train.log").read_text()
+    if backend == "auto":
+        assert ("backend auto: trainjob (Kubeflow Trainer and kfdist's runtime kfdist-tensorflow "
+                "are installed)") in step_log, step_log[:3000]
     if strategy == "multi_worker_mirrored":
         # Only the leader's own log is streamed into the step's (a TrainJob's pods are nodes).
         replica = "node" if kind == "trainjob" else "worker"
