@@ -18,6 +18,7 @@ import yaml
 
 from kfdist import DEFAULT_REGISTRY, __version__
 from kfdist.components.common.errors import InvalidInputError, require
+from kfdist.environ_block import variables_set
 from kfdist.yaml_text import to_yaml_all
 
 #: Every image containers/build.sh builds (a folder under containers/ each).
@@ -67,18 +68,8 @@ def image(name: str, registry: Optional[str] = None, tag: Optional[str] = None) 
 @contextlib.contextmanager
 def images_from(registry: Optional[str], tag: Optional[str]) -> Iterator[None]:
     """Within the block, `image()` defaults to `registry` and `tag` (None: unchanged)."""
-    saved = {name: os.environ.get(name) for name in (REGISTRY_ENV, TAG_ENV)}
-    try:
-        for name, value in ((REGISTRY_ENV, registry), (TAG_ENV, tag)):
-            if value is not None:
-                os.environ[name] = value
+    with variables_set({REGISTRY_ENV: registry, TAG_ENV: tag}):
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def kfdist_image_name(reference: str) -> Optional[str]:

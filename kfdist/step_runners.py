@@ -12,6 +12,8 @@ import shutil
 import tempfile
 from typing import Tuple
 
+from kfdist.environ_block import variables_set
+
 PIPELINE_ROOT_DIR = "pipeline_root"
 #: How the steps run: as processes of this Python, or in their image (kfp.local's runners).
 RUNNERS = ("subprocess", "docker")
@@ -61,17 +63,10 @@ def steps_temp_dir():
     from kfdist.components.train_distributed.local import ports
 
     folder = tempfile.mkdtemp(prefix="kfdist-steps-")
-    changed = {ports.LOCK_DIR_ENV: ports.port_lock_dir(), "TMPDIR": folder}
-    saved = {name: os.environ.get(name) for name in changed}
-    os.environ.update(changed)
     try:
-        yield folder
+        with variables_set({ports.LOCK_DIR_ENV: ports.port_lock_dir(), "TMPDIR": folder}):
+            yield folder
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         shutil.rmtree(folder, ignore_errors=True)
 
 
