@@ -89,9 +89,9 @@ def _add_run(sub) -> None:
 def _add_task_flag(p) -> None:
     """`--task`, the tabular pipeline's parameter: its default and meaning as it defines them."""
     from kfdist.components.common.dataset_spec import TASKS
-    from kfdist.pipelines.tabular import DEFINITION
+    from kfdist.pipelines.shipped import TABULAR
 
-    default, meaning = next(param[2:] for param in DEFINITION.source_params if param[0] == "task")
+    default, meaning = next(param[2:] for param in TABULAR.source_params if param[0] == "task")
     p.add_argument("--task", default=default, choices=TASKS,
                    help=f"{meaning.rstrip('.')} (tabular; default: %(default)s)")
 
@@ -119,8 +119,8 @@ def _add_shard_flags(p) -> None:
 
 def _add_pipeline_flag(p, name: str) -> None:
     """Adds the flag of the pipeline parameter `name`, its type, default and meaning as every
-    pipeline defines them (`pipeline_factory.common_params`)."""
-    from kfdist.pipelines.pipeline_factory import common_params
+    pipeline defines them (`definition.common_params`)."""
+    from kfdist.pipelines.definition import common_params
 
     kind, default, meaning = next(param[1:] for param in common_params("") if param[0] == name)
     if kind is bool:  # a switch

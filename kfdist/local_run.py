@@ -128,7 +128,7 @@ class RunOptions:
     @property
     def runs_a_program(self) -> bool:
         """Whether the pipeline trains with the user's program (`train_program`)."""
-        from kfdist.pipelines.pipeline_factory import PROGRAM
+        from kfdist.pipelines.definition import PROGRAM
 
         return self.definition.trainer == PROGRAM
 
@@ -168,7 +168,7 @@ class RunOptions:
 def pipeline_training_params() -> Tuple[str, ...]:
     """The training-step parameters every pipeline exposes, in its order (the object store's
     Secret, a parameter of every step, last)."""
-    from kfdist.pipelines.pipeline_factory import OBJECT_STORE_SECRET, TRAIN_PARAMS
+    from kfdist.pipelines.definition import OBJECT_STORE_SECRET, TRAIN_PARAMS
 
     return tuple(p.name for p in TRAIN_PARAMS) + (OBJECT_STORE_SECRET,)
 

@@ -65,7 +65,7 @@ def threshold_warnings(opts: RunOptions, task: Optional[str]) -> List[str]:
     """A threshold set that the run's label does not use: `--accuracy-threshold` for a
     regression, `--rmse-threshold` for classes (`task` None: the label was not read here)."""
     from kfdist.components.common.dataset_spec import CLASSIFICATION, REGRESSION
-    from kfdist.pipelines.pipeline_factory import common_params
+    from kfdist.pipelines.definition import common_params
 
     default = {name: value for name, _, value, _ in common_params("")}
     if task == REGRESSION and opts.accuracy_threshold != default["accuracy_threshold"]:
@@ -134,11 +134,9 @@ def _check_cluster_place(opts: RunOptions) -> None:
 
 def _shard_default(name: str) -> Any:
     """A parameter's default in the shard step (the `program` pipeline passes no seed)."""
-    import inspect
+    from kfdist.step_defaults import step_defaults
 
-    from kfdist.components.shard_dataset.component import shard_dataset
-
-    return inspect.signature(shard_dataset.python_func).parameters[name].default
+    return step_defaults("kfdist.components.shard_dataset.component", "shard_dataset")[name]
 
 
 def _check_shard_settings(opts: RunOptions, shard: Dict[str, Any]) -> Optional[str]:

@@ -8,7 +8,6 @@ keep the two apart and check a program before the pipeline starts.
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 import shutil
 import sys
@@ -25,9 +24,9 @@ PROGRAM_ONLY_SETTINGS = ("command", "framework", "procs_per_worker", "mpi", "sta
 def program_default(name: str) -> Any:
     """The default of the `train_program` step's parameter `name`: its signature is the one
     definition the program pipeline, `kfdist run program` and `kfdist launch` share."""
-    from kfdist.components.launch_program.component import train_program
+    from kfdist.step_defaults import step_defaults
 
-    return inspect.signature(train_program.python_func).parameters[name].default
+    return step_defaults("kfdist.components.launch_program.component", "train_program")[name]
 
 
 def add_program_flags(parser: argparse.ArgumentParser) -> None:
@@ -89,7 +88,8 @@ def program_training(definition, training: Mapping[str, Any]) -> Dict[str, Any]:
       InvalidInputError: On a training flag the step does not take, or no command.
     """
     from kfdist.components.train_distributed.job.step_params import PARAMS_BY_NAME
-    from kfdist.pipelines.pipeline_factory import OBJECT_STORE_SECRET, train_params
+    from kfdist.pipelines.definition import OBJECT_STORE_SECRET
+    from kfdist.pipelines.pipeline_factory import train_params
 
     params = {p.name: p for p in train_params(definition)}
     params[OBJECT_STORE_SECRET] = PARAMS_BY_NAME[OBJECT_STORE_SECRET]  # every pipeline's

@@ -4,13 +4,15 @@ import os
 from typing import Callable, Dict
 
 from kfdist.components.common.errors import InvalidInputError
+from kfdist.pipelines.definition import DISTRIBUTED
+from kfdist.pipelines.shipped import DEFINITIONS
 
 PIPELINES_DIR = os.path.dirname(os.path.abspath(__file__))
-#: The pipelines `kfdist run` runs (each has a bundled sample and kfdist's own models).
-PIPELINE_NAMES = ("mnist", "tabular", "images")
+#: The pipelines that train kfdist's own models (each has a bundled sample).
+PIPELINE_NAMES = tuple(name for name, d in DEFINITIONS.items() if d.trainer == DISTRIBUTED)
 #: Every shipped pipeline's short name (modules `pipelines/<name>.py`, compiled to YAML); `program`
 #: trains with the user's own program (`train_program`).
-SHIPPED_PIPELINES = PIPELINE_NAMES + ("program",)
+SHIPPED_PIPELINES = tuple(DEFINITIONS)
 
 
 def pipelines() -> Dict[str, Callable]:
@@ -27,22 +29,19 @@ def get_pipeline(name: str) -> Callable:
     Raises:
       InvalidInputError: If there is no such pipeline.
     """
-    available = pipelines()
-    if name not in available:
-        raise InvalidInputError(f"unknown pipeline {name!r}; available: {sorted(available)}")
-    return available[name]
+    get_definition(name)  # refuses an unknown name
+    return pipelines()[name]
 
 
 def get_definition(name: str):
-    """Returns the `PipelineDefinition` of pipeline `name`.
+    """Returns the `PipelineDefinition` of pipeline `name` (without building the pipeline).
 
     Raises:
       InvalidInputError: If there is no such pipeline.
     """
-    import importlib
-
-    get_pipeline(name)
-    return importlib.import_module(f"kfdist.pipelines.{name}").DEFINITION
+    if name not in DEFINITIONS:
+        raise InvalidInputError(f"unknown pipeline {name!r}; available: {sorted(DEFINITIONS)}")
+    return DEFINITIONS[name]
 
 
 def compiled_path(name: str, out_dir: str = PIPELINES_DIR) -> str:

@@ -15,7 +15,7 @@ from kfdist.components.evaluate_model.verdict import (
     ALLOW_CLASS_CHANGE, MIN_IMPROVEMENT, ServedModel, check_min_improvement, class_change, decide)
 from kfdist.flag_wording import command_wording
 from kfdist.local_run import RunOptions
-from kfdist.pipelines.pipeline_factory import common_params
+from kfdist.pipelines.definition import common_params
 
 SERVED = ServedModel(path="/srv/models/penguins/1700000000", version=1700000000, accuracy=0.94,
                      loss=0.2)
