@@ -1,5 +1,6 @@
 """The launcher under faults the real control plane cannot be made to produce on demand: a watch
-dropped and its history compacted (410 Gone), bursts of 5xx answers, a log stream cut midway.
+dropped and its history compacted (410 Gone), bursts of 5xx answers, a log stream cut midway,
+a pod's status reporting its container's exit late.
 
 Nothing in the client is patched: `kube_server` speaks the apiserver's protocol
 (watch streams, Status errors, 410 Gone, chunked logs) and a scripted operator
@@ -128,6 +129,18 @@ def test_log_stream_dropped_midway_resumes_without_duplicates(cluster):
     assert chief == ["[chief-0] epoch 1/2 loss=0.91", "[chief-0] epoch 2/2 loss=0.42",
                      "[chief-0] saved model"]
     assert len(cluster.server.requests.matching(resource="pods/log")) == 2
+
+
+def test_a_log_that_ends_before_the_pod_says_so_is_read_again_once_the_pod_changes(cluster):
+    """The chief's container has exited (its log has ended) but for 3 s its pod still says it
+    runs: the follower waits for the pod's next change, not re-reading the log in a loop."""
+    job = sample_tfjob()
+    cluster.operator.script(job.name, Scenario(status_lag_seconds=3.0))
+    cluster.launch(job)
+    chief = [line for line in cluster.lines if line.startswith("[chief-0] ") and "pod " not in line]
+    assert chief == ["[chief-0] epoch 1/2 loss=0.91", "[chief-0] epoch 2/2 loss=0.42",
+                     "[chief-0] saved model"]
+    assert len(cluster.server.requests.matching(resource="pods/log")) <= 2
 
 
 def test_owner_in_another_namespace_is_not_referenced():

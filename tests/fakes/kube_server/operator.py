@@ -44,6 +44,8 @@ class Scenario:
       failing_replica: The pod that fails, e.g. `worker-0` (default: the chief/launcher/node-0).
       on_running: Called once the job is Running (a TrainJob: its pods), e.g. to compact watch
         history.
+      status_lag_seconds: How long after the containers exit (their logs end) the pods' status
+        says so, as a busy kubelet reports it late.
     """
 
     outcome: str = SUCCEEDED
@@ -53,6 +55,7 @@ class Scenario:
     pod_failure: Optional[str] = None
     failing_replica: Optional[str] = None
     on_running: Optional[Callable[[], None]] = None
+    status_lag_seconds: float = 0.0
 
 
 class FakeOperator:
@@ -130,6 +133,9 @@ class _Script:
         if s.outcome == HANG:
             return
         if s.outcome == SUCCEEDED:
+            if s.status_lag_seconds:
+                self.store.close_log(pod_uid)
+                self.wait(s.status_lag_seconds)
             for pod in self.pods:
                 self.terminate(pod, "Completed", 0)
             self.wait(0.05)

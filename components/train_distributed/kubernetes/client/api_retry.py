@@ -72,6 +72,19 @@ class Backoff:
         Raises:
           TransientApiError: When failures have lasted longer than the budget.
         """
+        time.sleep(self.next_pause(error, deadline))
+
+    def next_pause(self, error: TransientApiError, deadline: Optional[float] = None) -> float:
+        """Counts the failure and returns how long to wait before the next attempt, without
+        waiting (for a caller that waits on something else meanwhile).
+
+        Args:
+          error: The failure just seen.
+          deadline: A `time.monotonic()` the pause must not pass.
+
+        Raises:
+          TransientApiError: When failures have lasted longer than the budget.
+        """
         now = time.monotonic()
         if self._first_failure is None:
             self._first_failure = now
@@ -90,7 +103,7 @@ class Backoff:
         if self._log is not None:
             self._log(f"Kubernetes API unavailable ({error}); "
                       f"retry {self._failures} in {pause:.1f} s")
-        time.sleep(pause)
+        return pause
 
 
 def call_with_retry(policy: RetryPolicy, fn: Callable[..., T], *args,

@@ -11,7 +11,7 @@ condition.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kfdist.components.train_distributed.kubernetes.build.job_kinds import (
     COMPLETION_INDEX_LABEL, JOB_ROLE_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL,
@@ -202,3 +202,27 @@ def warning_event_lines(events: Sequence[Mapping[str, Any]], limit: int = 3) -> 
         if len(lines) == limit:
             break
     return lines
+
+
+def older_version(pod: Mapping[str, Any], known: Optional[Mapping[str, Any]]) -> bool:
+    """Whether `pod` is an older version of `known` (same uid, lower resourceVersion).
+
+    resourceVersions are opaque by contract but are etcd revisions, integers
+    that only grow, on every real apiserver; anything else is never "older".
+    """
+    if known is None or known["metadata"].get("uid") != pod["metadata"].get("uid"):
+        return False
+    try:
+        return int(pod["metadata"]["resourceVersion"]) < int(known["metadata"]["resourceVersion"])
+    except (KeyError, ValueError):
+        return False
+
+
+def creation_order(pod: Mapping[str, Any]) -> Tuple[str, str]:
+    """A sort key of pods: oldest first (then by name)."""
+    return pod["metadata"].get("creationTimestamp") or "", pod["metadata"]["name"]
+
+
+def container_run(pod: Mapping[str, Any], container: str) -> Tuple[str, int]:
+    """One run of `container` in `pod`: (the pod's uid, the container's restart count)."""
+    return pod["metadata"].get("uid", ""), restart_count(pod, container)

@@ -11,7 +11,9 @@ Resuming without duplicates: lines emitted are counted per container run
 (pod uid, restart count). When a stream drops, it is reopened from the start of
 that container's log and the lines already emitted are skipped. This is exact
 as long as the kubelet has not rotated the log file in between; the cost is
-re-reading the log once per drop.
+re-reading the log once per drop. A stream that ends while the pod still says
+its container runs (the kubelet has not yet reported its exit, or a proxy cut
+it) is reopened on the pod's next change, or after the policy's longest pause.
 
 A per-replica value an error prints whole is folded into one line within each container run
 (`value_folding`), as the local supervisor folds it within each process.
@@ -19,6 +21,7 @@ A per-replica value an error prints whole is folded into one line within each co
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
@@ -66,6 +69,8 @@ class PodLogFollower:
         #: Replica (`worker-1`) -> {pod uid: restartCount}: every pod that played it.
         self._incarnations: Dict[str, Dict[str, int]] = {}
         self._stream_backoff = Backoff(retry)  # log streams that drop or fail in a row
+        #: Runs whose stream ended while they ran: (pod's resourceVersion then, reopen time).
+        self._reopen: Dict[_RunKey, Tuple[str, float]] = {}
         self._thread = threading.Thread(target=self._run, name="kfdist-pod-logs", daemon=True)
 
     def start(self) -> None:
@@ -129,7 +134,7 @@ class PodLogFollower:
             self._idle.set()
             try:
                 for event in self._api.watch_pods(self._namespace, self._selector,
-                                                  resource_version, WATCH_SECONDS):
+                                                  resource_version, self._watch_seconds()):
                     resource_version = event.resource_version or resource_version
                     self._observe(event.type, event.object)
                     if self._stop.is_set() or self._next_pod_to_stream() is not None:
@@ -141,6 +146,13 @@ class PodLogFollower:
                 backoff.pause_or_raise(error)
             finally:
                 self._idle.clear()
+
+    def _watch_seconds(self) -> int:
+        """How long the next watch lasts: until the first stream to reopen after its pause."""
+        if not self._reopen:
+            return WATCH_SECONDS
+        first = min(until for _, until in self._reopen.values())
+        return max(1, min(WATCH_SECONDS, math.ceil(first - time.monotonic())))
 
     def _relist(self) -> str:
         pods, resource_version = call_with_retry(self._retry, self._api.list_pods,
@@ -155,7 +167,7 @@ class PodLogFollower:
         if event_type == "DELETED":
             self._pods.pop(name, None)
             return
-        if _older(pod, self._pods.get(name)):
+        if js.older_version(pod, self._pods.get(name)):
             return  # replayed by a watch resumed from before a fresh read
         self._pods[name] = pod
         who = js.pod_display_name(pod)
@@ -197,16 +209,25 @@ class PodLogFollower:
         return all(labels.get(k) == v for k, v in self._log_pod_labels.items())
 
     def _next_pod_to_stream(self) -> Optional[dict]:
-        for pod in sorted(filter(self._is_log_pod, self._pods.values()), key=_creation_order):
+        for pod in sorted(filter(self._is_log_pod, self._pods.values()), key=js.creation_order):
             container = js.main_container(pod)
-            if (js.container_started(pod, container)
-                    and _run_key(pod, container) not in self._finished):
+            key = js.container_run(pod, container)
+            if (js.container_started(pod, container) and key not in self._finished
+                    and not self._awaiting_change(pod, key)):
                 return pod
         return None
 
+    def _awaiting_change(self, pod: dict, key: _RunKey) -> bool:
+        """Whether `key`'s stream ended while `pod`, unchanged since, said it ran (pause on)."""
+        version, until = self._reopen.get(key, ("", 0.0))
+        if version == pod["metadata"].get("resourceVersion") and time.monotonic() < until:
+            return True
+        self._reopen.pop(key, None)
+        return False
+
     def _stream(self, pod: dict) -> None:
         name, container = pod["metadata"]["name"], js.main_container(pod)
-        key = _run_key(pod, container)
+        key = js.container_run(pod, container)
         try:
             if self._emit_new_lines(pod, key, self._api.stream_pod_log(
                     self._namespace, name, container)):
@@ -232,11 +253,14 @@ class PodLogFollower:
             self._pods.pop(name, None)
             return
         self._observe("MODIFIED", fresh)
-        if _run_key(fresh, container) != key or js.container_terminated(fresh, container):
+        if js.container_run(fresh, container) != key or js.container_terminated(fresh, container):
             self._end_run(key)
-        else:  # the stream ended while the container runs (e.g. a proxy): reopen
-            self._stream_backoff.pause_or_raise(
+        else:  # the kubelet has not yet reported the container's end, or a proxy cut the
+            # stream: reopen once the pod changes (the watch says), else after the longest pause
+            self._stream_backoff.next_pause(  # counts it; raises once the budget is spent
                 TransientApiError(f"the log stream of pod {name} ended while it runs"))
+            self._reopen[key] = (fresh["metadata"].get("resourceVersion", ""),
+                                 time.monotonic() + self._retry.max_backoff_seconds)
 
     def _end_run(self, key: _RunKey) -> None:
         """Marks a container run as read to its end; a value it ended within is said."""
@@ -263,9 +287,9 @@ class PodLogFollower:
 
     def _read_remaining_logs(self) -> None:
         pods, _ = self._api.list_pods(self._namespace, self._selector)
-        for pod in sorted(filter(self._is_log_pod, pods), key=_creation_order):
+        for pod in sorted(filter(self._is_log_pod, pods), key=js.creation_order):
             container = js.main_container(pod)
-            key = _run_key(pod, container)
+            key = js.container_run(pod, container)
             if js.container_started(pod, container) and key not in self._finished:
                 self._emit_new_lines(pod, key, self._api.stream_pod_log(
                     self._namespace, pod["metadata"]["name"], container, follow=False))
@@ -274,25 +298,3 @@ class PodLogFollower:
         with self._lock:
             if not self._closed:
                 self._log(line)
-
-
-def _run_key(pod: dict, container: str) -> _RunKey:
-    return pod["metadata"].get("uid", ""), js.restart_count(pod, container)
-
-
-def _older(pod: dict, known: Optional[dict]) -> bool:
-    """Whether `pod` is an older version of `known` (same uid, lower resourceVersion).
-
-    resourceVersions are opaque by contract but are etcd revisions, integers
-    that only grow, on every real apiserver; anything else is never "older".
-    """
-    if known is None or known["metadata"].get("uid") != pod["metadata"].get("uid"):
-        return False
-    try:
-        return int(pod["metadata"]["resourceVersion"]) < int(known["metadata"]["resourceVersion"])
-    except (KeyError, ValueError):
-        return False
-
-
-def _creation_order(pod: dict) -> Tuple[str, str]:
-    return pod["metadata"].get("creationTimestamp") or "", pod["metadata"]["name"]
