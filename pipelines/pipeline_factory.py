@@ -4,9 +4,9 @@ Each pipeline (`mnist`, `tabular`, `images`, `program`) is a `PipelineDefinition
 (`definition`, `shipped`): its source's parameters and the shard step's fixed
 settings. The DAG, the training parameters (the training step's own,
 `job.step_params`), the signature and the docstring are generated here, once
-for all of them. The
-same compiled pipeline runs on a laptop through kfp.local (`kfdist run`) and
-on a Kubeflow Pipelines cluster; only the training backend differs.
+for all of them. The same compiled pipeline runs on a laptop through kfp.local
+(`kfdist run`) and on a Kubeflow Pipelines cluster; only the training backend
+differs.
 """
 
 import dataclasses
