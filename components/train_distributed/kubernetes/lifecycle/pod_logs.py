@@ -148,11 +148,11 @@ class PodLogFollower:
                 self._idle.clear()
 
     def _watch_seconds(self) -> int:
-        """How long the next watch lasts: until the first stream to reopen after its pause."""
-        if not self._reopen:
-            return WATCH_SECONDS
-        first = min(until for _, until in self._reopen.values())
-        return max(1, min(WATCH_SECONDS, math.ceil(first - time.monotonic())))
+        """How long the next watch lasts: until the first reopen due (one past is stale)."""
+        now = time.monotonic()
+        self._reopen = {key: due for key, due in self._reopen.items() if due[1] > now}
+        first = min((until for _, until in self._reopen.values()), default=now + WATCH_SECONDS)
+        return max(1, min(WATCH_SECONDS, math.ceil(first - now)))
 
     def _relist(self) -> str:
         pods, resource_version = call_with_retry(self._retry, self._api.list_pods,
