@@ -10,5 +10,4 @@ channels come from the data, and the exported model takes encoded images.
 from kfdist.pipelines.pipeline_factory import build_pipeline
 from kfdist.pipelines.shipped import IMAGES as DEFINITION
 
-PIPELINE_NAME = DEFINITION.name
 images_pipeline = build_pipeline(DEFINITION)

@@ -7,5 +7,4 @@ docstring come from `pipeline_factory`, shared with the other pipelines.
 from kfdist.pipelines.pipeline_factory import build_pipeline
 from kfdist.pipelines.shipped import MNIST as DEFINITION
 
-PIPELINE_NAME = DEFINITION.name
 mnist_pipeline = build_pipeline(DEFINITION)

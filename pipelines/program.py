@@ -10,5 +10,4 @@ exported exactly as kfdist's own models are.
 from kfdist.pipelines.pipeline_factory import build_pipeline
 from kfdist.pipelines.shipped import PROGRAM as DEFINITION
 
-PIPELINE_NAME = DEFINITION.name
 program_pipeline = build_pipeline(DEFINITION)

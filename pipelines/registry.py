@@ -19,8 +19,8 @@ def pipelines() -> Dict[str, Callable]:
     """Returns every shipped pipeline function by its short name."""
     import importlib
 
-    modules = [importlib.import_module(f"kfdist.pipelines.{name}") for name in SHIPPED_PIPELINES]
-    return {m.PIPELINE_NAME: getattr(m, f"{m.PIPELINE_NAME}_pipeline") for m in modules}
+    return {name: getattr(importlib.import_module(f"kfdist.pipelines.{name}"), f"{name}_pipeline")
+            for name in SHIPPED_PIPELINES}
 
 
 def get_pipeline(name: str) -> Callable:

@@ -9,5 +9,4 @@ A string column that identifies rows (an id, a date) is left out unless kept.
 from kfdist.pipelines.pipeline_factory import build_pipeline
 from kfdist.pipelines.shipped import TABULAR as DEFINITION
 
-PIPELINE_NAME = DEFINITION.name
 tabular_pipeline = build_pipeline(DEFINITION)
